@@ -1,0 +1,194 @@
+//! Which cgroup hierarchies this host mounts, and where.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use super::UNIFIED;
+use crate::error::{Context, Error, Result};
+
+/// The host's cgroup hierarchies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// v1 hierarchy key (controller name, or `name=...` for named hierarchies) to its mount.
+    pub v1: BTreeMap<String, PathBuf>,
+    /// The cgroup2 mount, if any (the only hierarchy on a pure v2 host; "unified" on hybrid).
+    pub unified: Option<PathBuf>,
+}
+
+impl Layout {
+    /// Pure cgroup v2: controllers live in the unified hierarchy.
+    pub fn is_v2(&self) -> bool {
+        self.v1.is_empty() && self.unified.is_some()
+    }
+
+    /// Hybrid: v1 controllers plus a cgroup2 mount.
+    pub fn is_hybrid(&self) -> bool {
+        !self.v1.is_empty() && self.unified.is_some()
+    }
+
+    /// Every hierarchy a container gets a directory in: (key, mount point).
+    pub fn hierarchies(&self) -> Vec<(String, PathBuf)> {
+        let mut out: Vec<(String, PathBuf)> = self
+            .v1
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(u) = &self.unified {
+            out.push((UNIFIED.to_string(), u.clone()));
+        }
+        out
+    }
+}
+
+/// Read the cgroup mounts from /proc/self/mountinfo.
+pub fn detect() -> Result<Layout> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .ctx(|| "read /proc/self/mountinfo".into())?;
+    let known = known_controllers();
+    Ok(parse_mountinfo(&info, &known))
+}
+
+fn known_controllers() -> HashSet<String> {
+    std::fs::read_to_string("/proc/cgroups")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+fn parse_mountinfo(info: &str, known: &HashSet<String>) -> Layout {
+    let mut layout = Layout {
+        v1: BTreeMap::new(),
+        unified: None,
+    };
+    for line in info.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let pre: Vec<&str> = pre.split(' ').collect();
+        let post: Vec<&str> = post.split(' ').collect();
+        if pre.len() < 5 || post.len() < 3 || pre[3] != "/" {
+            continue;
+        }
+        let mountpoint = PathBuf::from(unescape(pre[4]));
+        match post[0] {
+            "cgroup2" => {
+                layout.unified.get_or_insert(mountpoint);
+            }
+            "cgroup" => {
+                for opt in post[2].split(',') {
+                    if known.contains(opt) || opt.starts_with("name=") {
+                        layout
+                            .v1
+                            .entry(opt.to_string())
+                            .or_insert(mountpoint.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    layout
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v as char);
+            i += 4;
+            continue;
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// The calling process's cgroup in each hierarchy, from /proc/self/cgroup.
+pub fn own_cgroups() -> Result<BTreeMap<String, PathBuf>> {
+    let text =
+        std::fs::read_to_string("/proc/self/cgroup").ctx(|| "read /proc/self/cgroup".into())?;
+    parse_proc_cgroup(&text)
+}
+
+fn parse_proc_cgroup(text: &str) -> Result<BTreeMap<String, PathBuf>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => {
+                return Err(Error::Other(format!(
+                    "malformed /proc/self/cgroup line {line:?}"
+                )));
+            }
+        };
+        if ctrls.is_empty() {
+            out.insert(UNIFIED.to_string(), PathBuf::from(path));
+        } else {
+            for c in ctrls.split(',') {
+                out.insert(c.to_string(), PathBuf::from(path));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+32 30 0:28 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+33 30 0:29 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+34 30 0:30 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+35 30 0:28 /sub /mnt/bound rw,relatime - cgroup cgroup rw,memory
+";
+
+    #[test]
+    fn hybrid_layout_is_recognised() {
+        let known: HashSet<String> = ["cpu", "memory"].iter().map(|s| s.to_string()).collect();
+        let l = parse_mountinfo(HYBRID, &known);
+        assert!(l.is_hybrid());
+        assert_eq!(l.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory"));
+        assert_eq!(
+            l.v1["name=systemd"],
+            PathBuf::from("/sys/fs/cgroup/systemd")
+        );
+        assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(l.hierarchies().len(), 4);
+    }
+
+    #[test]
+    fn pure_v2_layout() {
+        let l = parse_mountinfo(
+            "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
+            &HashSet::new(),
+        );
+        assert!(l.is_v2());
+    }
+
+    #[test]
+    fn proc_cgroup_lines() {
+        let m = parse_proc_cgroup("4:memory:/a/b\n1:cpu,cpuacct:/c\n0::/u\n").unwrap();
+        assert_eq!(m["memory"], PathBuf::from("/a/b"));
+        assert_eq!(m["cpuacct"], PathBuf::from("/c"));
+        assert_eq!(m[UNIFIED], PathBuf::from("/u"));
+    }
+
+    #[test]
+    fn unescapes_octal() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+    }
+}

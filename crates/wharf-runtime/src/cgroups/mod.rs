@@ -1,0 +1,335 @@
+//! cgroups v1, v2 and the hybrid layout behind one interface (the cgroupfs driver).
+//!
+//! A container's cgroup is a set of directories, one per mounted hierarchy: on a pure v2 host
+//! a single one under the cgroup2 mount; on v1 one per controller (cpu, memory, ...); on a
+//! hybrid host the v1 ones plus the cgroup2 mount at /sys/fs/cgroup/unified, which carries no
+//! controllers but holds the process for tools that look there (as runc does). The set of
+//! directories is computed once at create time and stored in state.json, so every later
+//! command acts on exactly what was created.
+
+mod layout;
+mod resources;
+
+pub use layout::{Layout, detect};
+pub use resources::apply as apply_resources;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Context, Error, Result, p};
+
+/// Key of the unified (cgroup2) hierarchy in [`Cgroup::paths`].
+pub const UNIFIED: &str = "";
+
+/// A container's cgroup: its directory in each hierarchy.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Cgroup {
+    /// Hierarchy key (a v1 controller name such as "memory" or "name=systemd", or
+    /// [`UNIFIED`]) to the absolute directory of this cgroup.
+    pub paths: BTreeMap<String, PathBuf>,
+    /// True on a pure cgroup v2 host, where the unified hierarchy carries the controllers.
+    pub v2: bool,
+}
+
+impl Cgroup {
+    /// Resolve a config's `linux.cgroupsPath` as runc's cgroupfs driver does: an absolute
+    /// path counts from each hierarchy's root; a relative one (or the container id when the
+    /// path is empty) counts from the runtime's own cgroup (on v2, from its parent, which can
+    /// hold child cgroups with controllers).
+    pub fn resolve(layout: &Layout, cgroups_path: Option<&Path>, id: &str) -> Result<Cgroup> {
+        let inner: PathBuf = match cgroups_path {
+            Some(p) if !p.as_os_str().is_empty() => clean(p),
+            _ => PathBuf::from(id),
+        };
+        if inner.as_os_str().is_empty() || inner == Path::new("/") {
+            return Err(Error::Config(format!(
+                "linux.cgroupsPath {:?} names the root cgroup",
+                cgroups_path.unwrap_or(Path::new(""))
+            )));
+        }
+        let own = if inner.is_absolute() {
+            BTreeMap::new()
+        } else {
+            layout::own_cgroups()?
+        };
+        let mut paths = BTreeMap::new();
+        for (key, mount) in layout.hierarchies() {
+            let base = if inner.is_absolute() {
+                PathBuf::from("/")
+            } else {
+                let mut own_path = own.get(&key).cloned().unwrap_or_else(|| PathBuf::from("/"));
+                if key == UNIFIED && layout.is_v2() {
+                    own_path = own_path.parent().map(Path::to_path_buf).unwrap_or(own_path);
+                }
+                own_path
+            };
+            let full = base.join(&inner);
+            paths.insert(key, mount.join(crate::safe_path::relative(&full)));
+        }
+        Ok(Cgroup {
+            paths,
+            v2: layout.is_v2(),
+        })
+    }
+
+    /// Create every directory (with parents). On v1 cpuset, new levels inherit the parent's
+    /// cpus and mems, without which no task could join.
+    pub fn create(&self) -> Result<()> {
+        for (key, dir) in &self.paths {
+            if key == "cpuset" {
+                create_cpuset(dir)?;
+            } else {
+                std::fs::create_dir_all(dir).ctx(|| format!("create cgroup {}", p(dir)))?;
+            }
+        }
+        if self.v2
+            && let Some(dir) = self.paths.get(UNIFIED)
+        {
+            resources::enable_controllers(dir)?;
+        }
+        Ok(())
+    }
+
+    /// The unified directory opened for clone3's CLONE_INTO_CGROUP.
+    pub fn unified_fd(&self) -> Option<OwnedFd> {
+        let dir = self.paths.get(UNIFIED)?;
+        rustix::fs::open(
+            dir,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()
+    }
+
+    /// Move `pid` into every hierarchy (except the unified one when `skip_unified`, because
+    /// clone3 already placed it there).
+    pub fn add_pid(&self, pid: i32, skip_unified: bool) -> Result<()> {
+        for (key, dir) in &self.paths {
+            if skip_unified && key == UNIFIED {
+                continue;
+            }
+            let procs = dir.join("cgroup.procs");
+            std::fs::write(&procs, pid.to_string())
+                .ctx(|| format!("add pid {pid} to cgroup {}", p(dir)))?;
+        }
+        Ok(())
+    }
+
+    /// The directory that answers "which processes are in the container": the unified one on
+    /// v2, otherwise a v1 controller every container has.
+    fn procs_dir(&self) -> Option<&Path> {
+        if self.v2 {
+            return self.paths.get(UNIFIED).map(PathBuf::as_path);
+        }
+        ["pids", "freezer", "memory", "cpu", "devices", UNIFIED]
+            .iter()
+            .find_map(|k| self.paths.get(*k))
+            .map(PathBuf::as_path)
+    }
+
+    /// Every pid in the cgroup and its descendants.
+    pub fn pids(&self) -> Result<Vec<i32>> {
+        let mut out = Vec::new();
+        if let Some(dir) = self.procs_dir() {
+            collect_pids(dir, &mut out).ctx(|| format!("list processes of cgroup {}", p(dir)))?;
+        }
+        Ok(out)
+    }
+
+    /// Send `signal` to every process in the cgroup, frozen first where a freezer exists so
+    /// none can fork away in between.
+    pub fn signal_all(&self, signal: i32) -> Result<()> {
+        let frozen = self.freeze().is_ok();
+        let pids = self.pids();
+        if let Ok(pids) = &pids {
+            for pid in pids {
+                // SAFETY: kill(2) with a pid read from the cgroup.
+                unsafe { libc::kill(*pid, signal) };
+            }
+        }
+        if frozen {
+            self.thaw()?;
+        }
+        pids.map(|_| ())
+    }
+
+    /// Freeze every process (v1 freezer controller, or cgroup.freeze on v2).
+    pub fn freeze(&self) -> Result<()> {
+        self.set_frozen(true)
+    }
+
+    /// Undo [`Cgroup::freeze`].
+    pub fn thaw(&self) -> Result<()> {
+        self.set_frozen(false)
+    }
+
+    fn set_frozen(&self, frozen: bool) -> Result<()> {
+        if let Some(dir) = self.paths.get("freezer") {
+            let want = if frozen { "FROZEN" } else { "THAWED" };
+            let file = dir.join("freezer.state");
+            for attempt in 0..1000 {
+                std::fs::write(&file, want).ctx(|| format!("write {want} to {}", p(&file)))?;
+                let now = std::fs::read_to_string(&file).ctx(|| format!("read {}", p(&file)))?;
+                if now.trim() == want {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_micros(100 * (attempt.min(50) + 1)));
+            }
+            return Err(Error::Other(format!(
+                "cgroup {} did not reach {want}",
+                p(dir)
+            )));
+        }
+        let Some(dir) = self.paths.get(UNIFIED).filter(|_| self.v2) else {
+            return Err(Error::Unsupported(
+                "no freezer: neither the v1 freezer controller nor cgroup v2 is available".into(),
+            ));
+        };
+        let file = dir.join("cgroup.freeze");
+        std::fs::write(&file, if frozen { "1" } else { "0" })
+            .ctx(|| format!("write {}", p(&file)))?;
+        let events = dir.join("cgroup.events");
+        let want = if frozen { "frozen 1" } else { "frozen 0" };
+        for attempt in 0..1000 {
+            let text = std::fs::read_to_string(&events).ctx(|| format!("read {}", p(&events)))?;
+            if text.lines().any(|l| l == want) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_micros(100 * (attempt.min(50) + 1)));
+        }
+        Err(Error::Other(format!(
+            "cgroup {} did not reach {want}",
+            p(dir)
+        )))
+    }
+
+    /// Whether the cgroup is frozen (the container is paused).
+    pub fn is_frozen(&self) -> bool {
+        if let Some(dir) = self.paths.get("freezer") {
+            return std::fs::read_to_string(dir.join("freezer.state"))
+                .is_ok_and(|s| s.trim() == "FROZEN");
+        }
+        if let Some(dir) = self.paths.get(UNIFIED).filter(|_| self.v2) {
+            return std::fs::read_to_string(dir.join("cgroup.freeze"))
+                .is_ok_and(|s| s.trim() == "1");
+        }
+        false
+    }
+
+    /// Remove every directory. Processes that are still exiting keep a cgroup busy for a
+    /// moment, so EBUSY is retried; a missing directory counts as removed.
+    pub fn destroy(&self) -> Result<()> {
+        let mut first_err = None;
+        for dir in self.paths.values() {
+            if let Err(e) = remove_tree(dir) {
+                first_err.get_or_insert(Error::os(format!("remove cgroup {}", p(dir)), e));
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// Remove a cgroup directory and any child cgroups below it, deepest first.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&entry.path())?;
+        }
+    }
+    let mut delay = Duration::from_millis(1);
+    for _ in 0..12 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
+fn collect_pids(dir: &Path, out: &mut Vec<i32>) -> io::Result<()> {
+    match std::fs::read_to_string(dir.join("cgroup.procs")) {
+        Ok(text) => out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_pids(&entry.path(), out)?;
+        }
+    }
+    Ok(())
+}
+
+fn create_cpuset(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_cpuset(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
+    }
+    let parent = dir.parent().unwrap_or(dir);
+    for file in ["cpuset.cpus", "cpuset.mems"] {
+        let own = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        if own.trim().is_empty() {
+            let value = std::fs::read_to_string(parent.join(file))
+                .ctx(|| format!("read {}", p(&parent.join(file))))?;
+            std::fs::write(dir.join(file), value.trim())
+                .ctx(|| format!("write {}", p(&dir.join(file))))?;
+        }
+    }
+    Ok(())
+}
+
+/// Lexically clean a path (`a/./b/../c` -> `a/c`), keeping it absolute if it was, as Go's
+/// filepath.Clean does for runc's cgroupsPath.
+fn clean(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    let mut p = if path.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    };
+    p.extend(out);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_keeps_inside_root() {
+        assert_eq!(clean(Path::new("/a/../../b/./c")), PathBuf::from("/b/c"));
+        assert_eq!(clean(Path::new("x/y/..")), PathBuf::from("x"));
+    }
+}

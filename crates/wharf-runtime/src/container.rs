@@ -1,0 +1,599 @@
+//! The container lifecycle: create, start, state, kill, delete, pause, resume.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::LinuxNamespaceType;
+
+use crate::cgroups::{self, Cgroup};
+use crate::error::{Context, Error, Result, p};
+use crate::hooks::{self, HookState, Kind};
+use crate::init::{self, InitArgs};
+use crate::namespaces::{self, Plan, Restore};
+use crate::process_attrs;
+use crate::seccomp;
+use crate::spec::{self, Bundle};
+use crate::state::{self, ContainerState, FIFO, Status, Store};
+use crate::sync::{self, Msg};
+use crate::sys::{self, Forked};
+
+/// Options of `create` (runc's flags of the same names).
+#[derive(Debug, Default)]
+pub struct CreateOptions {
+    /// Bundle directory.
+    pub bundle: PathBuf,
+    /// Unix socket to send the pty master to (process.terminal).
+    pub console_socket: Option<PathBuf>,
+    /// An already connected console socket (used instead of `console_socket`).
+    pub console: Option<OwnedFd>,
+    /// File to write the init's pid to.
+    pub pid_file: Option<PathBuf>,
+    /// MS_MOVE + chroot instead of pivot_root.
+    pub no_pivot: bool,
+    /// Keep the caller's session keyring.
+    pub no_new_keyring: bool,
+    /// Pass fds 3..3+N to the container process.
+    pub preserve_fds: u32,
+}
+
+/// A container init created by this process (and therefore, until this process exits, its
+/// child: `run` waits on it).
+#[derive(Debug)]
+pub struct Created {
+    /// Host pid of the init.
+    pub pid: i32,
+    /// pidfd of the init.
+    pub pidfd: OwnedFd,
+}
+
+/// A runtime rooted at a state directory (runc's `--root`).
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    store: Store,
+    systemd_cgroup: bool,
+}
+
+/// Default state root, as runc uses /run/runc.
+pub const DEFAULT_ROOT: &str = "/run/wharf";
+
+/// Undo list for a failed create.
+struct Rollback<'a> {
+    store: &'a Store,
+    id: &'a str,
+    cgroup: Option<Cgroup>,
+    child: Option<i32>,
+    armed: bool,
+}
+
+impl Drop for Rollback<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(pid) = self.child {
+            // SAFETY: our own child; kill and reap it so nothing of it lingers.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        }
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.signal_all(libc::SIGKILL);
+            let _ = cg.destroy();
+        }
+        let _ = self.store.remove(self.id);
+    }
+}
+
+impl Runtime {
+    /// A runtime with its state under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Runtime {
+            store: Store::new(root),
+            systemd_cgroup: false,
+        }
+    }
+
+    /// Ask for the systemd cgroup driver (not implemented: create fails with a clear error).
+    pub fn with_systemd_cgroup(mut self, on: bool) -> Self {
+        self.systemd_cgroup = on;
+        self
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Create container `id` from a bundle: when this returns, the init is fully set up and
+    /// blocked until [`Runtime::start`].
+    pub fn create(&self, id: &str, mut opts: CreateOptions) -> Result<Created> {
+        if self.systemd_cgroup {
+            return Err(Error::Unsupported(
+                "the systemd cgroup driver (--systemd-cgroup) is not supported; use the cgroupfs driver".into(),
+            ));
+        }
+        let bundle = spec::load_bundle(&opts.bundle)?;
+        let proc_ = bundle.spec.process().as_ref().expect("validated");
+        crate::lsm::check(
+            proc_.apparmor_profile().as_deref(),
+            proc_.selinux_label().as_deref(),
+        )?;
+        let dir = self.store.reserve(id)?;
+        let mut rollback = Rollback {
+            store: &self.store,
+            id,
+            cgroup: None,
+            child: None,
+            armed: true,
+        };
+        let layout = cgroups::detect()?;
+        let linux = bundle.spec.linux().clone().unwrap_or_default();
+        let cg = Cgroup::resolve(&layout, linux.cgroups_path().as_deref(), id)?;
+        cg.create()?;
+        rollback.cgroup = Some(cg.clone());
+        if let Some(res) = linux.resources() {
+            cgroups::apply_resources(&cg, res)?;
+        }
+        let filter = match linux.seccomp() {
+            Some(s) => Some(seccomp::compile(s)?),
+            None => None,
+        };
+        let fifo_path = dir.join(FIFO);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo_path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o622),
+            0,
+        )
+        .ctx(|| format!("create {}", p(&fifo_path)))?;
+        let fifo = rustix::fs::open(
+            &fifo_path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ctx(|| format!("open {}", p(&fifo_path)))?;
+        let terminal = proc_.terminal().unwrap_or(false);
+        let console = match (terminal, opts.console.take(), &opts.console_socket) {
+            (false, _, _) => None,
+            (true, Some(fd), _) => Some(fd),
+            (true, None, Some(path)) => Some(crate::console::connect(path)?),
+            (true, None, None) => {
+                return Err(Error::Config(
+                    "process.terminal is set: a console socket is required (--console-socket)"
+                        .into(),
+                ));
+            }
+        };
+        let unified = cg.unified_fd();
+        let plan = Plan::new(&bundle.spec, cg.v2 && unified.is_some())?;
+        let (parent_end, child_end) = sync::pair()?;
+        let created = self.spawn_init(
+            id,
+            &bundle,
+            &cg,
+            &plan,
+            unified.as_ref(),
+            child_end,
+            fifo,
+            console,
+            filter.as_ref(),
+            &opts,
+            &mut rollback,
+        );
+        let (pid, pidfd, placed) = created?;
+        let channel = parent_end;
+        let users = bundle.spec.process().as_ref().expect("validated");
+        if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+            namespaces::write_id_maps(
+                pid,
+                linux.uid_mappings().as_deref().unwrap_or(&[]),
+                linux.gid_mappings().as_deref().unwrap_or(&[]),
+            )?;
+        }
+        cg.add_pid(pid, placed)?;
+        if let Some(score) = users.oom_score_adj() {
+            process_attrs::set_oom_score_adj(pid, score)?;
+        }
+        channel
+            .send(&Msg::Go)
+            .ctx(|| "start the container's init".into())?;
+        let annotations = bundle.spec.annotations().clone().unwrap_or_default();
+        let hooks_cfg = bundle.spec.hooks().as_ref();
+        loop {
+            match channel.recv() {
+                Ok(Some(Msg::RunHooks)) => {
+                    let st = HookState::new(
+                        id,
+                        Status::Creating,
+                        Some(pid),
+                        &bundle.dir,
+                        annotations.clone(),
+                    );
+                    hooks::run_all(hooks_cfg, Kind::Prestart, &st.to_json())?;
+                    hooks::run_all(hooks_cfg, Kind::CreateRuntime, &st.to_json())?;
+                    channel
+                        .send(&Msg::HooksDone)
+                        .ctx(|| "resume the container's init".into())?;
+                }
+                Ok(Some(Msg::Ready)) => break,
+                Ok(Some(Msg::Failed(text))) => return Err(Error::Init(text)),
+                Ok(Some(other)) => {
+                    return Err(Error::Other(format!(
+                        "unexpected {other:?} from the container's init"
+                    )));
+                }
+                Ok(None) => {
+                    return Err(Error::Init(
+                        "the container's init exited during setup without reporting why".into(),
+                    ));
+                }
+                Err(e) => return Err(Error::os("read the sync socket", e)),
+            }
+        }
+        let st = ContainerState {
+            id: id.to_string(),
+            bundle: bundle.dir.clone(),
+            rootfs: bundle.rootfs.clone(),
+            pid,
+            init_start_time: sys::process_start_time(pid)
+                .ctx(|| format!("read start time of pid {pid}"))?,
+            created: crate::clock::now_rfc3339_nano(),
+            config: bundle.spec.clone(),
+            cgroup: cg,
+            private_pid_ns: plan.clone_flags & libc::CLONE_NEWPID as u64 != 0,
+        };
+        self.store.save(&st)?;
+        if let Some(pf) = &opts.pid_file {
+            state::write_atomic(&absolute(pf), pid.to_string().as_bytes())?;
+        }
+        rollback.armed = false;
+        Ok(Created { pid, pidfd })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_init(
+        &self,
+        id: &str,
+        bundle: &Bundle,
+        cg: &Cgroup,
+        plan: &Plan,
+        unified: Option<&OwnedFd>,
+        child_end: sync::Channel,
+        fifo: OwnedFd,
+        console: Option<OwnedFd>,
+        filter: Option<&seccomp::Filter>,
+        opts: &CreateOptions,
+        rollback: &mut Rollback<'_>,
+    ) -> Result<(i32, OwnedFd, bool)> {
+        // Namespaces that apply to children only are entered by the runtime just around the
+        // clone, then left again.
+        let _restore_pid = match &plan.join_pid {
+            Some(fd) => {
+                let r = Restore::save(LinuxNamespaceType::Pid)?;
+                namespaces::join(LinuxNamespaceType::Pid, fd)?;
+                Some(r)
+            }
+            None => None,
+        };
+        let _restore_time = if let Some(fd) = &plan.join_time {
+            let r = Restore::save(LinuxNamespaceType::Time)?;
+            namespaces::join(LinuxNamespaceType::Time, fd)?;
+            Some(r)
+        } else if plan.new_time {
+            let r = Restore::save(LinuxNamespaceType::Time)?;
+            let offsets = bundle
+                .spec
+                .linux()
+                .as_ref()
+                .and_then(|l| l.time_offsets().clone())
+                .unwrap_or_default();
+            namespaces::unshare_time(&offsets)?;
+            Some(r)
+        } else {
+            None
+        };
+        let cgroup_fd = if cg.v2 {
+            unified.map(|f| f.as_fd())
+        } else {
+            None
+        };
+        // SAFETY: the runtime is single-threaded (the library's contract for create).
+        let forked = unsafe { sys::clone_process(plan.clone_flags, cgroup_fd) }
+            .ctx(|| "clone the container's init".into())?;
+        match forked {
+            (Forked::Child, _) => {
+                // Never returns: execs the container process or exits.
+                init::run(InitArgs {
+                    id,
+                    bundle,
+                    channel: child_end,
+                    fifo,
+                    console,
+                    plan,
+                    cgroup: cg,
+                    no_pivot: opts.no_pivot,
+                    no_new_keyring: opts.no_new_keyring,
+                    preserve_fds: opts.preserve_fds,
+                    seccomp: filter,
+                })
+            }
+            (Forked::Parent { pid, pidfd }, placed) => {
+                rollback.child = Some(pid);
+                drop(child_end);
+                Ok((pid, pidfd, placed))
+            }
+        }
+    }
+
+    /// Start a created container: release its init from the exec fifo and wait until it has
+    /// exec'd the user's program (or report why it could not).
+    pub fn start(&self, id: &str) -> Result<()> {
+        let _lock = self.store.lock(id)?;
+        let st = self.store.load(id)?;
+        let dir = self.store.dir(id);
+        match st.status(&dir) {
+            Status::Created => {}
+            Status::Stopped => {
+                return Err(Error::State(
+                    "cannot start a container that has stopped".into(),
+                ));
+            }
+            Status::Running | Status::Paused => {
+                return Err(Error::State(
+                    "cannot start an already running container".into(),
+                ));
+            }
+            Status::Creating => {
+                return Err(Error::State(
+                    "cannot start a container that is still being created".into(),
+                ));
+            }
+        }
+        let fifo_path = dir.join(FIFO);
+        let fifo = rustix::fs::open(
+            &fifo_path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ctx(|| format!("open {}", p(&fifo_path)))?;
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(st.pid).expect("positive pid"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ctx(|| format!("open pidfd of the container's init {}", st.pid))?;
+        let message = wait_exec(&fifo, &pidfd)?;
+        let _ = std::fs::remove_file(&fifo_path);
+        if let Some(text) = message {
+            return Err(Error::Init(text));
+        }
+        let hook_state = HookState::new(
+            id,
+            Status::Running,
+            Some(st.pid),
+            &st.bundle,
+            st.annotations(),
+        );
+        for warning in hooks::run_all_warn(
+            st.config.hooks().as_ref(),
+            Kind::Poststart,
+            &hook_state.to_json(),
+        ) {
+            crate::log::warn(&warning);
+        }
+        Ok(())
+    }
+
+    /// The container's state (runc's `state`).
+    pub fn state(&self, id: &str) -> Result<(ContainerState, Status)> {
+        let st = self.store.load(id)?;
+        let status = st.status(&self.store.dir(id));
+        Ok((st, status))
+    }
+
+    /// States of every container under the root.
+    pub fn list(&self) -> Result<Vec<(ContainerState, Status)>> {
+        let mut out = Vec::new();
+        for id in self.store.ids()? {
+            match self.state(&id) {
+                Ok(s) => out.push(s),
+                // Deleted meanwhile.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Send `signal` to the init, or to every process of the container with `all`.
+    pub fn kill(&self, id: &str, signal: i32, all: bool) -> Result<()> {
+        let st = self.store.load(id)?;
+        let status = st.status(&self.store.dir(id));
+        if status == Status::Stopped && !all {
+            return Err(Error::State("container not running".into()));
+        }
+        if all {
+            return st.cgroup.signal_all(signal);
+        }
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(st.pid).expect("positive pid"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .map_err(|_| Error::State("container not running".into()))?;
+        // The pidfd pins the process we checked: no signal can reach a reused pid.
+        if sys::process_start_time(st.pid).ok() != Some(st.init_start_time) {
+            return Err(Error::State("container not running".into()));
+        }
+        let sig = rustix::process::Signal::from_named_raw(signal)
+            .ok_or_else(|| Error::Config(format!("invalid signal {signal}")))?;
+        rustix::process::pidfd_send_signal(&pidfd, sig)
+            .ctx(|| format!("send signal {signal} to the container's init {}", st.pid))?;
+        // Unpause so the signal can be acted upon, as runc does for SIGKILL of a paused one.
+        if status == Status::Paused && signal == libc::SIGKILL {
+            let _ = st.cgroup.thaw();
+        }
+        Ok(())
+    }
+
+    /// Delete a container: refuses a running one unless `force` (then kills it first);
+    /// removes its cgroup and state, and runs the poststop hooks.
+    pub fn delete(&self, id: &str, force: bool) -> Result<()> {
+        let st = match self.store.load(id) {
+            Ok(st) => st,
+            Err(Error::NotFound(_)) if force => {
+                // A half-created container (no state file) still owns its directory.
+                self.store.remove(id)?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let _lock = self.store.lock(id)?;
+        let dir = self.store.dir(id);
+        let status = st.status(&dir);
+        match status {
+            Status::Stopped | Status::Created => {}
+            Status::Running | Status::Paused | Status::Creating if !force => {
+                return Err(Error::State(format!(
+                    "cannot delete container {id} that is not stopped: {status}"
+                )));
+            }
+            _ => {}
+        }
+        if status != Status::Stopped {
+            self.kill_and_wait(&st)?;
+        }
+        if !st.private_pid_ns {
+            // Without a pid namespace of its own, the container's other processes survive
+            // its init: kill them through the cgroup.
+            let _ = st.cgroup.signal_all(libc::SIGKILL);
+        }
+        st.cgroup.destroy()?;
+        self.store.remove(id)?;
+        let hook_state = HookState::new(id, Status::Stopped, None, &st.bundle, st.annotations());
+        for warning in hooks::run_all_warn(
+            st.config.hooks().as_ref(),
+            Kind::Poststop,
+            &hook_state.to_json(),
+        ) {
+            crate::log::warn(&warning);
+        }
+        Ok(())
+    }
+
+    fn kill_and_wait(&self, st: &ContainerState) -> Result<()> {
+        let Ok(pidfd) = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(st.pid).expect("positive pid"),
+            rustix::process::PidfdFlags::empty(),
+        ) else {
+            return Ok(());
+        };
+        if sys::process_start_time(st.pid).ok() != Some(st.init_start_time) {
+            return Ok(());
+        }
+        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+        let _ = st.cgroup.thaw();
+        wait_pidfd(&pidfd, None);
+        Ok(())
+    }
+
+    /// Freeze every process of the container.
+    pub fn pause(&self, id: &str) -> Result<()> {
+        let _lock = self.store.lock(id)?;
+        let (st, status) = self.state(id)?;
+        if status != Status::Running && status != Status::Created {
+            return Err(Error::State(format!("container not running: {status}")));
+        }
+        st.cgroup.freeze()
+    }
+
+    /// Thaw a paused container.
+    pub fn resume(&self, id: &str) -> Result<()> {
+        let _lock = self.store.lock(id)?;
+        let (st, status) = self.state(id)?;
+        if status != Status::Paused {
+            return Err(Error::State("container not paused".into()));
+        }
+        st.cgroup.thaw()
+    }
+
+    /// Pids of every process in the container's cgroup.
+    pub fn pids(&self, id: &str) -> Result<Vec<i32>> {
+        let st = self.store.load(id)?;
+        st.cgroup.pids()
+    }
+}
+
+/// Wait for the init to exec (the fifo's write end closes with CLOEXEC) or to report an
+/// error through the fifo, or to die before it ever opened the fifo.
+fn wait_exec(fifo: &OwnedFd, pidfd: &OwnedFd) -> Result<Option<String>> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut data = Vec::new();
+    let mut saw_writer = false;
+    loop {
+        let mut fds = [
+            PollFd::new(fifo, PollFlags::IN),
+            PollFd::new(pidfd, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::os("wait for the container to start", e)),
+        }
+        let fifo_ev = fds[0].revents();
+        let died = !fds[1].revents().is_empty();
+        if fifo_ev.contains(PollFlags::IN) {
+            let mut buf = [0u8; 4096];
+            match rustix::io::read(fifo, &mut buf) {
+                Ok(0) if saw_writer => {
+                    return Ok(
+                        (!data.is_empty()).then(|| String::from_utf8_lossy(&data).into_owned())
+                    );
+                }
+                Ok(0) => {}
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+                Err(rustix::io::Errno::AGAIN) => {}
+                Err(e) => return Err(Error::os("read the exec fifo", e)),
+            }
+            saw_writer = true;
+            continue;
+        }
+        if fifo_ev.contains(PollFlags::HUP) {
+            // The writer closed: exec succeeded (CLOEXEC) or it wrote why it failed.
+            return Ok(if data.is_empty() {
+                None
+            } else {
+                Some(String::from_utf8_lossy(&data).into_owned())
+            });
+        }
+        if died && !saw_writer {
+            return Err(Error::Init(
+                "the container's init exited before it could be started".into(),
+            ));
+        }
+        if died {
+            return Ok((!data.is_empty()).then(|| String::from_utf8_lossy(&data).into_owned()));
+        }
+    }
+}
+
+/// Wait until the process behind `pidfd` exits (or `timeout` passes).
+pub fn wait_pidfd(pidfd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let ts = timeout.map(|d| rustix::time::Timespec {
+        tv_sec: d.as_secs() as i64,
+        tv_nsec: d.subsec_nanos() as i64,
+    });
+    loop {
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, ts.as_ref()) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

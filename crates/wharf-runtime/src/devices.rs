@@ -1,0 +1,194 @@
+//! Device nodes in the container's /dev: the default set every OCI container gets, the
+//! config's `linux.devices`, and the standard symlinks.
+
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
+use rustix::fs::{FileType, Mode};
+
+use crate::error::{Context, Error, Result, p};
+use crate::safe_path;
+use crate::sys;
+
+/// A device node to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Path inside the container.
+    pub path: PathBuf,
+    /// 'c', 'b' or 'p'.
+    pub kind: char,
+    /// Major number.
+    pub major: u64,
+    /// Minor number.
+    pub minor: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+/// The runtime-spec's default devices (null, zero, full, random, urandom, tty).
+pub fn defaults() -> Vec<Node> {
+    [
+        ("/dev/null", 1, 3),
+        ("/dev/zero", 1, 5),
+        ("/dev/full", 1, 7),
+        ("/dev/random", 1, 8),
+        ("/dev/urandom", 1, 9),
+        ("/dev/tty", 5, 0),
+    ]
+    .iter()
+    .map(|(path, major, minor)| Node {
+        path: PathBuf::from(path),
+        kind: 'c',
+        major: *major,
+        minor: *minor,
+        mode: 0o666,
+        uid: 0,
+        gid: 0,
+    })
+    .collect()
+}
+
+/// The nodes of `linux.devices`, validated.
+pub fn from_config(devices: &[LinuxDevice]) -> Result<Vec<Node>> {
+    devices
+        .iter()
+        .map(|d| {
+            let kind = match d.typ() {
+                LinuxDeviceType::C | LinuxDeviceType::U => 'c',
+                LinuxDeviceType::B => 'b',
+                LinuxDeviceType::P => 'p',
+                LinuxDeviceType::A => {
+                    return Err(Error::Config(format!(
+                        "linux.devices: {} has type \"a\", which is only valid in cgroup rules",
+                        p(d.path())
+                    )));
+                }
+            };
+            if !d.path().starts_with("/dev") {
+                return Err(Error::Config(format!(
+                    "linux.devices: {} is not under /dev",
+                    p(d.path())
+                )));
+            }
+            Ok(Node {
+                path: d.path().clone(),
+                kind,
+                major: d.major() as u64,
+                minor: d.minor() as u64,
+                mode: d.file_mode().unwrap_or(0o666) & 0o7777,
+                uid: d.uid().unwrap_or(0),
+                gid: d.gid().unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// Create `node` inside `root`. Inside a user namespace mknod is not allowed, so the host's
+/// node is bind-mounted onto an empty file instead (as runc does).
+pub fn create(root: BorrowedFd<'_>, node: &Node, bind_from_host: bool) -> Result<()> {
+    let rel = safe_path::relative(&node.path);
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let name = rel
+        .file_name()
+        .ok_or_else(|| Error::Config(format!("device path {} has no name", p(&node.path))))?;
+    let dir = safe_path::mkdir_all(root, parent, 0o755)
+        .ctx(|| format!("create directory for device {}", p(&node.path)))?;
+    let dir = safe_path::reopen_dir(&dir).ctx(|| format!("open parent of {}", p(&node.path)))?;
+    if bind_from_host {
+        let target = safe_path::ensure_file(root, &node.path)
+            .ctx(|| format!("create mount point for device {}", p(&node.path)))?;
+        let host = crate::mounts::path_cstr(&node.path);
+        return sys::mount(
+            Some(&host),
+            &safe_path::proc_fd_path(&target),
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .ctx(|| format!("bind mount device {}", p(&node.path)));
+    }
+    let ft = match node.kind {
+        'b' => FileType::BlockDevice,
+        'p' => FileType::Fifo,
+        _ => FileType::CharacterDevice,
+    };
+    let dev = rustix::fs::makedev(node.major as u32, node.minor as u32);
+    // A file the image put there (or an earlier mount point) gives way to the device.
+    let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
+    rustix::fs::mknodat(&dir, name, ft, Mode::from_raw_mode(node.mode), dev)
+        .ctx(|| format!("mknod {}", p(&node.path)))?;
+    rustix::fs::chownat(
+        &dir,
+        name,
+        Some(rustix::fs::Uid::from_raw(node.uid)),
+        Some(rustix::fs::Gid::from_raw(node.gid)),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .ctx(|| format!("chown {}", p(&node.path)))?;
+    // mknod honours the umask; set the exact mode the config asked for.
+    rustix::fs::chmodat(
+        &dir,
+        name,
+        Mode::from_raw_mode(node.mode),
+        rustix::fs::AtFlags::empty(),
+    )
+    .ctx(|| format!("chmod {}", p(&node.path)))
+}
+
+/// /dev/fd, /dev/stdin, /dev/stdout, /dev/stderr (and /dev/core where the host has
+/// /proc/kcore), plus /dev/ptmx pointing into the container's devpts.
+pub fn create_symlinks(root: BorrowedFd<'_>, ptmx: bool) -> Result<()> {
+    let dev = safe_path::mkdir_all(root, Path::new("/dev"), 0o755).ctx(|| "create /dev".into())?;
+    let dev = safe_path::reopen_dir(&dev).ctx(|| "open /dev".into())?;
+    let mut links = vec![
+        ("/proc/self/fd", "fd"),
+        ("/proc/self/fd/0", "stdin"),
+        ("/proc/self/fd/1", "stdout"),
+        ("/proc/self/fd/2", "stderr"),
+    ];
+    if Path::new("/proc/kcore").exists() {
+        links.push(("/proc/kcore", "core"));
+    }
+    for (target, name) in links {
+        match rustix::fs::symlinkat(target, &dev, name) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(Error::os(format!("symlink /dev/{name}"), e)),
+        }
+    }
+    if ptmx {
+        let _ = rustix::fs::unlinkat(&dev, "ptmx", rustix::fs::AtFlags::empty());
+        rustix::fs::symlinkat("pts/ptmx", &dev, "ptmx").ctx(|| "symlink /dev/ptmx".into())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::LinuxDeviceBuilder;
+
+    #[test]
+    fn config_devices_are_validated() {
+        let ok = LinuxDeviceBuilder::default()
+            .path("/dev/fuse")
+            .typ(LinuxDeviceType::C)
+            .major(10)
+            .minor(229)
+            .file_mode(0o20666u32)
+            .build()
+            .unwrap();
+        let nodes = from_config(&[ok]).unwrap();
+        assert_eq!(nodes[0].mode, 0o666);
+        let bad = LinuxDeviceBuilder::default()
+            .path("/etc/evil")
+            .typ(LinuxDeviceType::C)
+            .build()
+            .unwrap();
+        assert!(from_config(&[bad]).is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! The container's init: the code that runs in the process cloned by `create`, from the
+//! clone until it execs the user's program.
+//!
+//! It is not a re-exec of the runtime binary: the clone continues in a copy of the runtime's
+//! memory, with the parsed config already there, so setting up costs only the syscalls the
+//! container needs. It runs in two halves: everything up to "ready" reports failures to the
+//! runtime over the sync channel; after `start` opens the exec fifo, failures are written
+//! into the fifo, which is how `start` learns of them.
+
+use std::ffi::{CString, OsStr};
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxNamespaceType, Process, Spec};
+
+use crate::caps;
+use crate::cgroups::Cgroup;
+use crate::console;
+use crate::error::{Context, Error, Result, p};
+use crate::hooks::{self, Kind};
+use crate::namespaces::{self, Plan};
+use crate::process_attrs;
+use crate::rootfs::{self, RootfsOptions};
+use crate::seccomp;
+use crate::spec::Bundle;
+use crate::sync::{Channel, Msg};
+use crate::sys;
+
+/// Everything the init needs, prepared by the runtime before the clone.
+pub struct InitArgs<'a> {
+    /// Container id.
+    pub id: &'a str,
+    /// The validated bundle.
+    pub bundle: &'a Bundle,
+    /// Child end of the sync channel.
+    pub channel: Channel,
+    /// The exec fifo, opened O_PATH.
+    pub fifo: OwnedFd,
+    /// Connected console socket, when process.terminal is set.
+    pub console: Option<OwnedFd>,
+    /// Namespace plan (joins by fd).
+    pub plan: &'a Plan,
+    /// The container's cgroup.
+    pub cgroup: &'a Cgroup,
+    /// Use MS_MOVE + chroot instead of pivot_root (--no-pivot).
+    pub no_pivot: bool,
+    /// Do not create a session keyring (--no-new-keyring).
+    pub no_new_keyring: bool,
+    /// Number of fds after stdio to pass through (--preserve-fds).
+    pub preserve_fds: u32,
+    /// Compiled seccomp filter.
+    pub seccomp: Option<&'a seccomp::Filter>,
+}
+
+/// Run the init. Never returns: it execs the container's program or exits.
+pub fn run(args: InitArgs<'_>) -> ! {
+    match setup(&args) {
+        Ok(ready) => {
+            // Past this point the runtime has gone; only `start` hears from us, via the fifo
+            // (its write end closes on a successful exec, carries the error otherwise).
+            let Err(err) = finish(&args, &ready);
+            let mut fifo: &std::fs::File = &ready.fifo;
+            let _ = fifo.write_all(err.to_string().as_bytes());
+            sys::exit_now(127)
+        }
+        Err(e) => {
+            let _ = args.channel.send(&Msg::Failed(e.to_string()));
+            sys::exit_now(1)
+        }
+    }
+}
+
+/// What `setup` hands to `finish`.
+struct Ready {
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    fifo: std::fs::File,
+    /// Our pid in the runtime's pid namespace (for hook state).
+    host_pid: i32,
+}
+
+fn process(spec: &Spec) -> &Process {
+    spec.process().as_ref().expect("validated: process is set")
+}
+
+fn setup(args: &InitArgs<'_>) -> Result<Ready> {
+    let spec = &args.bundle.spec;
+    let proc_ = process(spec);
+    // No other process may read our memory or fds through /proc while we hold host state.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    match args.channel.recv() {
+        Ok(Some(Msg::Go)) => {}
+        Ok(Some(other)) => return Err(Error::Other(format!("init: unexpected {other:?}"))),
+        // The runtime died before letting us go: nothing to report to.
+        Ok(None) => sys::exit_now(1),
+        Err(e) => return Err(Error::os("init: read the sync socket", e)),
+    }
+    // /proc is still the host's: it tells our pid as the runtime and hooks know it.
+    let host_pid = host_pid();
+    for (t, fd) in &args.plan.join {
+        namespaces::join(*t, fd)?;
+    }
+    if args.plan.late_cgroup_ns {
+        sys::unshare(libc::CLONE_NEWCGROUP).ctx(|| "unshare the cgroup namespace".into())?;
+    }
+    let _ = rustix::process::setsid();
+    if !args.no_new_keyring {
+        process_attrs::new_session_keyring(args.id);
+    }
+    let namespaces = crate::spec::namespaces(spec);
+    let has = |t| namespaces.iter().any(|n| n.typ() == t);
+    let new = |t| {
+        namespaces
+            .iter()
+            .any(|n| n.typ() == t && n.path().is_none())
+    };
+    let opts = RootfsOptions {
+        bundle: &args.bundle.dir,
+        rootfs: &args.bundle.rootfs,
+        cgroup: args.cgroup,
+        cgroup_ns: has(LinuxNamespaceType::Cgroup),
+        user_ns: has(LinuxNamespaceType::User),
+        net_ns: has(LinuxNamespaceType::Network),
+        no_pivot: args.no_pivot,
+    };
+    let prepare_mounts = new(LinuxNamespaceType::Mount);
+    if prepare_mounts {
+        rootfs::prepare(spec, &opts)?;
+    }
+    let hooks = spec.hooks().as_ref();
+    if hooks::any(hooks, Kind::Prestart) || hooks::any(hooks, Kind::CreateRuntime) {
+        args.channel
+            .send(&Msg::RunHooks)
+            .ctx(|| "init: ask for hooks".into())?;
+        args.channel.expect(Msg::HooksDone, "createRuntime hooks")?;
+    }
+    if hooks::any(hooks, Kind::CreateContainer) {
+        let state = hooks::HookState::new(
+            args.id,
+            crate::state::Status::Creating,
+            Some(host_pid),
+            &args.bundle.dir,
+            spec.annotations().clone().unwrap_or_default(),
+        );
+        hooks::run_all(hooks, Kind::CreateContainer, &state.to_json())?;
+    }
+    if prepare_mounts {
+        rootfs::enter(spec, &opts)?;
+    } else if !has(LinuxNamespaceType::Mount) {
+        rustix::process::chroot(&args.bundle.rootfs)
+            .ctx(|| format!("chroot to {}", p(&args.bundle.rootfs)))?;
+        rustix::process::chdir("/").ctx(|| "chdir /".into())?;
+    }
+    if proc_.terminal().unwrap_or(false) {
+        let size = proc_
+            .console_size()
+            .map(|b| (b.height() as u16, b.width() as u16));
+        let pty = console::open_pty(size)?;
+        let sock = args.console.as_ref().ok_or_else(|| {
+            Error::Config("process.terminal is set but no console socket was given".into())
+        })?;
+        console::send_fd(sock.as_fd(), &pty.slave_path, pty.master.as_fd())?;
+        drop(pty.master);
+        console::become_terminal_owner(&pty.slave)?;
+        if prepare_mounts {
+            console::mount_console(&pty.slave_path)?;
+        }
+    }
+    if prepare_mounts {
+        rootfs::finalize(spec)?;
+    }
+    if let Some(h) = spec.hostname().as_ref().filter(|h| !h.is_empty()) {
+        rustix::system::sethostname(h.as_bytes()).ctx(|| format!("set hostname {h:?}"))?;
+    }
+    if let Some(d) = spec.domainname().as_ref().filter(|h| !h.is_empty()) {
+        rustix::system::setdomainname(d.as_bytes()).ctx(|| format!("set domainname {d:?}"))?;
+    }
+    if let Some(sysctl) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) {
+        process_attrs::write_sysctls(sysctl)?;
+    }
+    let env = environment(proc_);
+    let argv0 = &proc_.args().as_ref().expect("validated")[0];
+    let program = find_program(argv0, &env)?;
+    let argv = cstrings(
+        proc_
+            .args()
+            .as_ref()
+            .expect("validated")
+            .iter()
+            .map(String::as_str),
+    )?;
+    let envp = cstrings(env.iter().map(String::as_str))?;
+    process_attrs::set_rlimits(proc_)?;
+    // Check the working directory now, so a bad cwd fails create, not start.
+    check_cwd(proc_.cwd())?;
+    args.channel
+        .send(&Msg::Ready)
+        .ctx(|| "init: report ready".into())?;
+    let fifo = open_fifo(&args.fifo)?;
+    Ok(Ready {
+        program,
+        argv,
+        envp,
+        fifo,
+        host_pid,
+    })
+}
+
+fn host_pid() -> i32 {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse().ok())
+        .unwrap_or_else(|| std::process::id() as i32)
+}
+
+/// Block until `start` opens the fifo for reading.
+fn open_fifo(fifo: &OwnedFd) -> Result<std::fs::File> {
+    let path = crate::safe_path::proc_fd_path(fifo);
+    let fd = rustix::fs::open(
+        path.as_c_str(),
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ctx(|| "open the exec fifo (is /proc mounted in the container?)".into())?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// After start: startContainer hooks, process attributes, credentials, seccomp, exec.
+/// Returns only on error.
+fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible> {
+    let spec = &args.bundle.spec;
+    let proc_ = process(spec);
+    let hooks = spec.hooks().as_ref();
+    if hooks::any(hooks, Kind::StartContainer) {
+        let state = hooks::HookState::new(
+            args.id,
+            crate::state::Status::Created,
+            Some(ready.host_pid),
+            &args.bundle.dir,
+            spec.annotations().clone().unwrap_or_default(),
+        );
+        hooks::run_all(hooks, Kind::StartContainer, &state.to_json())?;
+    }
+    exec_process(
+        proc_,
+        spec,
+        args.seccomp,
+        args.preserve_fds,
+        &ready.program,
+        &ready.argv,
+        &ready.envp,
+    )
+}
+
+/// Apply the process attributes and exec. Shared with `exec`.
+pub fn exec_process(
+    proc_: &Process,
+    spec: &Spec,
+    seccomp: Option<&seccomp::Filter>,
+    preserve_fds: u32,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> Result<std::convert::Infallible> {
+    process_attrs::apply_before_user(proc_, spec)?;
+    let sets = caps::Sets::from_config(proc_.capabilities().as_ref());
+    let nnp = proc_.no_new_privileges().unwrap_or(false);
+    if let (Some(f), false) = (seccomp, nnp) {
+        // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: do it before dropping.
+        f.load()?;
+    }
+    caps::drop_bounding(&sets)?;
+    let user = proc_.user();
+    let groups: Vec<u32> = user.additional_gids().clone().unwrap_or_default();
+    caps::switch_user_and_apply(&sets, user.uid(), user.gid(), &groups)?;
+    if let Err(e) = rustix::process::chdir(proc_.cwd()) {
+        return Err(Error::os(
+            format!("chdir to process.cwd {}", p(proc_.cwd())),
+            e,
+        ));
+    }
+    check_cwd_inside()?;
+    if nnp {
+        rustix::thread::set_no_new_privs(true).ctx(|| "set no_new_privs".into())?;
+    }
+    if let (Some(f), true) = (seccomp, nnp) {
+        f.load()?;
+    }
+    sys::cloexec_from(3 + preserve_fds).ctx(|| "mark fds close-on-exec".into())?;
+    let argv_ptrs: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    // SAFETY: NUL-terminated arrays of valid C strings.
+    unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    Err(Error::os(
+        format!("exec {}", program.to_string_lossy()),
+        std::io::Error::last_os_error(),
+    ))
+}
+
+/// process.env, plus HOME and PATH where the config leaves them out (as runc does).
+pub fn environment(proc_: &Process) -> Vec<String> {
+    let mut env: Vec<String> = proc_.env().clone().unwrap_or_default();
+    if !env.iter().any(|e| e.starts_with("HOME=")) {
+        let home = home_of(proc_.user().uid()).unwrap_or_else(|| "/".into());
+        env.push(format!("HOME={home}"));
+    }
+    env
+}
+
+/// The home directory of `uid` from the container's /etc/passwd (read after pivot_root).
+fn home_of(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        (f.len() >= 6 && f[2].parse::<u32>().ok()? == uid).then(|| f[5].to_string())
+    })
+}
+
+/// Resolve argv[0] against the PATH of the container's environment (inside the container).
+pub fn find_program(argv0: &str, env: &[String]) -> Result<CString> {
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file())
+            && rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok()
+    };
+    if argv0.contains('/') {
+        let path = Path::new(argv0);
+        return match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => Err(Error::Init(format!("exec: {argv0:?}: is a directory"))),
+            Ok(_) => cstring(path.as_os_str()),
+            Err(e) => Err(Error::Init(format!("exec: {argv0:?}: {e}"))),
+        };
+    }
+    let path_var = env
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    for dir in path_var.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let candidate = PathBuf::from(dir).join(argv0);
+        if is_exec(&candidate) {
+            return cstring(candidate.as_os_str());
+        }
+    }
+    Err(Error::Init(format!(
+        "exec: {argv0:?}: executable file not found in $PATH"
+    )))
+}
+
+fn cstring(s: &OsStr) -> Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| Error::Config(format!("{s:?} contains a NUL byte")))
+}
+
+fn cstrings<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<CString>> {
+    items.map(|s| cstring(OsStr::new(s))).collect()
+}
+
+/// The working directory must exist (checked as root, before the user switch; a cwd that
+/// only the target user cannot enter fails at exec time, as in runc).
+fn check_cwd(cwd: &Path) -> Result<()> {
+    match std::fs::metadata(cwd) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::Config(format!(
+            "process.cwd {} is not a directory",
+            p(cwd)
+        ))),
+        Err(e) => Err(Error::os(format!("process.cwd {}", p(cwd)), e)),
+    }
+}
+
+/// After chdir, the working directory must be reachable from the container's root: a cwd
+/// reached through a leaked host fd (CVE-2024-21626) shows up as "(unreachable)".
+pub fn check_cwd_inside() -> Result<()> {
+    let cwd = rustix::process::getcwd(Vec::new()).ctx(|| "getcwd".into())?;
+    let bytes = cwd.as_bytes();
+    if !bytes.starts_with(b"/") {
+        return Err(Error::Other(format!(
+            "the working directory {:?} is outside the container",
+            cwd
+        )));
+    }
+    Ok(())
+}

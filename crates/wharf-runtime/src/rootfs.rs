@@ -1,0 +1,230 @@
+//! The container's filesystem view, built inside its new mount namespace: propagation, the
+//! rootfs bind, config mounts, devices, pivot_root, masked and read-only paths.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use oci_spec::runtime::Spec;
+
+use crate::cgroups::Cgroup;
+use crate::devices;
+use crate::error::{Context, Error, Result, p};
+use crate::mounts::{self, MountContext};
+use crate::safe_path;
+use crate::sys;
+
+/// Facts about the container the filesystem setup depends on.
+pub struct RootfsOptions<'a> {
+    /// Bundle directory (relative bind sources).
+    pub bundle: &'a Path,
+    /// Absolute rootfs path.
+    pub rootfs: &'a Path,
+    /// The container's cgroup.
+    pub cgroup: &'a Cgroup,
+    /// Has a cgroup namespace.
+    pub cgroup_ns: bool,
+    /// Has a user namespace.
+    pub user_ns: bool,
+    /// Has a network namespace.
+    pub net_ns: bool,
+    /// MS_MOVE + chroot instead of pivot_root.
+    pub no_pivot: bool,
+}
+
+fn open_root(rootfs: &Path) -> Result<OwnedFd> {
+    rustix::fs::open(
+        rootfs,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ctx(|| format!("open rootfs {}", p(rootfs)))
+}
+
+/// Everything before pivot_root: runs in the new mount namespace, host paths still visible.
+pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
+    // Nothing we mount may propagate back to the host: rslave by default, as runc.
+    let prop = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.rootfs_propagation().clone())
+        .filter(|s| !s.is_empty());
+    let root_flag = match prop.as_deref() {
+        Some(name) => mounts::propagation_flag(name)
+            .ok_or_else(|| Error::Config(format!("linux.rootfsPropagation {name:?}")))?,
+        None => libc::MS_SLAVE | libc::MS_REC,
+    };
+    // A shared rootfsPropagation is applied to the container's root after pivot_root; while
+    // building, the host's tree must not see our mounts.
+    let building_flag = if root_flag & libc::MS_SHARED != 0 {
+        libc::MS_SLAVE | libc::MS_REC
+    } else {
+        root_flag | libc::MS_REC
+    };
+    sys::mount(None, c"/", None, building_flag, None)
+        .ctx(|| "set propagation of / in the container's mount namespace".into())?;
+    let rootfs_c = crate::mounts::path_cstr(o.rootfs);
+    sys::mount(
+        Some(&rootfs_c),
+        &rootfs_c,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )
+    .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
+    if root_flag & libc::MS_SHARED != 0 {
+        // pivot_root refuses a shared parent mount; make the rootfs's own mount private now
+        // and shared again once it is the root.
+        sys::mount(None, &rootfs_c, None, libc::MS_PRIVATE, None)
+            .ctx(|| "make the rootfs mount private".into())?;
+    }
+    let root = open_root(o.rootfs)?;
+    let ctx = MountContext {
+        root: root.as_fd(),
+        bundle: o.bundle,
+        cgroup: o.cgroup,
+        cgroup_ns: o.cgroup_ns,
+        user_ns: o.user_ns,
+        net_ns: o.net_ns,
+    };
+    let config_mounts = spec.mounts().clone().unwrap_or_default();
+    for m in &config_mounts {
+        mounts::mount_one(&ctx, m)?;
+    }
+    // Devices: the default set (unless /dev is bound from the host) and linux.devices.
+    let dev_bound = config_mounts.iter().any(|m| {
+        m.destination() == Path::new("/dev")
+            && (m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "bind" || o == "rbind"))
+    });
+    let mut nodes = Vec::new();
+    if !dev_bound {
+        nodes.extend(devices::defaults());
+    }
+    if let Some(devs) = spec.linux().as_ref().and_then(|l| l.devices().as_ref()) {
+        for node in devices::from_config(devs)? {
+            nodes.retain(|n| n.path != node.path);
+            nodes.push(node);
+        }
+    }
+    for node in &nodes {
+        devices::create(root.as_fd(), node, o.user_ns)?;
+    }
+    let devpts = config_mounts
+        .iter()
+        .any(|m| m.destination() == Path::new("/dev/pts") && m.typ().as_deref() == Some("devpts"));
+    if !dev_bound {
+        devices::create_symlinks(root.as_fd(), devpts)?;
+    }
+    Ok(())
+}
+
+/// pivot_root into the rootfs (or MS_MOVE + chroot with --no-pivot), leaving nothing of the
+/// host's tree reachable.
+pub fn enter(_spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
+    if o.no_pivot {
+        return move_root(o.rootfs);
+    }
+    let new_root = rustix::fs::open(
+        o.rootfs,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ctx(|| format!("open rootfs {}", p(o.rootfs)))?;
+    let old_root = rustix::fs::open(
+        "/",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ctx(|| "open /".into())?;
+    rustix::process::fchdir(&new_root).ctx(|| "chdir to the rootfs".into())?;
+    // pivot_root(".", ".") stacks the old root on top of the new one; unmounting "." then
+    // drops it, without needing a directory inside the rootfs to hold it.
+    rustix::process::pivot_root(".", ".").ctx(|| format!("pivot_root to {}", p(o.rootfs)))?;
+    rustix::process::fchdir(&old_root).ctx(|| "chdir to the old root".into())?;
+    sys::mount(None, c".", None, libc::MS_SLAVE | libc::MS_REC, None)
+        .ctx(|| "make the old root rslave".into())?;
+    rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)
+        .ctx(|| "unmount the old root".into())?;
+    rustix::process::chdir("/").ctx(|| "chdir /".into())?;
+    Ok(())
+}
+
+fn move_root(rootfs: &Path) -> Result<()> {
+    rustix::process::chdir(rootfs).ctx(|| format!("chdir to {}", p(rootfs)))?;
+    sys::mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
+        .ctx(|| format!("move {} to / (--no-pivot)", p(rootfs)))?;
+    rustix::process::chroot(".").ctx(|| "chroot .".into())?;
+    rustix::process::chdir("/").ctx(|| "chdir /".into())?;
+    Ok(())
+}
+
+/// After pivot_root: masked and read-only paths, the root's propagation, a read-only root.
+pub fn finalize(spec: &Spec) -> Result<()> {
+    let root = open_root(Path::new("/"))?;
+    let linux = spec.linux().clone().unwrap_or_default();
+    for path in linux.masked_paths().iter().flatten() {
+        mask(root.as_fd(), Path::new(path))?;
+    }
+    for path in linux.readonly_paths().iter().flatten() {
+        readonly(root.as_fd(), Path::new(path))?;
+    }
+    if let Some(prop) = linux
+        .rootfs_propagation()
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        let flag = mounts::propagation_flag(prop).unwrap_or(0);
+        sys::mount(None, c"/", None, flag, None)
+            .ctx(|| format!("set linux.rootfsPropagation {prop}"))?;
+    }
+    if spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false)
+    {
+        let t = safe_path::lookup(root.as_fd(), Path::new("/")).ctx(|| "open /".into())?;
+        mounts::remount(&t, libc::MS_RDONLY, Path::new("/"))?;
+    }
+    Ok(())
+}
+
+/// Hide a path: /dev/null over a file, an empty read-only tmpfs over a directory.
+fn mask(root: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+    let target = match safe_path::lookup(root, path) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+        Err(e) => return Err(Error::os(format!("linux.maskedPaths: open {}", p(path)), e)),
+    };
+    let st = rustix::fs::fstat(&target).ctx(|| format!("stat {}", p(path)))?;
+    let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+    let dest = safe_path::proc_fd_path(&target);
+    let res = if is_dir {
+        sys::mount(Some(c"tmpfs"), &dest, Some(c"tmpfs"), libc::MS_RDONLY, None)
+    } else {
+        sys::mount(Some(c"/dev/null"), &dest, None, libc::MS_BIND, None)
+    };
+    res.ctx(|| format!("linux.maskedPaths: mask {}", p(path)))
+}
+
+/// Make a path read-only: bind it onto itself, then remount the bind read-only.
+fn readonly(root: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+    let target = match safe_path::lookup(root, path) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+        Err(e) => {
+            return Err(Error::os(
+                format!("linux.readonlyPaths: open {}", p(path)),
+                e,
+            ));
+        }
+    };
+    let dest = safe_path::proc_fd_path(&target);
+    sys::mount(Some(&dest), &dest, None, libc::MS_BIND | libc::MS_REC, None)
+        .ctx(|| format!("linux.readonlyPaths: bind {}", p(path)))?;
+    let t = safe_path::lookup(root, path).ctx(|| format!("reopen {}", p(path)))?;
+    mounts::remount(&t, libc::MS_RDONLY | libc::MS_REC, path)
+}

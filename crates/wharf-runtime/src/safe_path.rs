@@ -1,0 +1,194 @@
+//! Resolving paths inside a container's root without ever leaving it.
+//!
+//! A hostile image can make any component of a mount destination a symlink (to `/`, to
+//! `../../..`, to `/proc/self/root`), or swap one in between our check and our use (the
+//! CVE-2021-30465 class). Every lookup here goes through openat2(2) with `RESOLVE_IN_ROOT`,
+//! which treats the root fd as `/` for absolute symlinks and `..`, plus
+//! `RESOLVE_NO_MAGICLINKS`, so /proc magic links cannot jump out either. The result is an
+//! `O_PATH` fd; callers act on the fd (`/proc/self/fd/N` for mount(2), `*at` calls), never on
+//! the path again.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+const RESOLVE: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+
+/// Open `path` inside `root` (absolute paths count from `root`) with `flags`.
+pub fn open_in_root(root: BorrowedFd<'_>, path: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    let rel = relative(path);
+    let rel: &Path = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &rel
+    };
+    loop {
+        match rustix::fs::openat2(root, rel, flags | OFlags::CLOEXEC, Mode::empty(), RESOLVE) {
+            // openat2 asks callers to retry when a rename raced with the lookup.
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map_err(io::Error::from),
+        }
+    }
+}
+
+/// O_PATH fd of `path` inside `root`.
+pub fn lookup(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
+    open_in_root(root, path, OFlags::PATH)
+}
+
+/// `mkdir -p` of `path` inside `root`; returns an O_PATH fd of the directory.
+pub fn mkdir_all(root: BorrowedFd<'_>, path: &Path, mode: u32) -> io::Result<OwnedFd> {
+    match open_in_root(root, path, OFlags::PATH | OFlags::DIRECTORY) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        r => return r,
+    }
+    let mut prefix = PathBuf::new();
+    let mut parent = lookup(root, Path::new("."))?;
+    for comp in relative(path).components() {
+        prefix.push(comp);
+        let name = match comp {
+            Component::Normal(name) => name,
+            _ => {
+                parent = open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY)?;
+                continue;
+            }
+        };
+        match open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY) {
+            Ok(fd) => parent = fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                // mkdirat never follows a final symlink: a dangling one gives EEXIST and the
+                // re-resolution below reports it.
+                match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(mode)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                parent = open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(parent)
+}
+
+/// Make sure `path` exists inside `root`, creating parents as directories and the last
+/// component as an empty regular file when missing. Returns an O_PATH fd of whatever is there.
+pub fn ensure_file(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
+    match lookup(root, path) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        r => return r,
+    }
+    let rel = relative(path);
+    let (parent, name) = split(&rel)?;
+    let dir = mkdir_all(root, parent, 0o755)?;
+    let dir = reopen_dir(&dir)?;
+    match rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    ) {
+        Ok(_) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    lookup(root, path)
+}
+
+/// Make sure `path` exists inside `root` as a directory or file, whichever `dir` says.
+pub fn ensure(root: BorrowedFd<'_>, path: &Path, dir: bool) -> io::Result<OwnedFd> {
+    if dir {
+        mkdir_all(root, path, 0o755)
+    } else {
+        ensure_file(root, path)
+    }
+}
+
+/// An O_PATH directory fd reopened for real I/O (needed by `*at` calls that create entries).
+pub fn reopen_dir(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    rustix::fs::openat(
+        fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Into::into)
+}
+
+/// `/proc/self/fd/N`: the path through which syscalls that only take paths (mount(2)) act on
+/// exactly the object the fd refers to.
+pub fn proc_fd_path(fd: impl AsFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).expect("no NUL in a number")
+}
+
+/// `path` without its leading `/`, so it can be joined to a root fd.
+pub fn relative(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, Component::RootDir | Component::Prefix(_)))
+        .collect()
+}
+
+fn split(rel: &Path) -> io::Result<(&Path, &OsStr)> {
+    match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} does not name a file", rel.display()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn root() -> (tempfile::TempDir, OwnedFd) {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = rustix::fs::open(
+            dir.path(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        (dir, fd)
+    }
+
+    #[test]
+    fn absolute_symlink_stays_inside_root() {
+        let (dir, fd) = root();
+        symlink("/", dir.path().join("escape")).unwrap();
+        let made = mkdir_all(fd.as_fd(), Path::new("/escape/wharf-safe-path-test"), 0o755).unwrap();
+        drop(made);
+        assert!(dir.path().join("wharf-safe-path-test").is_dir());
+        assert!(!Path::new("/wharf-safe-path-test").exists());
+    }
+
+    #[test]
+    fn dotdot_symlink_is_clamped_to_root() {
+        let (dir, fd) = root();
+        symlink("../../../../../../etc", dir.path().join("up")).unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        ensure_file(fd.as_fd(), Path::new("up/wharf-marker")).unwrap();
+        assert!(dir.path().join("etc/wharf-marker").is_file());
+        assert!(!Path::new("/etc/wharf-marker").exists());
+    }
+
+    #[test]
+    fn magic_links_are_refused() {
+        let (dir, fd) = root();
+        symlink("/proc/self/root/etc", dir.path().join("magic")).unwrap();
+        // Resolved in root, /proc does not exist inside it, so nothing outside is reached.
+        let err = lookup(fd.as_fd(), Path::new("magic/passwd")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn existing_file_is_returned_not_recreated() {
+        let (dir, fd) = root();
+        std::fs::write(dir.path().join("f"), b"keep").unwrap();
+        ensure_file(fd.as_fd(), Path::new("/f")).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"keep");
+    }
+}

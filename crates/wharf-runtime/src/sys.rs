@@ -1,0 +1,293 @@
+//! Thin wrappers over the few syscalls that rustix does not cover (clone3, ioprio, sched_setattr,
+//! personality, close_range, mount_setattr), kept in one place so the unsafe code is easy to audit.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// What a fork-like clone returned.
+pub enum Forked {
+    /// In the parent: the child's pid and a pidfd for it.
+    Parent { pid: i32, pidfd: OwnedFd },
+    /// In the child.
+    Child,
+}
+
+/// Fork the calling (single-threaded) process with `flags` (CLONE_NEW* namespaces and friends),
+/// optionally straight into the cgroup v2 directory `cgroup`. The child runs on a copy of the
+/// caller's stack, like fork(2). Falls back to clone(2) where clone3 is missing or rejects the
+/// cgroup (then the caller must move the child into its cgroup itself: `placed` is false).
+///
+/// # Safety
+/// The caller must be single-threaded: the child only has the calling thread.
+pub unsafe fn clone_process(
+    flags: u64,
+    cgroup: Option<BorrowedFd<'_>>,
+) -> io::Result<(Forked, bool)> {
+    let mut pidfd: RawFd = -1;
+    let raw_clone3 = |cgroup: Option<BorrowedFd<'_>>, pidfd: &mut RawFd| {
+        let mut args = CloneArgs {
+            flags: flags | libc::CLONE_PIDFD as u64,
+            pidfd: pidfd as *mut RawFd as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            ..Default::default()
+        };
+        if let Some(fd) = cgroup {
+            args.flags |= CLONE_INTO_CGROUP;
+            args.cgroup = fd.as_raw_fd() as u64;
+        }
+        // SAFETY: a fork-like clone3 without CLONE_VM; the child continues on a copy of the
+        // stack. The caller guarantees the process is single-threaded.
+        unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &mut args as *mut CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        }
+    };
+    let mut placed = cgroup.is_some();
+    let mut ret = raw_clone3(cgroup, &mut pidfd);
+    let errno = || io::Error::last_os_error().raw_os_error();
+    if ret == -1
+        && cgroup.is_some()
+        && matches!(errno(), Some(libc::EINVAL | libc::EOPNOTSUPP | libc::EBUSY))
+    {
+        // A cgroup that refuses CLONE_INTO_CGROUP: the caller writes cgroup.procs instead.
+        placed = false;
+        ret = raw_clone3(None, &mut pidfd);
+    }
+    if ret == -1 && errno() == Some(libc::ENOSYS) {
+        // Kernels before 5.3: legacy clone(2); the pidfd lands in the parent_tid slot.
+        placed = false;
+        // SAFETY: same contract as above.
+        ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                (flags | libc::CLONE_PIDFD as u64 | libc::SIGCHLD as u64) as libc::c_ulong,
+                std::ptr::null_mut::<libc::c_void>(),
+                &mut pidfd as *mut RawFd,
+                std::ptr::null_mut::<libc::c_void>(),
+                0 as libc::c_ulong,
+            )
+        };
+    }
+    let pid = cvt(ret)?;
+    if pid == 0 {
+        return Ok((Forked::Child, placed));
+    }
+    // SAFETY: the kernel wrote a fresh pidfd that we now own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok((
+        Forked::Parent {
+            pid: pid as i32,
+            pidfd,
+        },
+        placed,
+    ))
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// unshare(2): the calling process leaves some of its namespaces for new ones.
+pub fn unshare(flags: i32) -> io::Result<()> {
+    // SAFETY: plain syscall; callers are single-threaded where it matters (CLONE_NEWUSER).
+    if unsafe { libc::unshare(flags) } == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Terminate the calling process immediately, without running destructors or atexit handlers
+/// (which belong to the parent whose memory a forked child shares).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+/// Mark every fd from `first` on close-on-exec, so nothing of the host leaks into the container.
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if ret == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: walk /proc/self/fd.
+    let dir = std::fs::read_dir("/proc/self/fd")?;
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd: &i32| *fd >= first as i32)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_SETFD on an fd number that may already be closed (the read_dir one) is harmless.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// ioprio_set(IOPRIO_WHO_PROCESS, 0, class << 13 | level).
+pub fn set_io_priority(class: u32, level: u32) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments.
+    cvt(unsafe { libc::syscall(libc::SYS_ioprio_set, 1, 0, (class << 13) | level) }).map(|_| ())
+}
+
+/// Linux's struct sched_attr (the version-1 layout that sched_setattr accepts).
+#[repr(C)]
+#[derive(Default)]
+pub struct SchedAttr {
+    pub size: u32,
+    pub sched_policy: u32,
+    pub sched_flags: u64,
+    pub sched_nice: i32,
+    pub sched_priority: u32,
+    pub sched_runtime: u64,
+    pub sched_deadline: u64,
+    pub sched_period: u64,
+    pub sched_util_min: u32,
+    pub sched_util_max: u32,
+}
+
+/// sched_setattr(0, attr, 0) for the calling thread.
+pub fn sched_setattr(attr: &mut SchedAttr) -> io::Result<()> {
+    attr.size = std::mem::size_of::<SchedAttr>() as u32;
+    // SAFETY: attr points to a correctly sized, initialised struct.
+    cvt(unsafe { libc::syscall(libc::SYS_sched_setattr, 0, attr as *mut SchedAttr, 0) }).map(|_| ())
+}
+
+/// personality(2).
+pub fn set_personality(persona: u64) -> io::Result<()> {
+    // SAFETY: plain syscall with an integer argument.
+    let ret = unsafe { libc::personality(persona as libc::c_ulong) };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// mount(2) with raw flags and an optional data string: the one call that takes every
+/// option runc supports, without translating flags into a typed set and back.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    // SAFETY: all pointers are valid NUL-terminated strings or null.
+    let ret = unsafe {
+        libc::mount(
+            source.map_or(std::ptr::null(), CStr::as_ptr),
+            target.as_ptr(),
+            fstype.map_or(std::ptr::null(), CStr::as_ptr),
+            flags,
+            data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// struct mount_attr for mount_setattr(2).
+#[repr(C)]
+#[derive(Default)]
+pub struct MountAttr {
+    pub attr_set: u64,
+    pub attr_clr: u64,
+    pub propagation: u64,
+    pub userns_fd: u64,
+}
+
+/// mount_setattr(dirfd, "", AT_EMPTY_PATH | flags, attr): change a mount (tree) in place.
+pub fn mount_setattr(fd: BorrowedFd<'_>, flags: u32, attr: &MountAttr) -> io::Result<()> {
+    // SAFETY: empty path with AT_EMPTY_PATH, attr is a valid struct of the size passed.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags | libc::AT_EMPTY_PATH as u32,
+            attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(|_| ())
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), used to
+/// tell a container's init from an unrelated process that reused its pid.
+pub fn process_start_time(pid: i32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_stat(&stat)
+        .map(|(_, start)| start)
+        .ok_or_else(|| io::Error::other(format!("malformed /proc/{pid}/stat")))
+}
+
+/// The state letter of a process (R, S, Z, ...), None when it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat).map(|(state, _)| state)
+}
+
+fn parse_stat(stat: &str) -> Option<(char, u64)> {
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.chars().next()?;
+    // rest starts at field 3 (state); the start time is field 22.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let line = "42 (a b) c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_stat(line), Some(('S', 987654)));
+    }
+
+    #[test]
+    fn own_start_time_is_readable() {
+        let me = std::process::id() as i32;
+        assert!(process_start_time(me).unwrap() > 0);
+        assert!(matches!(process_state(me), Some('R') | Some('S')));
+    }
+}

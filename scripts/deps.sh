@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what building and testing Wharf needs on Debian/Ubuntu (as root): the Debian
+# packages listed below and, if cargo is missing, a Rust toolchain through rustup.
+# Idempotent: installs only what is missing.
+set -euo pipefail
+
+# Build: libseccomp for the runtime's seccomp support.
+BUILD_PKGS="build-essential pkg-config libseccomp-dev curl ca-certificates"
+# Tests: busybox for test root filesystems; runc and crun for side-by-side tests and
+# benchmarks; iproute2 for network namespaces.
+TEST_PKGS="busybox-static runc crun iproute2 procps"
+
+want="$BUILD_PKGS"
+case "${1:-}" in
+  --test) want="$BUILD_PKGS $TEST_PKGS ${EXTRA_TEST_PKGS:-}" ;;
+  --demo) want="$BUILD_PKGS busybox-static" ;;   # install.sh's first container
+esac
+
+missing=""
+for p in $want; do
+  dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  [ "$(id -u)" = 0 ] || { echo "deps.sh: run as root to install:$missing" >&2; exit 1; }
+  echo "deps.sh: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  echo "deps.sh: installing the Rust toolchain (rustup)"
+  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+fi
