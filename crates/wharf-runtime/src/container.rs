@@ -114,6 +114,7 @@ impl Runtime {
             ));
         }
         let bundle = spec::load_bundle(&opts.bundle)?;
+        crate::log::debug(|| format!("create {id}: config loaded"));
         let proc_ = bundle.spec.process().as_ref().expect("validated");
         crate::lsm::check(
             proc_.apparmor_profile().as_deref(),
@@ -131,6 +132,7 @@ impl Runtime {
         let linux = bundle.spec.linux().clone().unwrap_or_default();
         let cg = Cgroup::resolve(&layout, linux.cgroups_path().as_deref(), id)?;
         cg.create()?;
+        crate::log::debug(|| "cgroup created".into());
         rollback.cgroup = Some(cg.clone());
         if let Some(res) = linux.resources() {
             cgroups::apply_resources(&cg, res)?;
@@ -148,6 +150,10 @@ impl Runtime {
             0,
         )
         .ctx(|| format!("create {}", p(&fifo_path)))?;
+        // Writable by the container's root even when that is an unprivileged host uid (user
+        // namespaces); mknod applied the umask.
+        rustix::fs::chmod(&fifo_path, rustix::fs::Mode::from_raw_mode(0o622))
+            .ctx(|| format!("chmod {}", p(&fifo_path)))?;
         let fifo = rustix::fs::open(
             &fifo_path,
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
@@ -173,6 +179,7 @@ impl Runtime {
             id,
             &bundle,
             &cg,
+            &layout,
             &plan,
             unified.as_ref(),
             child_end,
@@ -183,6 +190,7 @@ impl Runtime {
             &mut rollback,
         );
         let (pid, pidfd, placed) = created?;
+        crate::log::debug(|| format!("init cloned: pid {pid}"));
         let channel = parent_end;
         let users = bundle.spec.process().as_ref().expect("validated");
         if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
@@ -193,6 +201,7 @@ impl Runtime {
             )?;
         }
         cg.add_pid(pid, placed)?;
+        crate::log::debug(|| "init joined its cgroups".into());
         if let Some(score) = users.oom_score_adj() {
             process_attrs::set_oom_score_adj(pid, score)?;
         }
@@ -217,7 +226,11 @@ impl Runtime {
                         .send(&Msg::HooksDone)
                         .ctx(|| "resume the container's init".into())?;
                 }
-                Ok(Some(Msg::Ready)) => break,
+                Ok(Some(Msg::Ready)) => {
+                    crate::log::debug(|| "init ready".into());
+                    break;
+                }
+
                 Ok(Some(Msg::Failed(text))) => return Err(Error::Init(text)),
                 Ok(Some(other)) => {
                     return Err(Error::Other(format!(
@@ -245,6 +258,7 @@ impl Runtime {
             private_pid_ns: plan.clone_flags & libc::CLONE_NEWPID as u64 != 0,
         };
         self.store.save(&st)?;
+        crate::log::debug(|| "state saved".into());
         if let Some(pf) = &opts.pid_file {
             state::write_atomic(&absolute(pf), pid.to_string().as_bytes())?;
         }
@@ -258,6 +272,7 @@ impl Runtime {
         id: &str,
         bundle: &Bundle,
         cg: &Cgroup,
+        layout: &cgroups::Layout,
         plan: &Plan,
         unified: Option<&OwnedFd>,
         child_end: sync::Channel,
@@ -299,6 +314,10 @@ impl Runtime {
         } else {
             None
         };
+        // Non-dumpable from birth: a container process sharing the init's pid namespace must
+        // not reach the runtime's memory, fds or binary through /proc (CVE-2019-5736).
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
         // SAFETY: the runtime is single-threaded (the library's contract for create).
         let forked = unsafe { sys::clone_process(plan.clone_flags, cgroup_fd) }
             .ctx(|| "clone the container's init".into())?;
@@ -313,6 +332,7 @@ impl Runtime {
                     console,
                     plan,
                     cgroup: cg,
+                    layout,
                     no_pivot: opts.no_pivot,
                     no_new_keyring: opts.no_new_keyring,
                     preserve_fds: opts.preserve_fds,

@@ -44,6 +44,8 @@ pub struct InitArgs<'a> {
     pub plan: &'a Plan,
     /// The container's cgroup.
     pub cgroup: &'a Cgroup,
+    /// The host's cgroup hierarchies.
+    pub layout: &'a crate::cgroups::Layout,
     /// Use MS_MOVE + chroot instead of pivot_root (--no-pivot).
     pub no_pivot: bool,
     /// Do not create a session keyring (--no-new-keyring).
@@ -89,8 +91,6 @@ fn process(spec: &Spec) -> &Process {
 fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     let spec = &args.bundle.spec;
     let proc_ = process(spec);
-    // No other process may read our memory or fds through /proc while we hold host state.
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     match args.channel.recv() {
         Ok(Some(Msg::Go)) => {}
         Ok(Some(other)) => return Err(Error::Other(format!("init: unexpected {other:?}"))),
@@ -100,6 +100,22 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     }
     // /proc is still the host's: it tells our pid as the runtime and hooks know it.
     let host_pid = host_pid();
+    if args.plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+        // Our ids are still the host's (unmapped inside, shown as the overflow id): become
+        // the namespace's root now that the maps exist, so files we create are owned by it.
+        rustix::thread::set_thread_res_gid(
+            rustix::fs::Gid::ROOT,
+            rustix::fs::Gid::ROOT,
+            rustix::fs::Gid::ROOT,
+        )
+        .ctx(|| "setgid 0 in the new user namespace (is gid 0 mapped?)".into())?;
+        rustix::thread::set_thread_res_uid(
+            rustix::fs::Uid::ROOT,
+            rustix::fs::Uid::ROOT,
+            rustix::fs::Uid::ROOT,
+        )
+        .ctx(|| "setuid 0 in the new user namespace (is uid 0 mapped?)".into())?;
+    }
     for (t, fd) in &args.plan.join {
         namespaces::join(*t, fd)?;
     }
@@ -121,6 +137,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         bundle: &args.bundle.dir,
         rootfs: &args.bundle.rootfs,
         cgroup: args.cgroup,
+        layout: args.layout,
         cgroup_ns: has(LinuxNamespaceType::Cgroup),
         user_ns: has(LinuxNamespaceType::User),
         net_ns: has(LinuxNamespaceType::Network),
@@ -169,6 +186,10 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
             console::mount_console(&pty.slave_path)?;
         }
     }
+    // Sysctls go in before /proc/sys turns read-only (readonlyPaths), as in runc.
+    if let Some(sysctl) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) {
+        process_attrs::write_sysctls(sysctl)?;
+    }
     if prepare_mounts {
         rootfs::finalize(spec)?;
     }
@@ -177,9 +198,6 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     }
     if let Some(d) = spec.domainname().as_ref().filter(|h| !h.is_empty()) {
         rustix::system::setdomainname(d.as_bytes()).ctx(|| format!("set domainname {d:?}"))?;
-    }
-    if let Some(sysctl) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) {
-        process_attrs::write_sysctls(sysctl)?;
     }
     let env = environment(proc_);
     let argv0 = &proc_.args().as_ref().expect("validated")[0];
@@ -199,7 +217,15 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     args.channel
         .send(&Msg::Ready)
         .ctx(|| "init: report ready".into())?;
-    let fifo = open_fifo(&args.fifo)?;
+    let fifo = match open_fifo(&args.fifo) {
+        Ok(f) => f,
+        Err(e) => {
+            // Nobody listens on the sync channel any more, and without the fifo `start`
+            // cannot hear from us either: stderr is all that is left.
+            eprintln!("wharf init: {e}");
+            sys::exit_now(1);
+        }
+    };
     Ok(Ready {
         program,
         argv,
@@ -244,9 +270,10 @@ fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible
         );
         hooks::run_all(hooks, Kind::StartContainer, &state.to_json())?;
     }
+    let persona = spec.linux().as_ref().and_then(|l| l.personality().as_ref());
     exec_process(
         proc_,
-        spec,
+        persona,
         args.seccomp,
         args.preserve_fds,
         &ready.program,
@@ -258,14 +285,14 @@ fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible
 /// Apply the process attributes and exec. Shared with `exec`.
 pub fn exec_process(
     proc_: &Process,
-    spec: &Spec,
+    personality: Option<&oci_spec::runtime::LinuxPersonality>,
     seccomp: Option<&seccomp::Filter>,
     preserve_fds: u32,
     program: &CString,
     argv: &[CString],
     envp: &[CString],
 ) -> Result<std::convert::Infallible> {
-    process_attrs::apply_before_user(proc_, spec)?;
+    process_attrs::apply_before_user(proc_, personality)?;
     let sets = caps::Sets::from_config(proc_.capabilities().as_ref());
     let nnp = proc_.no_new_privileges().unwrap_or(false);
     if let (Some(f), false) = (seccomp, nnp) {
@@ -358,7 +385,7 @@ pub fn find_program(argv0: &str, env: &[String]) -> Result<CString> {
     )))
 }
 
-fn cstring(s: &OsStr) -> Result<CString> {
+pub(crate) fn cstring(s: &OsStr) -> Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| Error::Config(format!("{s:?} contains a NUL byte")))
 }
 

@@ -14,6 +14,7 @@ mod container;
 mod copy;
 pub mod devices;
 mod error;
+mod exec;
 pub mod features;
 pub mod hooks;
 mod init;
@@ -33,4 +34,5 @@ pub mod sys;
 
 pub use container::{CreateOptions, Created, DEFAULT_ROOT, Runtime, wait_pidfd};
 pub use error::{Context, Error, Result};
+pub use exec::ExecOptions;
 pub use state::{ContainerState, OCI_VERSION, Status};

@@ -163,6 +163,9 @@ pub struct MountContext<'a> {
     pub bundle: &'a Path,
     /// The container's cgroup (for `cgroup` mounts without a cgroup namespace).
     pub cgroup: &'a Cgroup,
+    /// The host's cgroup hierarchies, detected before the container's cgroup namespace
+    /// existed (inside it, mountinfo shows hierarchy roots as "/../..").
+    pub layout: &'a crate::cgroups::Layout,
     /// Whether the container has its own cgroup namespace.
     pub cgroup_ns: bool,
     /// Whether the container has its own user namespace (sysfs/mknod limits).
@@ -423,10 +426,9 @@ fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()>
         Some(c"mode=755"),
     )
     .ctx(|| format!("mount tmpfs for cgroups on {}", p(dest)))?;
-    let layout = crate::cgroups::detect()?;
     // Hierarchies by mount point, so co-mounted controllers get one mount.
     let mut mounts: std::collections::BTreeMap<PathBuf, Vec<String>> = Default::default();
-    for (key, mnt) in &layout.v1 {
+    for (key, mnt) in &ctx.layout.v1 {
         mounts.entry(mnt.clone()).or_default().push(key.clone());
     }
     for (mnt, keys) in mounts {

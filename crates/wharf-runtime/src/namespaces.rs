@@ -36,6 +36,20 @@ pub fn proc_name(t: LinuxNamespaceType) -> &'static str {
     }
 }
 
+/// The name of a namespace type as config.json spells it (for messages).
+pub fn config_name(t: LinuxNamespaceType) -> &'static str {
+    match t {
+        LinuxNamespaceType::Mount => "mount",
+        LinuxNamespaceType::Cgroup => "cgroup",
+        LinuxNamespaceType::Uts => "uts",
+        LinuxNamespaceType::Ipc => "ipc",
+        LinuxNamespaceType::User => "user",
+        LinuxNamespaceType::Pid => "pid",
+        LinuxNamespaceType::Network => "network",
+        LinuxNamespaceType::Time => "time",
+    }
+}
+
 /// The order in which namespaces are joined: the user namespace first (it grants the
 /// capabilities the other joins need), the mount namespace last but one (paths resolve in it
 /// afterwards), pid and time only affect children.
@@ -125,7 +139,7 @@ fn open_ns(ns: &LinuxNamespace, path: &Path) -> Result<OwnedFd> {
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .ctx(|| format!("open {} namespace {}", ns.typ(), p(path)))?;
+    .ctx(|| format!("open {} namespace {}", config_name(ns.typ()), p(path)))?;
     // A path that is not a namespace of the right type would be joined as nothing.
     let want = flag(ns.typ()) as i32;
     // SAFETY: NS_GET_NSTYPE takes no argument and returns the type of an nsfs fd.
@@ -134,7 +148,7 @@ fn open_ns(ns: &LinuxNamespace, path: &Path) -> Result<OwnedFd> {
         return Err(Error::Config(format!(
             "linux.namespaces: {} is not a {} namespace",
             p(path),
-            ns.typ()
+            config_name(ns.typ())
         )));
     }
     Ok(fd)
@@ -147,7 +161,7 @@ pub fn join(t: LinuxNamespaceType, fd: &OwnedFd) -> Result<()> {
     let ret = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(fd), flag(t) as i32) };
     if ret == -1 {
         return Err(Error::os(
-            format!("join {} namespace", t),
+            format!("join {} namespace", config_name(t)),
             std::io::Error::last_os_error(),
         ));
     }

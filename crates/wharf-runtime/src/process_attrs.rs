@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use oci_spec::runtime::{
     IOPriorityClass, LinuxPersonalityDomain, LinuxSchedulerFlag, LinuxSchedulerPolicy,
-    PosixRlimitType, Process, Spec,
+    PosixRlimitType, Process,
 };
 
 use crate::error::{Context, Error, Result};
@@ -107,8 +107,11 @@ pub fn new_session_keyring(id: &str) {
 
 /// Attributes applied in the container process just before the user switch: personality,
 /// I/O priority, scheduler, final CPU affinity, umask and LSM labels.
-pub fn apply_before_user(proc_: &Process, spec: &Spec) -> Result<()> {
-    if let Some(persona) = spec.linux().as_ref().and_then(|l| l.personality().as_ref()) {
+pub fn apply_before_user(
+    proc_: &Process,
+    personality: Option<&oci_spec::runtime::LinuxPersonality>,
+) -> Result<()> {
+    if let Some(persona) = personality {
         let domain = match persona.domain() {
             LinuxPersonalityDomain::PerLinux => 0x0000,
             LinuxPersonalityDomain::PerLinux32 => 0x0008,

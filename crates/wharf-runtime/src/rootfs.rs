@@ -21,6 +21,8 @@ pub struct RootfsOptions<'a> {
     pub rootfs: &'a Path,
     /// The container's cgroup.
     pub cgroup: &'a Cgroup,
+    /// The host's cgroup hierarchies.
+    pub layout: &'a crate::cgroups::Layout,
     /// Has a cgroup namespace.
     pub cgroup_ns: bool,
     /// Has a user namespace.
@@ -82,6 +84,7 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         root: root.as_fd(),
         bundle: o.bundle,
         cgroup: o.cgroup,
+        layout: o.layout,
         cgroup_ns: o.cgroup_ns,
         user_ns: o.user_ns,
         net_ns: o.net_ns,

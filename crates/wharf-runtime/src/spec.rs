@@ -66,21 +66,21 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         if !seen.insert(ns.typ()) {
             return bad(format!(
                 "linux.namespaces: namespace type {} appears twice",
-                ns.typ()
+                crate::namespaces::config_name(ns.typ())
             ));
         }
         if let Some(path) = ns.path() {
             if !path.is_absolute() {
                 return bad(format!(
                     "linux.namespaces: {} path {} is not absolute",
-                    ns.typ(),
+                    crate::namespaces::config_name(ns.typ()),
                     p(path)
                 ));
             }
             if let Err(e) = std::fs::metadata(path) {
                 return bad(format!(
                     "linux.namespaces: {} path {}: {e}",
-                    ns.typ(),
+                    crate::namespaces::config_name(ns.typ()),
                     p(path)
                 ));
             }

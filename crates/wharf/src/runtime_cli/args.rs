@@ -80,6 +80,61 @@ pub struct RunArgs {
     pub no_subreaper: bool,
 }
 
+/// `exec` flags.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Unix socket that receives the pty master.
+    #[arg(long = "console-socket")]
+    pub console_socket: Option<PathBuf>,
+    /// Working directory.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables (KEY=VALUE).
+    #[arg(short = 'e', long)]
+    pub env: Vec<String>,
+    /// Allocate a pseudo-TTY.
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// UID[:GID] to run as.
+    #[arg(short = 'u', long)]
+    pub user: Option<String>,
+    /// Additional group ids.
+    #[arg(short = 'g', long = "additional-gids")]
+    pub additional_gids: Vec<u32>,
+    /// A process.json describing the process (replaces the other process flags).
+    #[arg(short = 'p', long)]
+    pub process: Option<PathBuf>,
+    /// Detach from the process.
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// File to write the process's pid to.
+    #[arg(long = "pid-file")]
+    pub pid_file: Option<PathBuf>,
+    /// SELinux label for the process.
+    #[arg(long = "process-label")]
+    pub process_label: Option<String>,
+    /// AppArmor profile for the process.
+    #[arg(long)]
+    pub apparmor: Option<String>,
+    /// Set no_new_privs.
+    #[arg(long = "no-new-privs")]
+    pub no_new_privs: bool,
+    /// Add a capability.
+    #[arg(short = 'c', long)]
+    pub cap: Vec<String>,
+    /// Pass N extra fds (3..3+N).
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    pub preserve_fds: u32,
+    /// Exec even if the container is paused.
+    #[arg(long = "ignore-paused")]
+    pub ignore_paused: bool,
+    /// Container id.
+    pub id: String,
+    /// Command and arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
 /// Subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
@@ -101,6 +156,8 @@ pub enum Cmd {
     },
     /// Create and start a container, and wait for it.
     Run(RunArgs),
+    /// Run a process in a running container.
+    Exec(ExecArgs),
     /// Print a container's state as JSON.
     State {
         /// Container id.

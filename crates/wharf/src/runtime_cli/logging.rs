@@ -14,13 +14,13 @@ struct Target {
 static TARGET: OnceLock<Mutex<Target>> = OnceLock::new();
 
 /// Configure logging; without `--log`, warnings go to stderr and errors only to stderr.
-pub fn init(path: Option<&Path>, format: &str, _debug: bool) {
+pub fn init(path: Option<&Path>, format: &str, debug: bool) {
     let file = path.and_then(|p| OpenOptions::new().create(true).append(true).open(p).ok());
     let _ = TARGET.set(Mutex::new(Target {
         file,
         json: format == "json",
     }));
-    wharf_runtime::log::set_sink(|level, msg| write(level, msg, true));
+    wharf_runtime::log::set_sink(|level, msg| write(level, msg, true), debug);
 }
 
 /// Log an error (to `--log` only: the caller prints it on stderr itself).

@@ -5,6 +5,7 @@
 //! `--log`, which containerd reads back) and exit with status 1.
 
 mod args;
+mod exec;
 mod logging;
 mod output;
 mod relay;
@@ -58,6 +59,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         }
         Cmd::Start { id } => rt.start(id)?,
         Cmd::Run(r) => return run(&rt, r),
+        Cmd::Exec(e) => return exec::exec(&rt, e),
         Cmd::State { id } => {
             let (st, status) = rt.state(id)?;
             println!("{}", output::state_json(&st, status)?);
