@@ -199,6 +199,9 @@ pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     if is_bind {
         return bind(ctx, m, &opts);
     }
+    if matches!(typ.as_str(), "proc" | "sysfs") {
+        refuse_symlinks(ctx, dest, &typ)?;
+    }
     match typ.as_str() {
         "cgroup" | "cgroup2" => return mount_cgroup(ctx, m, &opts),
         "sysfs" if (!ctx.net_ns || ctx.user_ns) => {
@@ -246,6 +249,32 @@ pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     )
     .map_err(|e| mount_error(&what("mount"), &typ, e))?;
     finish(ctx, dest, &opts)
+}
+
+/// procfs and sysfs expose the kernel's control files: their mount points may not be
+/// reached through symlinks at all (an image could otherwise redirect them, e.g. to hide a
+/// masked path or to land over a directory it controls: CVE-2019-19921).
+fn refuse_symlinks(ctx: &MountContext<'_>, dest: &Path, typ: &str) -> Result<()> {
+    let rel = safe_path::relative(dest);
+    let mut prefix = PathBuf::new();
+    for comp in rel.components() {
+        prefix.push(comp);
+        match rustix::fs::statat(ctx.root, &prefix, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::Symlink =>
+            {
+                return Err(Error::Config(format!(
+                    "mounts: refusing to mount {typ} on {}: {} is a symlink",
+                    p(dest),
+                    p(&Path::new("/").join(&prefix))
+                )));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 fn mount_error(what: &str, typ: &str, e: std::io::Error) -> Error {

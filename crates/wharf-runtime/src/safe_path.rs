@@ -11,6 +11,7 @@
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -39,18 +40,32 @@ pub fn lookup(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
     open_in_root(root, path, OFlags::PATH)
 }
 
-/// `mkdir -p` of `path` inside `root`; returns an O_PATH fd of the directory.
+/// `mkdir -p` of `path` inside `root`; returns an O_PATH fd of the directory. A dangling
+/// symlink on the way is followed inside the root, creating its target (as a mount point
+/// would be created through it by runc's SecureJoin + MkdirAll).
 pub fn mkdir_all(root: BorrowedFd<'_>, path: &Path, mode: u32) -> io::Result<OwnedFd> {
-    match open_in_root(root, path, OFlags::PATH | OFlags::DIRECTORY) {
+    mkdir_all_depth(root, &relative(path), mode, 0)
+}
+
+/// Symlinks followed while creating one path, as the kernel's own limit.
+const MAX_LINKS: u32 = 40;
+
+fn mkdir_all_depth(root: BorrowedFd<'_>, rel: &Path, mode: u32, depth: u32) -> io::Result<OwnedFd> {
+    if depth > MAX_LINKS {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    match open_in_root(root, rel, OFlags::PATH | OFlags::DIRECTORY) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         r => return r,
     }
+    let comps: Vec<Component<'_>> = rel.components().collect();
     let mut prefix = PathBuf::new();
     let mut parent = lookup(root, Path::new("."))?;
-    for comp in relative(path).components() {
+    for (i, comp) in comps.iter().enumerate() {
+        let parent_prefix = prefix.clone();
         prefix.push(comp);
         let name = match comp {
-            Component::Normal(name) => name,
+            Component::Normal(name) => *name,
             _ => {
                 parent = open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY)?;
                 continue;
@@ -59,13 +74,21 @@ pub fn mkdir_all(root: BorrowedFd<'_>, path: &Path, mode: u32) -> io::Result<Own
         match open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY) {
             Ok(fd) => parent = fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                // mkdirat never follows a final symlink: a dangling one gives EEXIST and the
-                // re-resolution below reports it.
+                // mkdirat never follows a final symlink.
                 match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(mode)) {
                     Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                     Err(e) => return Err(e.into()),
                 }
-                parent = open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY)?;
+                match open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY) {
+                    Ok(fd) => parent = fd,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        // A dangling symlink: create its target (inside the root) instead.
+                        let rest: PathBuf = comps[i + 1..].iter().collect();
+                        let target = dangling_target(&parent, name, &parent_prefix)?;
+                        return mkdir_all_depth(root, &target.join(rest), mode, depth + 1);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Err(e) => return Err(e),
         }
@@ -73,9 +96,25 @@ pub fn mkdir_all(root: BorrowedFd<'_>, path: &Path, mode: u32) -> io::Result<Own
     Ok(parent)
 }
 
+/// Where a symlink `name` in directory `dir` (at `dir_path` inside the root) points, as a
+/// root-relative path.
+fn dangling_target(dir: &OwnedFd, name: &OsStr, dir_path: &Path) -> io::Result<PathBuf> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    let target = Path::new(std::ffi::OsStr::from_bytes(target.as_bytes()));
+    Ok(if target.is_absolute() {
+        relative(target)
+    } else {
+        dir_path.join(target)
+    })
+}
+
 /// Make sure `path` exists inside `root`, creating parents as directories and the last
 /// component as an empty regular file when missing. Returns an O_PATH fd of whatever is there.
 pub fn ensure_file(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
+    ensure_file_depth(root, path, 0)
+}
+
+fn ensure_file_depth(root: BorrowedFd<'_>, path: &Path, depth: u32) -> io::Result<OwnedFd> {
     match lookup(root, path) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         r => return r,
@@ -90,10 +129,17 @@ pub fn ensure_file(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
         OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o644),
     ) {
-        Ok(_) | Err(rustix::io::Errno::EXIST) => {}
-        Err(e) => return Err(e.into()),
+        Ok(_) => lookup(root, path),
+        Err(rustix::io::Errno::EXIST) => match lookup(root, path) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && depth < MAX_LINKS => {
+                // A dangling symlink: create the file it points to, inside the root.
+                let target = dangling_target(&dir, name, parent)?;
+                ensure_file_depth(root, &target, depth + 1)
+            }
+            r => r,
+        },
+        Err(e) => Err(e.into()),
     }
-    lookup(root, path)
 }
 
 /// Make sure `path` exists inside `root` as a directory or file, whichever `dir` says.
@@ -182,6 +228,19 @@ mod tests {
         // Resolved in root, /proc does not exist inside it, so nothing outside is reached.
         let err = lookup(fd.as_fd(), Path::new("magic/passwd")).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn dangling_symlinks_are_followed_inside_the_root() {
+        let (dir, fd) = root();
+        symlink("/made/by/link", dir.path().join("dir-link")).unwrap();
+        mkdir_all(fd.as_fd(), Path::new("/dir-link/sub"), 0o755).unwrap();
+        assert!(dir.path().join("made/by/link/sub").is_dir());
+        symlink("../target-file", dir.path().join("file-link")).unwrap();
+        ensure_file(fd.as_fd(), Path::new("file-link")).unwrap();
+        assert!(dir.path().join("target-file").is_file());
+        symlink("loop", dir.path().join("loop")).unwrap();
+        assert!(mkdir_all(fd.as_fd(), Path::new("loop/x"), 0o755).is_err());
     }
 
     #[test]

@@ -132,6 +132,12 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
             if dest.as_os_str().is_empty() {
                 return bad("mounts: a mount has an empty destination".into());
             }
+            if escapes_root(dest) {
+                return bad(format!(
+                    "mounts: destination {} escapes the container's root",
+                    p(dest)
+                ));
+            }
             if !has(LinuxNamespaceType::Mount) {
                 return bad(format!("mounts: {} requires a mount namespace", p(dest)));
             }
@@ -177,6 +183,25 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         return bad(format!("linux.personality: flag {flag:?} is not supported"));
     }
     Ok(rootfs)
+}
+
+/// Whether a path climbs above its root lexically (`../x`, `/a/../../x`). Symlinks are not
+/// considered here: they are resolved inside the root when the mount is made.
+fn escapes_root(path: &Path) -> bool {
+    let mut depth = 0i32;
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            std::path::Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    false
 }
 
 fn check_sysctl(
