@@ -113,13 +113,23 @@ impl Drop for Events {
 fn pids_limit_stops_forks() {
     let env = Env::new("pids");
     let script = "for i in 1 2 3 4 5 6 7 8; do sleep 100 & done; echo all-started";
-    let b = bundle_with(&env, "c", &["sh", "-c", script], json!({ "pids": { "limit": 4 } }));
+    let b = bundle_with(
+        &env,
+        "c",
+        &["sh", "-c", script],
+        json!({ "pids": { "limit": 4 } }),
+    );
     let (code, out, err) = run(&env, &b, "c");
     assert_ne!(code, 0, "stdout: {out}");
     assert!(err.contains("can't fork"), "stderr: {err}");
     assert!(!out.contains("all-started"));
     // The same script under a roomy limit starts everything.
-    let b = bundle_with(&env, "d", &["sh", "-c", script], json!({ "pids": { "limit": 64 } }));
+    let b = bundle_with(
+        &env,
+        "d",
+        &["sh", "-c", script],
+        json!({ "pids": { "limit": 64 } }),
+    );
     let (code, out, err) = run(&env, &b, "d");
     assert_eq!((code, out.trim()), (0, "all-started"), "stderr: {err}");
     assert!(cgroups_left(&env).is_empty());
@@ -140,8 +150,14 @@ fn memory_limit_oom_kill_is_reported_by_events_and_stats() {
     );
     run_detached(&env, &b, "c");
     let mem = cg_dir(&env, "c", "memory").expect("memory is a v1 controller here");
-    assert_eq!(read(&mem, "memory.limit_in_bytes"), (16u64 << 20).to_string());
-    assert_eq!(read(&mem, "memory.memsw.limit_in_bytes"), (17u64 << 20).to_string());
+    assert_eq!(
+        read(&mem, "memory.limit_in_bytes"),
+        (16u64 << 20).to_string()
+    );
+    assert_eq!(
+        read(&mem, "memory.memsw.limit_in_bytes"),
+        (17u64 << 20).to_string()
+    );
     let events = Events::start(&env, &["--interval", "200ms", "c"]);
     let first = events.next().unwrap();
     assert_eq!(first["type"], "stats");
@@ -174,7 +190,8 @@ fn memory_limit_oom_kill_is_reported_by_events_and_stats() {
 fn cpu_quota_shares_burst_and_realtime_files() {
     let env = Env::new("cpu");
     // Real-time runtime must be granted by the parent first (the kernel checks the sum).
-    let cpu_parent = PathBuf::from("/sys/fs/cgroup/cpu").join(env.cgroup_parent.trim_start_matches('/'));
+    let cpu_parent =
+        PathBuf::from("/sys/fs/cgroup/cpu").join(env.cgroup_parent.trim_start_matches('/'));
     std::fs::create_dir_all(&cpu_parent).unwrap();
     std::fs::write(cpu_parent.join("cpu.rt_runtime_us"), "20000").unwrap();
     let b = bundle_with(
@@ -211,12 +228,19 @@ fn cpuset_pins_the_container() {
     let b = bundle_with(
         &env,
         "c",
-        &["sh", "-c", "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"],
+        &[
+            "sh",
+            "-c",
+            "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status",
+        ],
         json!({ "cpu": { "cpus": "0", "mems": "0" } }),
     );
     let (code, out, err) = run(&env, &b, "c");
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<&str> = out.lines().map(|l| l.split_whitespace().last().unwrap()).collect();
+    let lines: Vec<&str> = out
+        .lines()
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
     assert_eq!(lines, ["0", "0"], "{out}");
 }
 
@@ -259,8 +283,18 @@ fn device_rules_deny_and_allow_inside_the_container() {
     run_detached(&env, &b, "c");
     let dev = cg_dir(&env, "c", "devices").unwrap();
     let list = read(&dev, "devices.list");
-    for want in ["c 10:229 r", "c 1:3 rwm", "c 136:* rwm", "c *:* m", "b *:* m", "c 5:2 rwm"] {
-        assert!(list.lines().any(|l| l == want), "{want} missing from {list}");
+    for want in [
+        "c 10:229 r",
+        "c 1:3 rwm",
+        "c 136:* rwm",
+        "c *:* m",
+        "b *:* m",
+        "c 5:2 rwm",
+    ] {
+        assert!(
+            list.lines().any(|l| l == want),
+            "{want} missing from {list}"
+        );
     }
     assert!(!list.contains("a *:*"), "{list}");
     ok(&env, &["delete", "-f", "c"]);
@@ -333,7 +367,10 @@ fn hugetlb_limit_goes_where_the_controller_is() {
         b.save();
         run_detached(&env, &b, "c");
         let dir = cg_dir(&env, "c", "hugetlb").expect("hugetlb mounted as v1");
-        assert_eq!(read(&dir, "hugetlb.2MB.limit_in_bytes"), (4u64 << 20).to_string());
+        assert_eq!(
+            read(&dir, "hugetlb.2MB.limit_in_bytes"),
+            (4u64 << 20).to_string()
+        );
         ok(&env, &["delete", "-f", "c"]);
         return;
     }
@@ -428,7 +465,10 @@ fn block_io_throttle_and_weight() {
         &["sleep", "1000"],
         json!({ "blockIO": { "weight": 300 } }),
     );
-    let out = rt_out(&env, &["run", "-d", "--bundle", b.dir.to_str().unwrap(), "w"]);
+    let out = rt_out(
+        &env,
+        &["run", "-d", "--bundle", b.dir.to_str().unwrap(), "w"],
+    );
     if out.status.success() {
         let dir = cg_dir(&env, "w", "blkio").unwrap();
         let file = ["blkio.weight", "blkio.bfq.weight"]
@@ -504,8 +544,14 @@ fn update_changes_a_running_container_and_is_remembered() {
         ],
     );
     assert_eq!(read(&pids, "pids.max"), "20");
-    assert_eq!(read(&mem, "memory.limit_in_bytes"), (128u64 << 20).to_string());
-    assert_eq!(read(&mem, "memory.memsw.limit_in_bytes"), (256u64 << 20).to_string());
+    assert_eq!(
+        read(&mem, "memory.limit_in_bytes"),
+        (128u64 << 20).to_string()
+    );
+    assert_eq!(
+        read(&mem, "memory.memsw.limit_in_bytes"),
+        (256u64 << 20).to_string()
+    );
     assert_eq!(read(&cpu, "cpu.shares"), "512");
     assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "20000");
     assert_eq!(read(&cpu, "cpu.cfs_period_us"), "100000");
@@ -531,7 +577,11 @@ fn update_changes_a_running_container_and_is_remembered() {
         .write_all(br#"{"pids": {"limit": 30}, "memory": {"limit": 96000000}}"#)
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(read(&pids, "pids.max"), "30");
     assert_eq!(read(&mem, "memory.limit_in_bytes"), "95997952");
     assert_eq!(read(&cpu, "cpu.shares"), "512");
@@ -540,14 +590,21 @@ fn update_changes_a_running_container_and_is_remembered() {
     assert_eq!(res["pids"]["limit"], 30);
     // A failing update puts back what it had already written and stores nothing.
     let bad = env.path().join("bad.json");
-    std::fs::write(&bad, r#"{"pids": {"limit": 7}, "unified": {"memory.high": "1"}}"#).unwrap();
+    std::fs::write(
+        &bad,
+        r#"{"pids": {"limit": 7}, "unified": {"memory.high": "1"}}"#,
+    )
+    .unwrap();
     let err = fails(&env, &["update", "-r", bad.to_str().unwrap(), "c"]);
     assert!(err.contains("memory.high"), "{err}");
     assert_eq!(read(&pids, "pids.max"), "30");
     assert_eq!(stored_resources(&env, "c")["pids"]["limit"], 30);
     // runc's errors.
     let err = fails(&env, &["update", "--l3-cache-schema", "L3:0=f", "c"]);
-    assert!(err.contains("Intel RDT/CAT: l3 cache schema is not enabled"), "{err}");
+    assert!(
+        err.contains("Intel RDT/CAT: l3 cache schema is not enabled"),
+        "{err}"
+    );
     let err = fails(&env, &["update", "--memory", "lots", "c"]);
     assert!(err.contains("invalid value for memory"), "{err}");
     let err = fails(&env, &["update", "--pids-limit", "5", "nope"]);
@@ -565,7 +622,11 @@ fn events_stats_has_runc_shape_and_sane_values() {
     let b = bundle_with(
         &env,
         "c",
-        &["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 1000"],
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 1000",
+        ],
         json!({ "pids": { "limit": 50 }, "memory": { "limit": 64 << 20 } }),
     );
     run_detached(&env, &b, "c");
@@ -579,7 +640,10 @@ fn events_stats_has_runc_shape_and_sane_values() {
     assert!(usage > 0 && usage < 64 << 20, "{s}");
     assert_eq!(s["memory"]["usage"]["limit"], 64 << 20);
     assert!(s["memory"]["raw"]["rss"].is_u64(), "{s}");
-    assert!((1..=3).contains(&s["pids"]["current"].as_u64().unwrap()), "{s}");
+    assert!(
+        (1..=3).contains(&s["pids"]["current"].as_u64().unwrap()),
+        "{s}"
+    );
     assert_eq!(s["pids"]["limit"], 50);
     assert!(!s["cpuset"]["cpus"].as_array().unwrap().is_empty());
     assert!(s["network_interfaces"].is_null());
@@ -588,12 +652,18 @@ fn events_stats_has_runc_shape_and_sane_values() {
     let events = Events::start(&env, &["--interval", "100ms", "c"]);
     for _ in 0..2 {
         let e = events.next().unwrap();
-        assert_eq!((e["type"].as_str(), e["id"].as_str()), (Some("stats"), Some("c")));
+        assert_eq!(
+            (e["type"].as_str(), e["id"].as_str()),
+            (Some("stats"), Some("c"))
+        );
         assert_eq!(e["data"]["pids"]["limit"], 50);
     }
     drop(events);
     let err = fails(&env, &["events", "--interval", "0s", "c"]);
-    assert!(err.contains("duration interval must be greater than 0"), "{err}");
+    assert!(
+        err.contains("duration interval must be greater than 0"),
+        "{err}"
+    );
     ok(&env, &["kill", "c", "KILL"]);
     assert!(wait_until(Duration::from_secs(10), || status(&env, "c") == "stopped"));
     let err = fails(&env, &["events", "--stats", "c"]);

@@ -11,9 +11,11 @@ use oci_spec::runtime::{
 use super::{Cgroup, blkio, cpu, devices, hugetlb, memory, network, pids, rdma, unified};
 use crate::error::Result;
 
-/// Apply every setting of `res` (create time).
+/// Apply every setting of `res` (create time). Without `devices` the cgroup keeps what it
+/// inherits (the kernel's default for a new cgroup, which for runc's rule list is the same:
+/// allow-all plus allow rules), so a restricted parent is not a reason to fail.
 pub fn apply(cg: &Cgroup, res: &LinuxResources) -> Result<()> {
-    set_all(cg, res, true)
+    set_all(cg, res, res.devices().is_some())
 }
 
 /// Apply `new` to a container that had `old`: every setting is written again, as runc does
@@ -291,6 +293,72 @@ mod tests {
         assert_eq!(m.hugepage_limits().as_ref().unwrap().len(), 2);
         assert_eq!(m.unified().as_ref().unwrap().len(), 2);
         assert_eq!(m.devices(), old.devices());
+    }
+
+    #[test]
+    fn v2_create_then_update_end_to_end() {
+        use crate::cgroups::tests::{fake_v2, read_lines};
+        let t = tempfile::tempdir().unwrap();
+        let (cg, dir) = fake_v2(
+            t.path(),
+            &[
+                "pids.max",
+                "memory.max",
+                "memory.swap.max",
+                "memory.low",
+                "io.weight",
+                "io.max",
+                "cpu.weight",
+                "cpu.max",
+                "cpuset.cpus",
+                "cpuset.mems",
+                "hugetlb.2MB.max",
+                "rdma.max",
+                "memory.high",
+            ],
+        );
+        let res = res(r#"{
+            "pids": {"limit": 10},
+            "memory": {"limit": 1048576, "swap": 2097152, "reservation": 524288},
+            "blockIO": {"weight": 1000, "throttleWriteBpsDevice": [{"major": 8, "minor": 0, "rate": 5}]},
+            "cpu": {"shares": 2048, "quota": 10000, "period": 20000, "cpus": "1", "mems": "0"},
+            "hugepageLimits": [{"pageSize": "2MB", "limit": 2097152}],
+            "rdma": {"mlx4_0": {"hcaHandles": 3}},
+            "unified": {"memory.high": "900000"}
+        }"#);
+        apply(&cg, &res).unwrap();
+        let expect = [
+            ("pids.max", "10"),
+            ("memory.max", "1048576"),
+            ("memory.swap.max", "1048576"),
+            ("memory.low", "524288"),
+            ("io.weight", "10000"),
+            ("io.max", "8:0 wbps=5"),
+            ("cpu.weight", "174"),
+            ("cpu.max", "10000 20000"),
+            ("cpuset.cpus", "1"),
+            ("cpuset.mems", "0"),
+            ("hugetlb.2MB.max", "2097152"),
+            ("rdma.max", "mlx4_0 hca_handle=3"),
+            ("memory.high", "900000"),
+        ];
+        for (file, want) in expect {
+            assert_eq!(read_lines(&dir, file), [want], "{file}");
+        }
+        // Every controller was enabled for the container on the way down.
+        let ctl = read_lines(&t.path().join("unified/parent"), "cgroup.subtree_control");
+        for c in ["pids", "memory", "io", "cpu", "cpuset", "hugetlb", "rdma"] {
+            assert!(ctl.contains(&format!("+{c}")), "{c} not enabled: {ctl:?}");
+        }
+        // An update rewrites the merged set (runc does too): pids and quota change.
+        let merged = merge(
+            &res,
+            &super::tests::res(r#"{"pids": {"limit": 20}, "cpu": {"quota": 5000}}"#),
+        );
+        update(&cg, &res, &merged).unwrap();
+        assert_eq!(read_lines(&dir, "pids.max"), ["10", "20"]);
+        assert_eq!(read_lines(&dir, "cpu.max"), ["10000 20000", "5000 20000"]);
+        assert_eq!(read_lines(&dir, "memory.max"), ["1048576", "1048576"]);
     }
 
     #[test]

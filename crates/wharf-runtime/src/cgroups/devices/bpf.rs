@@ -197,9 +197,14 @@ fn owned(fd: i64) -> OwnedFd {
 /// Load `insns` as a cgroup device program. On a verifier refusal the error carries the
 /// verifier's log.
 pub fn load(insns: &[Insn]) -> Result<OwnedFd> {
+    load_named(insns, PROGRAM_NAME)
+}
+
+fn load_named(insns: &[Insn], prog_name: &str) -> Result<OwnedFd> {
     let license = CString::new("Apache").expect("no NUL");
     let mut name = [0u8; 16];
-    name[..PROGRAM_NAME.len()].copy_from_slice(PROGRAM_NAME.as_bytes());
+    let n = prog_name.len().min(15);
+    name[..n].copy_from_slice(&prog_name.as_bytes()[..n]);
     let mut attr = ProgLoadAttr {
         prog_type: BPF_PROG_TYPE_CGROUP_DEVICE,
         insn_cnt: insns.len() as u32,
@@ -458,6 +463,73 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A real cgroup under the cgroup2 mount, below the test's own parent.
+    fn test_cgroup(env: &wharf_testbed::Env) -> Option<std::path::PathBuf> {
+        let root = crate::cgroups::detect().ok()?.unified?;
+        let dir = root
+            .join(env.cgroup_parent.trim_start_matches('/'))
+            .join("filtered");
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(dir)
+    }
+
+    /// Run `script` in a shell moved into `dir` before it starts working.
+    fn run_in(dir: &Path, script: &str) -> String {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("read go; {script}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn attached_filter_is_enforced_and_replaced_while_others_stay() {
+        crate::cgroups::tests::require_root();
+        let env = wharf_testbed::Env::new("bpf-attach");
+        let Some(dir) = test_cgroup(&env) else {
+            panic!("this test needs a cgroup2 mount");
+        };
+        // Someone else's (allow-all) filter, which must survive our updates.
+        let dirfd = open_dir(&dir).unwrap();
+        let other = load_named(&program(&RuleSet::default()), "other_filter").unwrap();
+        let mut attr = AttachAttr {
+            target_fd: dirfd.as_raw_fd() as u32,
+            attach_bpf_fd: other.as_raw_fd() as u32,
+            attach_type: BPF_CGROUP_DEVICE,
+            attach_flags: BPF_F_ALLOW_MULTI,
+            replace_bpf_fd: 0,
+        };
+        bpf(BPF_PROG_ATTACH, &mut attr).unwrap();
+        let check = "(: < /dev/fuse) 2>/dev/null && echo fuse-ok || echo fuse-denied; \
+                     head -c1 /dev/zero | wc -c; echo x > /dev/null && echo null-ok";
+        assert_eq!(run_in(&dir, check), "fuse-ok\n1\nnull-ok\n");
+        attach(&dir, &deny_all_plus("")).unwrap();
+        assert_eq!(run_in(&dir, check), "fuse-denied\n1\nnull-ok\n");
+        attach(
+            &dir,
+            &deny_all_plus(
+                r#"{"allow": true, "type": "c", "major": 10, "minor": 229, "access": "r"}"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(run_in(&dir, check), "fuse-ok\n1\nnull-ok\n");
+        let mut names: Vec<String> = attached(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["other_filter", PROGRAM_NAME]);
     }
 
     #[test]
