@@ -187,6 +187,61 @@ fn memory_limit_oom_kill_is_reported_by_events_and_stats() {
 }
 
 #[test]
+fn memory_v1_knobs_and_check_before_update() {
+    let env = Env::new("memory-knobs");
+    let b = bundle_with(
+        &env,
+        "c",
+        &["sleep", "1000"],
+        json!({ "memory": {
+            "limit": 64 << 20, "reservation": 32 << 20, "swappiness": 10,
+            "kernelTCP": 8 << 20, "disableOOMKiller": true, "useHierarchy": true
+        }}),
+    );
+    run_detached(&env, &b, "c");
+    let mem = cg_dir(&env, "c", "memory").unwrap();
+    assert_eq!(
+        read(&mem, "memory.soft_limit_in_bytes"),
+        (32u64 << 20).to_string()
+    );
+    assert_eq!(read(&mem, "memory.swappiness"), "10");
+    assert_eq!(
+        read(&mem, "memory.kmem.tcp.limit_in_bytes"),
+        (8u64 << 20).to_string()
+    );
+    assert!(read(&mem, "memory.oom_control").contains("oom_kill_disable 1"));
+    assert_eq!(read(&mem, "memory.use_hierarchy"), "1");
+    // checkBeforeUpdate refuses a limit below what the container already uses.
+    let req = env.path().join("tiny.json");
+    std::fs::write(
+        &req,
+        r#"{"memory": {"limit": 4096, "checkBeforeUpdate": true}}"#,
+    )
+    .unwrap();
+    let err = fails(&env, &["update", "-r", req.to_str().unwrap(), "c"]);
+    assert!(
+        err.contains(
+            "linux.resources.memory.checkBeforeUpdate: rejecting memory limit 4096 <= usage"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        read(&mem, "memory.limit_in_bytes"),
+        (64u64 << 20).to_string()
+    );
+    // memory+swap below memory is refused before anything is written.
+    let err = fails(
+        &env,
+        &["update", "--memory", "128m", "--memory-swap", "64m", "c"],
+    );
+    assert!(
+        err.contains("memory+swap limit (67108864) should be >= memory limit (134217728)"),
+        "{err}"
+    );
+    ok(&env, &["delete", "-f", "c"]);
+}
+
+#[test]
 fn cpu_quota_shares_burst_and_realtime_files() {
     let env = Env::new("cpu");
     // Real-time runtime must be granted by the parent first (the kernel checks the sum).
@@ -277,27 +332,62 @@ fn device_rules_deny_and_allow_inside_the_container() {
     let (code, out, err) = run(&env, &b, "c");
     assert_eq!(code, 0, "{err}");
     assert!(out.ends_with("fuse-ok\n"), "{out}");
-    // The v1 controller holds exactly the rules plus runc's defaults.
-    b.config["process"]["args"] = json!(["sleep", "1000"]);
+    // The v1 controller holds exactly the rules plus runc's defaults, and `update` changes
+    // them for a running container.
+    b.config["process"]["args"] = json!(["sh", "-c", ROUNDS]);
+    b.config["linux"]["resources"]["devices"] = json!([{ "allow": false, "access": "rwm" }]);
     b.save();
     run_detached(&env, &b, "c");
     let dev = cg_dir(&env, "c", "devices").unwrap();
     let list = read(&dev, "devices.list");
     for want in [
-        "c 10:229 r",
         "c 1:3 rwm",
         "c 136:* rwm",
         "c *:* m",
         "b *:* m",
         "c 5:2 rwm",
+        "c 10:200 rwm",
     ] {
         assert!(
             list.lines().any(|l| l == want),
             "{want} missing from {list}"
         );
     }
-    assert!(!list.contains("a *:*"), "{list}");
+    assert!(
+        !list.contains("a *:*") && !list.contains("10:229"),
+        "{list}"
+    );
+    assert_eq!(round(&b, 1), "fuse-denied zero=1");
+    let req = env.path().join("devices.json");
+    std::fs::write(
+        &req,
+        json!({ "devices": [
+            { "allow": false, "access": "rwm" },
+            { "allow": true, "type": "c", "major": 10, "minor": 229, "access": "r" }
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    ok(&env, &["update", "-r", req.to_str().unwrap(), "c"]);
+    assert!(
+        read(&dev, "devices.list")
+            .lines()
+            .any(|l| l == "c 10:229 r")
+    );
+    assert_eq!(round(&b, 2), "fuse-ok zero=1");
     ok(&env, &["delete", "-f", "c"]);
+}
+
+/// A container loop: on /go<i>, try /dev/fuse and /dev/zero and write the result to /r<i>.
+const ROUNDS: &str = "i=1; while true; do while [ ! -e /go$i ]; do sleep 0.05; done; \
+     (: < /dev/fuse) 2>/dev/null && r=fuse-ok || r=fuse-denied; \
+     z=$(head -c1 /dev/zero | wc -c); echo \"$r zero=$z\" > /r.tmp; mv /r.tmp /r$i; \
+     i=$((i+1)); done";
+
+/// Let the ROUNDS loop run round `i`; its result.
+fn round(b: &Bundle, i: u32) -> String {
+    std::fs::write(b.rootfs().join(format!("go{i}")), "").unwrap();
+    wait_for_file(&b.rootfs().join(format!("r{i}")))
 }
 
 #[test]
@@ -305,14 +395,10 @@ fn ebpf_device_filter_refuses_a_denied_device_in_a_container() {
     use wharf_runtime::cgroups::devices::{bpf, effective};
     let env = Env::new("ebpf");
     // The v1 devices controller allows everything; only the filter decides.
-    let script = "i=1; while true; do while [ ! -e /go$i ]; do sleep 0.05; done; \
-                  (: < /dev/fuse) 2>/dev/null && r=fuse-ok || r=fuse-denied; \
-                  z=$(head -c1 /dev/zero | wc -c); echo \"$r zero=$z\" > /r.tmp; mv /r.tmp /r$i; \
-                  i=$((i+1)); done";
     let mut b = bundle_with(
         &env,
         "c",
-        &["sh", "-c", script],
+        &["sh", "-c", ROUNDS],
         json!({ "devices": [{ "allow": true, "access": "rwm" }] }),
     );
     b.config["linux"]["devices"] = fuse_node();
@@ -322,16 +408,12 @@ fn ebpf_device_filter_refuses_a_denied_device_in_a_container() {
     assert!(unified.starts_with(
         Path::new("/sys/fs/cgroup/unified").join(env.cgroup_parent.trim_start_matches('/'))
     ));
-    let round = |i: u32| {
-        std::fs::write(b.rootfs().join(format!("go{i}")), "").unwrap();
-        wait_for_file(&b.rootfs().join(format!("r{i}")))
-    };
-    assert_eq!(round(1), "fuse-ok zero=1");
+    assert_eq!(round(&b, 1), "fuse-ok zero=1");
     // Deny all (+ the default devices), as a config's rules would be compiled on cgroup v2.
     let deny: Vec<oci_spec::runtime::LinuxDeviceCgroup> =
         serde_json::from_value(json!([{ "allow": false, "access": "rwm" }])).unwrap();
     bpf::attach(&unified, &effective(&deny).unwrap()).unwrap();
-    assert_eq!(round(2), "fuse-denied zero=1");
+    assert_eq!(round(&b, 2), "fuse-denied zero=1");
     // A new rule set replaces our program instead of stacking a second one.
     let allow_fuse: Vec<oci_spec::runtime::LinuxDeviceCgroup> = serde_json::from_value(json!([
         { "allow": false, "access": "rwm" },
@@ -339,7 +421,7 @@ fn ebpf_device_filter_refuses_a_denied_device_in_a_container() {
     ]))
     .unwrap();
     bpf::attach(&unified, &effective(&allow_fuse).unwrap()).unwrap();
-    assert_eq!(round(3), "fuse-ok zero=1");
+    assert_eq!(round(&b, 3), "fuse-ok zero=1");
     let attached = bpf::attached(&unified).unwrap();
     assert_eq!(attached.len(), 1, "{attached:?}");
     assert_eq!(attached[0].name, bpf::PROGRAM_NAME);
@@ -599,6 +681,9 @@ fn update_changes_a_running_container_and_is_remembered() {
     assert!(err.contains("memory.high"), "{err}");
     assert_eq!(read(&pids, "pids.max"), "30");
     assert_eq!(stored_resources(&env, "c")["pids"]["limit"], 30);
+    // Go-style single-dash flags, as engines pass them to runc.
+    ok(&env, &["update", "-pids-limit", "25", "c"]);
+    assert_eq!(read(&pids, "pids.max"), "25");
     // runc's errors.
     let err = fails(&env, &["update", "--l3-cache-schema", "L3:0=f", "c"]);
     assert!(

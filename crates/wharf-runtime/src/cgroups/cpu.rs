@@ -51,11 +51,11 @@ fn set_v1(dir: &Path, c: &LinuxCpu) -> Result<()> {
         // The kernel clamps shares silently; say so instead.
         let got = files::read_u64(dir, "cpu.shares")?;
         if shares > got {
-            return Err(Error::Config(format!(
+            return Err(Error::Other(format!(
                 "{S}.shares: the maximum allowed cpu-shares is {got}"
             )));
         } else if shares < got {
-            return Err(Error::Config(format!(
+            return Err(Error::Other(format!(
                 "{S}.shares: the minimum allowed cpu-shares is {got}"
             )));
         }

@@ -45,6 +45,11 @@ fn set_v1(dir: &Path, m: &LinuxMemory) -> Result<()> {
     if m.check_before_update() == Some(true) {
         check_usage(dir, "memory.usage_in_bytes", limit, swap)?;
     }
+    if limit > 0 && swap > 0 && swap < limit {
+        return Err(Error::Config(format!(
+            "{S}.swap: memory+swap limit ({swap}) should be >= memory limit ({limit})"
+        )));
+    }
     // "Unlimited memory" with no word on swap means unlimited memory+swap too.
     if limit == -1 && swap == 0 && files::exists(dir, MEMSW) {
         swap = -1;
@@ -192,12 +197,12 @@ fn check_usage(dir: &Path, usage_file: &str, limit: i64, swap: i64) -> Result<()
         return Ok(());
     };
     if swap > 0 && swap as u64 <= usage {
-        return Err(Error::Config(format!(
+        return Err(Error::Other(format!(
             "{S}.checkBeforeUpdate: rejecting memory+swap limit {swap} <= usage {usage}"
         )));
     }
     if limit > 0 && limit as u64 <= usage {
-        return Err(Error::Config(format!(
+        return Err(Error::Other(format!(
             "{S}.checkBeforeUpdate: rejecting memory limit {limit} <= usage {usage}"
         )));
     }
