@@ -1,4 +1,4 @@
-//! `linux.resources.hugepageLimits`: hugetlb.<size>.limit_in_bytes (v1) or hugetlb.<size>.max
+//! `linux.resources.hugepageLimits`: `hugetlb.<size>.limit_in_bytes` (v1) or `hugetlb.<size>.max`
 //! (v2), plus the reservation limit (`.rsvd.`) where the kernel has it, as runc sets both.
 
 use oci_spec::runtime::LinuxHugepageLimit;

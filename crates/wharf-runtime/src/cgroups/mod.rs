@@ -3,7 +3,7 @@
 //! A container's cgroup is a set of directories, one per mounted hierarchy: on a pure v2 host
 //! a single one under the cgroup2 mount; on v1 one per controller (cpu, memory, ...); on a
 //! hybrid host the v1 ones plus the cgroup2 mount (/sys/fs/cgroup/unified), which carries the
-//! controllers no v1 hierarchy took, if any (see [`route`] for where each setting goes). The
+//! controllers no v1 hierarchy took, if any (route.rs decides where each setting goes). The
 //! set of directories is computed once at create time and stored in state.json, so every
 //! later command acts on exactly what was created.
 //!

@@ -1,4 +1,4 @@
-//! `linux.resources.rdma`: rdma.max lines "<device> hca_handle=N hca_object=M" (the same file
+//! `linux.resources.rdma`: rdma.max lines `"<device> hca_handle=N hca_object=M"` (the same file
 //! on v1 and v2).
 
 use std::collections::HashMap;

@@ -84,9 +84,8 @@ pub struct Throttling {
     pub throttled_time: u64,
 }
 
-/// cpuset.
+/// cpuset (v1 files; on v2 only the effective cpus and mems).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
 pub struct CpuSet {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpus: Vec<u16>,
@@ -163,9 +162,8 @@ pub struct Pids {
     pub limit: u64,
 }
 
-/// One blkio counter.
+/// One blkio counter: device, operation (Read, Write, ...), value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
 pub struct BlkioEntry {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub major: u64,
@@ -177,9 +175,8 @@ pub struct BlkioEntry {
     pub value: u64,
 }
 
-/// blkio (runc's field names).
+/// blkio, in runc's tables (v2 io.stat fills the bytes and serviced ones).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
 pub struct Blkio {
     #[serde(
         default,

@@ -32,7 +32,7 @@ pub(super) fn set(cg: &Cgroup, unified: &HashMap<String, String>) -> Result<()> 
                 "{setting}: the key must be a file name (no slashes)"
             )));
         }
-        let Some((ctrl, param)) = key
+        let Some((ctrl, _)) = key
             .split_once('.')
             .filter(|(c, p)| !c.is_empty() && !p.is_empty())
         else {
@@ -40,7 +40,6 @@ pub(super) fn set(cg: &Cgroup, unified: &HashMap<String, String>) -> Result<()> 
                 "{setting}: the key must have the form CONTROLLER.PARAMETER"
             )));
         };
-        let _ = param;
         if ctrl != "cgroup" {
             if !offered.contains(ctrl) {
                 let v1_key = if ctrl == "io" { "blkio" } else { ctrl };

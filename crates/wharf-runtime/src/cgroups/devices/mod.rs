@@ -4,7 +4,7 @@
 //! zero, full, random, urandom, tty, ptmx, every pts — /dev/console is a pts — and tun), so
 //! those keep working under a deny-all rule. The combined list is evaluated the way the v1
 //! devices controller does ([`RuleSet`]) and then either written to a v1 devices cgroup
-//! ([`v1`]) or compiled into an eBPF program attached to the cgroup2 directory ([`bpf`]),
+//! (v1.rs) or compiled into an eBPF program attached to the cgroup2 directory ([`bpf`]),
 //! so both give the same answers.
 
 pub mod bpf;
