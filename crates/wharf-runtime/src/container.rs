@@ -3,7 +3,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::LinuxNamespaceType;
+use oci_spec::runtime::{LinuxNamespaceType, LinuxResources};
 
 use crate::cgroups::{self, Cgroup};
 use crate::error::{Context, Error, Result, p};
@@ -535,6 +535,39 @@ impl Runtime {
             return Err(Error::State("container not paused".into()));
         }
         st.cgroup.thaw()
+    }
+
+    /// Change the resources of a container that has not stopped (runc's `update`). `req` is
+    /// merged into what the container has ([`cgroups::merge_resources`]: what it sets
+    /// replaces, what it leaves out stays), written to the cgroup, and stored in state.json
+    /// (`config.linux.resources`) so later commands see it. Returns the merged resources.
+    pub fn update(&self, id: &str, req: &LinuxResources) -> Result<LinuxResources> {
+        let _lock = self.store.lock(id)?;
+        let mut st = self.store.load(id)?;
+        if st.status(&self.store.dir(id)) == Status::Stopped {
+            return Err(Error::State("container not running".into()));
+        }
+        let mut linux = st.config.linux().clone().unwrap_or_default();
+        let old = linux.resources().clone().unwrap_or_default();
+        let merged = cgroups::merge_resources(&old, req);
+        if let Err(e) = cgroups::update_resources(&st.cgroup, &old, &merged) {
+            // Put back what was written before the failing setting, as runc does.
+            if let Err(undo) = cgroups::update_resources(&st.cgroup, &merged, &old) {
+                crate::log::warn(&format!(
+                    "update of {id} failed and its previous resources could not be restored: {undo}"
+                ));
+            }
+            return Err(e);
+        }
+        linux.set_resources(Some(merged.clone()));
+        st.config.set_linux(Some(linux));
+        self.store.save(&st)?;
+        Ok(merged)
+    }
+
+    /// Resource usage of the container's cgroup, in runc's `events --stats` format.
+    pub fn stats(&self, id: &str) -> Result<cgroups::Stats> {
+        self.store.load(id)?.cgroup.stats()
     }
 
     /// Pids of every process in the container's cgroup.

@@ -2,16 +2,40 @@
 //!
 //! A container's cgroup is a set of directories, one per mounted hierarchy: on a pure v2 host
 //! a single one under the cgroup2 mount; on v1 one per controller (cpu, memory, ...); on a
-//! hybrid host the v1 ones plus the cgroup2 mount at /sys/fs/cgroup/unified, which carries no
-//! controllers but holds the process for tools that look there (as runc does). The set of
-//! directories is computed once at create time and stored in state.json, so every later
-//! command acts on exactly what was created.
+//! hybrid host the v1 ones plus the cgroup2 mount (/sys/fs/cgroup/unified), which carries the
+//! controllers no v1 hierarchy took, if any (route.rs decides where each setting goes). The
+//! set of directories is computed once at create time and stored in state.json, so every
+//! later command acts on exactly what was created.
+//!
+//! Settings (`linux.resources`) are written by one module per controller; every failure
+//! names the setting and the file. [`Cgroup::stats`] reads usage in runc's `events` format,
+//! [`Cgroup::oom_watcher`] reports OOM kills.
 
+mod blkio;
+mod cpu;
+pub mod devices;
+mod files;
+mod hugetlb;
 mod layout;
+mod memory;
+mod network;
+mod oom;
+mod pids;
+mod rdma;
 mod resources;
+mod route;
+pub mod stats;
+mod unified;
 
+pub use blkio::blkio_weight_to_io_weight;
+pub use cpu::shares_to_weight;
+pub use hugetlb::page_sizes as hugepage_sizes;
 pub use layout::{Layout, detect};
-pub use resources::apply as apply_resources;
+pub use oom::{OomUpdate, OomWatcher};
+pub use resources::{
+    apply as apply_resources, merge as merge_resources, update as update_resources,
+};
+pub use stats::Stats;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -34,6 +58,10 @@ pub struct Cgroup {
     pub paths: BTreeMap<String, PathBuf>,
     /// True on a pure cgroup v2 host, where the unified hierarchy carries the controllers.
     pub v2: bool,
+    /// The cgroup2 mount point, if any (its cgroup.controllers says which controllers the
+    /// unified hierarchy carries). Absent in state files of older versions: then detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unified_mount: Option<PathBuf>,
 }
 
 impl Cgroup {
@@ -74,6 +102,7 @@ impl Cgroup {
         Ok(Cgroup {
             paths,
             v2: layout.is_v2(),
+            unified_mount: layout.unified.clone(),
         })
     }
 
@@ -87,10 +116,16 @@ impl Cgroup {
                 std::fs::create_dir_all(dir).ctx(|| format!("create cgroup {}", p(dir)))?;
             }
         }
+        // On v2 every controller the root offers is enabled down to the container, as runc
+        // does; on a hybrid host only what a setting needs, when it needs it (route.rs).
         if self.v2
-            && let Some(dir) = self.paths.get(UNIFIED)
+            && let (Some(dir), Some(root)) = (self.paths.get(UNIFIED), &self.unified_mount)
         {
-            resources::enable_controllers(dir)?;
+            for c in self.unified_controllers() {
+                // A parent holding processes cannot delegate (EBUSY); settings that need the
+                // controller then fail with a message that says so.
+                let _ = route::enable_in_ancestors(root, dir, &c);
+            }
         }
         Ok(())
     }
@@ -324,8 +359,49 @@ fn clean(path: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Panic unless root (tests that use the kernel's cgroup or bpf interfaces).
+    pub(crate) fn require_root() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+    }
+
+    /// A fake pure-v2 cgroup tree under `base`: the root offers the usual controllers, the
+    /// container's directory `unified/parent/c` holds `files` (empty). Returns the cgroup
+    /// and that directory.
+    pub(crate) fn fake_v2(base: &Path, files: &[&str]) -> (Cgroup, PathBuf) {
+        let root = base.join("unified");
+        let dir = root.join("parent/c");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            root.join("cgroup.controllers"),
+            "cpuset cpu io memory hugetlb pids rdma misc\n",
+        )
+        .unwrap();
+        for d in [root.clone(), root.join("parent")] {
+            std::fs::write(d.join("cgroup.subtree_control"), "").unwrap();
+        }
+        for f in files {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let cg = Cgroup {
+            paths: BTreeMap::from([(UNIFIED.to_string(), dir.clone())]),
+            v2: true,
+            unified_mount: Some(root),
+        };
+        (cg, dir)
+    }
+
+    /// The writes a fake file received, one per line.
+    pub(crate) fn read_lines(dir: &Path, file: &str) -> Vec<String> {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
 
     #[test]
     fn clean_keeps_inside_root() {

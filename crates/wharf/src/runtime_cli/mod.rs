@@ -5,6 +5,7 @@
 //! `--log`, which containerd reads back) and exit with status 1.
 
 mod args;
+mod cgroup_cmds;
 mod exec;
 mod logging;
 mod output;
@@ -78,6 +79,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ps_args,
         } => output::ps(&rt, id, format, ps_args)?,
         Cmd::Features => println!("{}", output::features_json()),
+        Cmd::Update(u) => cgroup_cmds::update(&rt, u)?,
+        Cmd::Events(e) => cgroup_cmds::events(&rt, e)?,
     }
     Ok(0)
 }

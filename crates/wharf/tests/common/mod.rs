@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[allow(unused_imports)]
 pub use wharf_testbed::{Bundle, Env, wait_until};
 
 /// The default config.json the runtime's `spec` writes.
