@@ -7,8 +7,9 @@ set -euo pipefail
 # Build: libseccomp for the runtime's seccomp support.
 BUILD_PKGS="build-essential pkg-config libseccomp-dev curl ca-certificates"
 # Tests: busybox for test root filesystems; runc and crun for side-by-side tests and
-# benchmarks; iproute2 for network namespaces.
-TEST_PKGS="busybox-static runc crun iproute2 procps"
+# benchmarks; containerd (1.6, with ctr) drives `wharf runtime` in an engine test;
+# iproute2 and util-linux (unshare) for namespaces.
+TEST_PKGS="busybox-static runc crun containerd iproute2 procps util-linux"
 
 want="$BUILD_PKGS"
 case "${1:-}" in
