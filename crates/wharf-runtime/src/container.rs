@@ -189,18 +189,57 @@ impl Runtime {
             &opts,
             &mut rollback,
         );
-        let (pid, pidfd, placed) = created?;
+        let (mut pid, mut pidfd, placed) = created?;
         crate::log::debug(|| format!("init cloned: pid {pid}"));
         let channel = parent_end;
         let users = bundle.spec.process().as_ref().expect("validated");
-        if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+        let write_maps = |pid| {
             namespaces::write_id_maps(
                 pid,
                 linux.uid_mappings().as_deref().unwrap_or(&[]),
                 linux.gid_mappings().as_deref().unwrap_or(&[]),
-            )?;
+            )
+        };
+        if plan.intermediate {
+            // The clone was the intermediate process: it joins and unshares, then clones
+            // the init, which inherits the cgroups it is in now.
+            cg.add_pid(pid, placed)?;
+            channel
+                .send(&Msg::Go)
+                .ctx(|| "start the intermediate process".into())?;
+            let init = loop {
+                match channel.recv() {
+                    Ok(Some(Msg::MapIds)) => {
+                        write_maps(pid)?;
+                        channel
+                            .send(&Msg::IdsMapped)
+                            .ctx(|| "resume the intermediate process".into())?;
+                    }
+                    Ok(Some(Msg::Pid(init))) => break init,
+                    Ok(Some(Msg::Failed(text))) => return Err(Error::Init(text)),
+                    Ok(other) => {
+                        return Err(Error::Init(format!(
+                            "the intermediate process stopped without creating the init ({other:?})"
+                        )));
+                    }
+                    Err(e) => return Err(Error::os("read the sync socket", e)),
+                }
+            };
+            // SAFETY: reap the intermediate process, our child, which has exited.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            rollback.child = Some(init);
+            pid = init;
+            pidfd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(init).expect("positive pid"),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .ctx(|| format!("open pidfd of the init {init}"))?;
+        } else {
+            if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+                write_maps(pid)?;
+            }
+            cg.add_pid(pid, placed)?;
         }
-        cg.add_pid(pid, placed)?;
         crate::log::debug(|| "init joined its cgroups".into());
         if let Some(score) = users.oom_score_adj() {
             process_attrs::set_oom_score_adj(pid, score)?;
@@ -319,10 +358,22 @@ impl Runtime {
         let _ =
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
         // SAFETY: the runtime is single-threaded (the library's contract for create).
-        let forked = unsafe { sys::clone_process(plan.clone_flags, cgroup_fd) }
+        let flags = if plan.intermediate {
+            0
+        } else {
+            plan.clone_flags
+        };
+        // SAFETY: as above.
+        let forked = unsafe { sys::clone_process(flags, cgroup_fd) }
             .ctx(|| "clone the container's init".into())?;
         match forked {
             (Forked::Child, _) => {
+                if plan.intermediate {
+                    if let Err(e) = crate::intermediate::run(&child_end, plan) {
+                        let _ = child_end.send(&Msg::Failed(e.to_string()));
+                        sys::exit_now(1);
+                    }
+                }
                 // Never returns: execs the container process or exits.
                 init::run(InitArgs {
                     id,

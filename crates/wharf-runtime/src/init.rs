@@ -100,26 +100,17 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     }
     // /proc is still the host's: it tells our pid as the runtime and hooks know it.
     let host_pid = host_pid();
-    if args.plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+    // After an intermediate process, the namespaces are ready: nothing to join or create.
+    let plan_here = !args.plan.intermediate;
+    if plan_here && args.plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
         // Our ids are still the host's (unmapped inside, shown as the overflow id): become
         // the namespace's root now that the maps exist, so files we create are owned by it.
-        rustix::thread::set_thread_res_gid(
-            rustix::fs::Gid::ROOT,
-            rustix::fs::Gid::ROOT,
-            rustix::fs::Gid::ROOT,
-        )
-        .ctx(|| "setgid 0 in the new user namespace (is gid 0 mapped?)".into())?;
-        rustix::thread::set_thread_res_uid(
-            rustix::fs::Uid::ROOT,
-            rustix::fs::Uid::ROOT,
-            rustix::fs::Uid::ROOT,
-        )
-        .ctx(|| "setuid 0 in the new user namespace (is uid 0 mapped?)".into())?;
+        crate::intermediate::become_root()?;
     }
-    for (t, fd) in &args.plan.join {
+    for (t, fd) in args.plan.join.iter().filter(|_| plan_here) {
         namespaces::join(*t, fd)?;
     }
-    if args.plan.late_cgroup_ns {
+    if plan_here && args.plan.late_cgroup_ns {
         sys::unshare(libc::CLONE_NEWCGROUP).ctx(|| "unshare the cgroup namespace".into())?;
     }
     let _ = rustix::process::setsid();

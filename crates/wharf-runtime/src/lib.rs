@@ -18,6 +18,7 @@ mod exec;
 pub mod features;
 pub mod hooks;
 mod init;
+mod intermediate;
 pub mod log;
 pub mod lsm;
 pub mod mounts;

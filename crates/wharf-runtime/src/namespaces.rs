@@ -80,6 +80,11 @@ pub struct Plan {
     pub late_cgroup_ns: bool,
     /// A new time namespace is created by the runtime (unshare + offsets) before the clone.
     pub new_time: bool,
+    /// The namespaces cannot all be had from one clone: a user namespace is joined while
+    /// others are created (they must belong to it), or one is created while others are
+    /// joined (those joins need the host's privileges). An intermediate process joins,
+    /// unshares, then clones the init (see `intermediate.rs`).
+    pub intermediate: bool,
 }
 
 impl Plan {
@@ -97,16 +102,8 @@ impl Plan {
         let joins_other = nss
             .iter()
             .any(|n| n.typ() != LinuxNamespaceType::User && n.path().is_some());
-        if joins_user && nss.iter().any(|n| n.path().is_none()) {
-            return Err(Error::Unsupported(
-                "joining a user namespace by path while creating other namespaces is not supported yet".into(),
-            ));
-        }
-        if new_user && joins_other {
-            return Err(Error::Unsupported(
-                "creating a user namespace while joining other namespaces by path is not supported yet".into(),
-            ));
-        }
+        plan.intermediate =
+            (joins_user && nss.iter().any(|n| n.path().is_none())) || (new_user && joins_other);
         for t in JOIN_ORDER {
             let Some(ns) = nss.iter().find(|n| n.typ() == t) else {
                 continue;
@@ -121,7 +118,7 @@ impl Plan {
                     }
                 }
                 None => match t {
-                    LinuxNamespaceType::Cgroup if !v2_clone_into_cgroup => {
+                    LinuxNamespaceType::Cgroup if !v2_clone_into_cgroup || plan.intermediate => {
                         plan.late_cgroup_ns = true
                     }
                     LinuxNamespaceType::Time => plan.new_time = true,

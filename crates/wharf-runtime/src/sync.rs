@@ -25,6 +25,12 @@ pub enum Msg {
     Ready,
     /// Child to parent: setup failed for this reason.
     Failed(String),
+    /// Intermediate child to parent: I created the user namespace; write my id maps.
+    MapIds,
+    /// Parent to intermediate child: id maps written.
+    IdsMapped,
+    /// Intermediate child to parent: this is the container's init (your child now).
+    Pid(i32),
 }
 
 impl Msg {
@@ -34,6 +40,9 @@ impl Msg {
             Msg::RunHooks => vec![b'H'],
             Msg::HooksDone => vec![b'D'],
             Msg::Ready => vec![b'R'],
+            Msg::MapIds => vec![b'M'],
+            Msg::IdsMapped => vec![b'm'],
+            Msg::Pid(pid) => format!("P{pid}").into_bytes(),
             Msg::Failed(text) => {
                 let mut v = vec![b'F'];
                 v.extend_from_slice(text.as_bytes());
@@ -49,6 +58,9 @@ impl Msg {
             b'D' => Msg::HooksDone,
             b'R' => Msg::Ready,
             b'F' => Msg::Failed(String::from_utf8_lossy(&buf[1..]).into_owned()),
+            b'M' => Msg::MapIds,
+            b'm' => Msg::IdsMapped,
+            b'P' => Msg::Pid(std::str::from_utf8(&buf[1..]).ok()?.parse().ok()?),
             _ => return None,
         })
     }

@@ -53,7 +53,13 @@ pub unsafe fn clone_process(
         let mut args = CloneArgs {
             flags: flags | libc::CLONE_PIDFD as u64,
             pidfd: pidfd as *mut RawFd as u64,
-            exit_signal: libc::SIGCHLD as u64,
+            // With CLONE_PARENT the child signals our parent the way we would; clone3
+            // refuses an explicit exit signal then.
+            exit_signal: if flags & libc::CLONE_PARENT as u64 != 0 {
+                0
+            } else {
+                libc::SIGCHLD as u64
+            },
             ..Default::default()
         };
         if let Some(fd) = cgroup {

@@ -575,3 +575,147 @@ fn terminal_via_console_socket() {
     ) == "stopped"));
     ok(&env, &["delete", "c"]);
 }
+
+/// A holder process in namespaces made by util-linux `unshare`, killed on drop.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn new(args: &[&str]) -> Holder {
+        let child = std::process::Command::new("unshare")
+            .args(args)
+            .args(["sleep", "1000"])
+            .spawn()
+            .unwrap();
+        let me = std::fs::read_link("/proc/self/ns/user").unwrap();
+        let path = format!("/proc/{}/ns/user", child.id());
+        let netp = format!("/proc/{}/ns/net", child.id());
+        let mynet = std::fs::read_link("/proc/self/ns/net").unwrap();
+        // Wait until unshare has switched namespaces (before exec'ing sleep).
+        assert!(wait_until(std::time::Duration::from_secs(5), || {
+            std::fs::read_link(&path).ok() != Some(me.clone())
+                || std::fs::read_link(&netp).ok() != Some(mynet.clone())
+        }));
+        Holder(child)
+    }
+
+    /// A process in a new user namespace mapping container 0.. to host `base`.. (written by
+    /// us from outside, as a runtime would).
+    fn userns(base: u32) -> Holder {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("1000");
+        // SAFETY: unshare between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let map = format!("0 {base} 65536\n");
+        std::fs::write(format!("/proc/{pid}/uid_map"), &map).unwrap();
+        std::fs::write(format!("/proc/{pid}/gid_map"), &map).unwrap();
+        Holder(child)
+    }
+
+    fn ns(&self, name: &str) -> String {
+        format!("/proc/{}/ns/{name}", self.0.id())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn new_user_namespace_while_joining_a_network_namespace() {
+    let env = Env::new("userns-join-net");
+    let holder = Holder::new(&["--net"]);
+    let netns = holder.ns("net");
+    let want_net = std::fs::read_link(&netns).unwrap();
+    let mut b = env.bundle(
+        "c",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "id -u; readlink /proc/self/ns/net; cat /proc/self/uid_map",
+        ],
+    );
+    chown_tree(&b.rootfs(), 500_000);
+    for n in b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+    {
+        if n["type"] == "network" {
+            n["path"] = json!(netns);
+        }
+    }
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    b.config["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 500000, "size": 65536}]);
+    b.config["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 500000, "size": 65536}]);
+    // sysfs cannot be mounted for a network namespace this user namespace does not own.
+    b.config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["type"] != "sysfs");
+    b.save();
+    let (code, out, err) = run(&env, &b, "c");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "0");
+    assert_eq!(lines[1], want_net.to_str().unwrap());
+    assert_eq!(
+        lines[2].split_whitespace().collect::<Vec<_>>(),
+        ["0", "500000", "65536"]
+    );
+    assert!(cgroups_left(&env).is_empty());
+}
+
+#[test]
+fn joining_a_user_namespace_while_creating_the_others() {
+    let env = Env::new("userns-join");
+    let holder = Holder::userns(600_000);
+    let userns = holder.ns("user");
+    let want_user = std::fs::read_link(&userns).unwrap();
+    let mut b = env.bundle(
+        "c",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "id -u; readlink /proc/self/ns/user; echo $$; cat /proc/self/uid_map",
+        ],
+    );
+    chown_tree(&b.rootfs(), 600_000);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user", "path": userns}));
+    b.save();
+    let (code, out, err) = run(&env, &b, "c");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "0");
+    assert_eq!(lines[1], want_user.to_str().unwrap());
+    assert_eq!(
+        lines[2], "1",
+        "a new pid namespace owned by the joined user namespace"
+    );
+    assert_eq!(
+        lines[3].split_whitespace().collect::<Vec<_>>(),
+        ["0", "600000", "65536"]
+    );
+    assert!(cgroups_left(&env).is_empty());
+}
