@@ -368,11 +368,11 @@ impl Runtime {
             .ctx(|| "clone the container's init".into())?;
         match forked {
             (Forked::Child, _) => {
-                if plan.intermediate {
-                    if let Err(e) = crate::intermediate::run(&child_end, plan) {
-                        let _ = child_end.send(&Msg::Failed(e.to_string()));
-                        sys::exit_now(1);
-                    }
+                if plan.intermediate
+                    && let Err(e) = crate::intermediate::run(&child_end, plan)
+                {
+                    let _ = child_end.send(&Msg::Failed(e.to_string()));
+                    sys::exit_now(1);
                 }
                 // Never returns: execs the container process or exits.
                 init::run(InitArgs {
