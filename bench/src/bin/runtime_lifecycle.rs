@@ -16,6 +16,8 @@ struct Runtime {
     name: &'static str,
     argv: Vec<String>,
     samples: Vec<Duration>,
+    /// Per-phase samples: create, start, wait, delete.
+    phases: [Vec<Duration>; 4],
     /// A mount namespace to run the runtime's commands in (crun refuses this host's hybrid
     /// layout, whose cgroup2 mount carries a controller: it runs with that mount hidden, as
     /// in the reference measurements).
@@ -51,6 +53,7 @@ fn main() {
         name: "wharf",
         argv: vec![wharf.display().to_string(), "runtime".into()],
         samples: Vec::new(),
+        phases: Default::default(),
         mount_ns: None,
     }];
     let mut hider = None;
@@ -71,6 +74,7 @@ fn main() {
                 name,
                 argv: vec![bin.into()],
                 samples: Vec::new(),
+                phases: Default::default(),
                 mount_ns,
             });
         } else {
@@ -83,14 +87,17 @@ fn main() {
         write_config(&bundle, &rootfs, &format!("{cgroup_parent}/{}", rt.name));
     }
     // Warm up caches (binaries, dentries) once per runtime.
-    for rt in &runtimes {
+    for rt in runtimes.iter() {
         once(rt, &work, "warmup").unwrap_or_else(|e| panic!("{}: {e}", rt.name));
     }
     for i in 0..iterations {
         for rt in runtimes.iter_mut() {
-            let t =
+            let (t, phases) =
                 once(rt, &work, &format!("c{i}")).unwrap_or_else(|e| panic!("{}: {e}", rt.name));
             rt.samples.push(t);
+            for (k, p) in phases.into_iter().enumerate() {
+                rt.phases[k].push(p);
+            }
         }
     }
     let mut floor = Vec::new();
@@ -118,7 +125,16 @@ fn main() {
     for rt in runtimes.iter_mut() {
         let m = median(&mut rt.samples);
         medians.push((rt.name, m));
-        println!("  {:<6} {}", rt.name, ms(m));
+        let phases: Vec<String> = rt.phases.iter_mut().map(|p| ms(median(p))).collect();
+        println!(
+            "  {:<6} {}   (create {}, start {}, wait {}, delete {})",
+            rt.name,
+            ms(m),
+            phases[0],
+            phases[1],
+            phases[2],
+            phases[3]
+        );
     }
     if !floor.is_empty() {
         println!(
@@ -174,8 +190,8 @@ fn hidden_unified_namespace() -> (std::process::Child, std::fs::File) {
     (child, ns)
 }
 
-/// One create/start/wait/delete cycle; returns its duration.
-fn once(rt: &Runtime, work: &Path, id: &str) -> Result<Duration, String> {
+/// One create/start/wait/delete cycle; returns its duration and that of each phase.
+fn once(rt: &Runtime, work: &Path, id: &str) -> Result<(Duration, [Duration; 4]), String> {
     let bundle = work.join(format!("bundle-{}", rt.name));
     let root = work.join(format!("root-{}", rt.name));
     let pid_file = work.join(format!("pid-{}", rt.name));
@@ -213,6 +229,7 @@ fn once(rt: &Runtime, work: &Path, id: &str) -> Result<Duration, String> {
         }
     };
     let t = Instant::now();
+    let mut marks = [t; 5];
     run(&[
         "create",
         "--bundle",
@@ -226,12 +243,17 @@ fn once(rt: &Runtime, work: &Path, id: &str) -> Result<Duration, String> {
         .trim()
         .parse()
         .map_err(|_| "bad pid file".to_string())?;
+    marks[1] = Instant::now();
     run(&["start", id])?;
+    marks[2] = Instant::now();
     let mut status = 0;
     // SAFETY: the init was reparented to us (subreaper).
     unsafe { libc::waitpid(pid, &mut status, 0) };
+    marks[3] = Instant::now();
     run(&["delete", id])?;
-    Ok(t.elapsed())
+    marks[4] = Instant::now();
+    let phases = [0, 1, 2, 3].map(|i| marks[i + 1] - marks[i]);
+    Ok((t.elapsed(), phases))
 }
 
 fn make_rootfs(rootfs: &Path) {

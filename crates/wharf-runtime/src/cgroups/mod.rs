@@ -269,24 +269,31 @@ impl Cgroup {
     }
 }
 
-/// Remove a cgroup directory and any child cgroups below it, deepest first.
+/// Remove a cgroup directory and any child cgroups below it, deepest first. The common case
+/// (no child cgroups, no processes left) is one rmdir; child cgroups are listed only when
+/// the kernel says the directory is busy.
 fn remove_tree(dir: &Path) -> io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_tree(&entry.path())?;
-        }
-    }
     let mut delay = Duration::from_millis(1);
+    let mut listed = false;
     for _ in 0..12 {
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                if !listed {
+                    // Busy with child cgroups, or with processes still exiting.
+                    listed = true;
+                    let mut children = false;
+                    for entry in std::fs::read_dir(dir)?.flatten() {
+                        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                            children = true;
+                            remove_tree(&entry.path())?;
+                        }
+                    }
+                    if children {
+                        continue;
+                    }
+                }
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_millis(200));
             }
