@@ -252,6 +252,16 @@ impl Runtime {
         loop {
             match channel.recv() {
                 Ok(Some(Msg::RunHooks)) => {
+                    // prestart (runtime-spec 1.0) predates the "creating" status: it sees
+                    // "created", as the 1.0 validation suite and crun expect.
+                    let prestart = HookState::new(
+                        id,
+                        Status::Created,
+                        Some(pid),
+                        &bundle.dir,
+                        annotations.clone(),
+                    );
+                    hooks::run_all(hooks_cfg, Kind::Prestart, &prestart.to_json())?;
                     let st = HookState::new(
                         id,
                         Status::Creating,
@@ -259,7 +269,6 @@ impl Runtime {
                         &bundle.dir,
                         annotations.clone(),
                     );
-                    hooks::run_all(hooks_cfg, Kind::Prestart, &st.to_json())?;
                     hooks::run_all(hooks_cfg, Kind::CreateRuntime, &st.to_json())?;
                     channel
                         .send(&Msg::HooksDone)
@@ -295,6 +304,7 @@ impl Runtime {
             config: bundle.spec.clone(),
             cgroup: cg,
             private_pid_ns: plan.clone_flags & libc::CLONE_NEWPID as u64 != 0,
+            shared_mount_ns: shared_mount_ns(&bundle.spec),
         };
         self.store.save(&st)?;
         crate::log::debug(|| "state saved".into());
@@ -540,6 +550,9 @@ impl Runtime {
             let _ = st.cgroup.signal_all(libc::SIGKILL);
         }
         st.cgroup.destroy()?;
+        if let Some(ns) = &st.shared_mount_ns {
+            unmount_shared(ns, &st.rootfs)?;
+        }
         self.store.remove(id)?;
         let hook_state = HookState::new(id, Status::Stopped, None, &st.bundle, st.annotations());
         for warning in hooks::run_all_warn(
@@ -694,6 +707,73 @@ pub fn wait_pidfd(pidfd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool
             Ok(_) => return true,
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => return false,
+        }
+    }
+}
+
+/// None when the container gets its own mount namespace; otherwise where its mounts live.
+fn shared_mount_ns(spec: &oci_spec::runtime::Spec) -> Option<String> {
+    let nss = spec::namespaces(spec);
+    match nss.iter().find(|n| n.typ() == LinuxNamespaceType::Mount) {
+        None => Some(String::new()),
+        Some(n) => n.path().as_ref().map(|p| p.display().to_string()),
+    }
+}
+
+/// Detach the rootfs bind (and every container mount below it) from the mount namespace the
+/// container shared: the runtime's own, or one joined by path (entered by a short-lived
+/// child so the runtime itself stays where it is).
+fn unmount_shared(ns: &str, rootfs: &Path) -> Result<()> {
+    let target = crate::mounts::path_cstr(rootfs);
+    let detach = |target: &std::ffi::CStr| -> std::io::Result<()> {
+        // SAFETY: umount2 with a valid path.
+        match unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } {
+            0 => Ok(()),
+            _ => match std::io::Error::last_os_error() {
+                // Not a mount point (already gone, or never made): nothing to undo.
+                e if e.raw_os_error() == Some(libc::EINVAL)
+                    || e.raw_os_error() == Some(libc::ENOENT) =>
+                {
+                    Ok(())
+                }
+                e => Err(e),
+            },
+        }
+    };
+    if ns.is_empty() {
+        return detach(&target).ctx(|| format!("unmount the container's rootfs {}", p(rootfs)));
+    }
+    let Ok(fd) = rustix::fs::open(
+        ns,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
+        // The namespace is gone, and its mounts with it.
+        return Ok(());
+    };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // SAFETY: the child only makes async-signal-safe syscalls before _exit.
+    match unsafe { libc::fork() } {
+        0 => {
+            let ok = unsafe { libc::setns(raw, libc::CLONE_NEWNS) } == 0 && detach(&target).is_ok();
+            sys::exit_now(if ok { 0 } else { 1 })
+        }
+        -1 => Err(Error::os(
+            "fork to unmount the rootfs",
+            std::io::Error::last_os_error(),
+        )),
+        child => {
+            let mut status = 0;
+            // SAFETY: reap our own child.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                Ok(())
+            } else {
+                Err(Error::Other(format!(
+                    "unmount the container's rootfs {} in mount namespace {ns}",
+                    p(rootfs)
+                )))
+            }
         }
     }
 }

@@ -133,11 +133,11 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         user_ns: has(LinuxNamespaceType::User),
         net_ns: has(LinuxNamespaceType::Network),
         no_pivot: args.no_pivot,
+        shared_mount_ns: !new(LinuxNamespaceType::Mount),
     };
-    let prepare_mounts = new(LinuxNamespaceType::Mount);
-    if prepare_mounts {
-        rootfs::prepare(spec, &opts)?;
-    }
+    // Without a mount namespace of its own, the container's mounts are made in the one it
+    // shares (below its rootfs, where delete unmounts them) and it is entered with chroot.
+    rootfs::prepare(spec, &opts)?;
     let hooks = spec.hooks().as_ref();
     if hooks::any(hooks, Kind::Prestart) || hooks::any(hooks, Kind::CreateRuntime) {
         args.channel
@@ -155,13 +155,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         );
         hooks::run_all(hooks, Kind::CreateContainer, &state.to_json())?;
     }
-    if prepare_mounts {
-        rootfs::enter(spec, &opts)?;
-    } else if !has(LinuxNamespaceType::Mount) {
-        rustix::process::chroot(&args.bundle.rootfs)
-            .ctx(|| format!("chroot to {}", p(&args.bundle.rootfs)))?;
-        rustix::process::chdir("/").ctx(|| "chdir /".into())?;
-    }
+    rootfs::enter(spec, &opts)?;
     if proc_.terminal().unwrap_or(false) {
         let size = proc_
             .console_size()
@@ -173,17 +167,13 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         console::send_fd(sock.as_fd(), &pty.slave_path, pty.master.as_fd())?;
         drop(pty.master);
         console::become_terminal_owner(&pty.slave)?;
-        if prepare_mounts {
-            console::mount_console(&pty.slave_path)?;
-        }
+        console::mount_console(&pty.slave_path)?;
     }
     // Sysctls go in before /proc/sys turns read-only (readonlyPaths), as in runc.
     if let Some(sysctl) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) {
         process_attrs::write_sysctls(sysctl)?;
     }
-    if prepare_mounts {
-        rootfs::finalize(spec)?;
-    }
+    rootfs::finalize(spec, opts.shared_mount_ns)?;
     if let Some(h) = spec.hostname().as_ref().filter(|h| !h.is_empty()) {
         rustix::system::sethostname(h.as_bytes()).ctx(|| format!("set hostname {h:?}"))?;
     }
@@ -283,31 +273,8 @@ pub fn exec_process(
     argv: &[CString],
     envp: &[CString],
 ) -> Result<std::convert::Infallible> {
-    process_attrs::apply_before_user(proc_, personality)?;
-    let sets = caps::Sets::from_config(proc_.capabilities().as_ref());
-    let nnp = proc_.no_new_privileges().unwrap_or(false);
-    if let (Some(f), false) = (seccomp, nnp) {
-        // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: do it before dropping.
-        f.load()?;
-    }
-    caps::drop_bounding(&sets)?;
-    let user = proc_.user();
-    let groups: Vec<u32> = user.additional_gids().clone().unwrap_or_default();
-    caps::switch_user_and_apply(&sets, user.uid(), user.gid(), &groups)?;
-    if let Err(e) = rustix::process::chdir(proc_.cwd()) {
-        return Err(Error::os(
-            format!("chdir to process.cwd {}", p(proc_.cwd())),
-            e,
-        ));
-    }
-    check_cwd_inside()?;
-    if nnp {
-        rustix::thread::set_no_new_privs(true).ctx(|| "set no_new_privs".into())?;
-    }
-    if let (Some(f), true) = (seccomp, nnp) {
-        f.load()?;
-    }
-    sys::cloexec_from(3 + preserve_fds).ctx(|| "mark fds close-on-exec".into())?;
+    // Everything that allocates or may be refused by the container's seccomp profile happens
+    // before the filter is loaded: the exec argument arrays, the working directory check.
     let argv_ptrs: Vec<*const libc::c_char> = argv
         .iter()
         .map(|a| a.as_ptr())
@@ -318,6 +285,39 @@ pub fn exec_process(
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
+    process_attrs::apply_before_user(proc_, personality)?;
+    // As root first; a directory only the target user may enter is tried again after the
+    // switch. The check that it is inside the container comes right after each chdir.
+    let chdir = || -> Result<()> {
+        rustix::process::chdir(proc_.cwd())
+            .ctx(|| format!("chdir to process.cwd {}", p(proc_.cwd())))?;
+        check_cwd_inside()
+    };
+    let early_cwd = match chdir() {
+        Ok(()) => true,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) => false,
+        Err(e) => return Err(e),
+    };
+    let sets = caps::Sets::from_config(proc_.capabilities().as_ref());
+    let nnp = proc_.no_new_privileges().unwrap_or(false);
+    if let (Some(f), false) = (seccomp, nnp) {
+        // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: do it before dropping.
+        f.load()?;
+    }
+    caps::drop_bounding(&sets)?;
+    let user = proc_.user();
+    let groups: Vec<u32> = user.additional_gids().clone().unwrap_or_default();
+    caps::switch_user_and_apply(&sets, user.uid(), user.gid(), &groups)?;
+    if !early_cwd {
+        chdir()?;
+    }
+    if nnp {
+        rustix::thread::set_no_new_privs(true).ctx(|| "set no_new_privs".into())?;
+    }
+    if let (Some(f), true) = (seccomp, nnp) {
+        f.load()?;
+    }
+    sys::cloexec_from(3 + preserve_fds).ctx(|| "mark fds close-on-exec".into())?;
     // SAFETY: NUL-terminated arrays of valid C strings.
     unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
     Err(Error::os(

@@ -31,6 +31,11 @@ pub struct RootfsOptions<'a> {
     pub net_ns: bool,
     /// MS_MOVE + chroot instead of pivot_root.
     pub no_pivot: bool,
+    /// The mount namespace is not the container's own (absent from the config, so the
+    /// runtime's, or joined by path): the rootfs is prepared in it, entered with chroot
+    /// (pivot_root would move the root of every process there) and its propagation is
+    /// left alone.
+    pub shared_mount_ns: bool,
 }
 
 fn open_root(rootfs: &Path) -> Result<OwnedFd> {
@@ -55,15 +60,18 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
             .ok_or_else(|| Error::Config(format!("linux.rootfsPropagation {name:?}")))?,
         None => libc::MS_SLAVE | libc::MS_REC,
     };
-    // A shared rootfsPropagation is applied to the container's root after pivot_root; while
-    // building, the host's tree must not see our mounts.
-    let building_flag = if root_flag & libc::MS_SHARED != 0 {
+    // A shared or unbindable rootfsPropagation is applied to the container's root after
+    // pivot_root (a shared parent breaks pivot_root, an unbindable tree cannot be bound);
+    // while building, the host's tree must not see our mounts.
+    let building_flag = if root_flag & (libc::MS_SHARED | libc::MS_UNBINDABLE) != 0 {
         libc::MS_SLAVE | libc::MS_REC
     } else {
         root_flag | libc::MS_REC
     };
-    sys::mount(None, c"/", None, building_flag, None)
-        .ctx(|| "set propagation of / in the container's mount namespace".into())?;
+    if !o.shared_mount_ns {
+        sys::mount(None, c"/", None, building_flag, None)
+            .ctx(|| "set propagation of / in the container's mount namespace".into())?;
+    }
     let rootfs_c = crate::mounts::path_cstr(o.rootfs);
     sys::mount(
         Some(&rootfs_c),
@@ -73,7 +81,7 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         None,
     )
     .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
-    if root_flag & libc::MS_SHARED != 0 {
+    if root_flag & libc::MS_SHARED != 0 && !o.shared_mount_ns {
         // pivot_root refuses a shared parent mount; make the rootfs's own mount private now
         // and shared again once it is the root.
         sys::mount(None, &rootfs_c, None, libc::MS_PRIVATE, None)
@@ -127,6 +135,10 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
 /// pivot_root into the rootfs (or MS_MOVE + chroot with --no-pivot), leaving nothing of the
 /// host's tree reachable.
 pub fn enter(_spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
+    if o.shared_mount_ns {
+        rustix::process::chroot(o.rootfs).ctx(|| format!("chroot to {}", p(o.rootfs)))?;
+        return rustix::process::chdir("/").ctx(|| "chdir /".into());
+    }
     if o.no_pivot {
         return move_root(o.rootfs);
     }
@@ -165,7 +177,7 @@ fn move_root(rootfs: &Path) -> Result<()> {
 }
 
 /// After pivot_root: masked and read-only paths, the root's propagation, a read-only root.
-pub fn finalize(spec: &Spec) -> Result<()> {
+pub fn finalize(spec: &Spec, shared_mount_ns: bool) -> Result<()> {
     let root = open_root(Path::new("/"))?;
     let linux = spec.linux().clone().unwrap_or_default();
     for path in linux.masked_paths().iter().flatten() {
@@ -177,7 +189,7 @@ pub fn finalize(spec: &Spec) -> Result<()> {
     if let Some(prop) = linux
         .rootfs_propagation()
         .as_deref()
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && !shared_mount_ns)
     {
         let flag = mounts::propagation_flag(prop).unwrap_or(0);
         sys::mount(None, c"/", None, flag, None)

@@ -138,9 +138,6 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
                     p(dest)
                 ));
             }
-            if !has(LinuxNamespaceType::Mount) {
-                return bad(format!("mounts: {} requires a mount namespace", p(dest)));
-            }
         }
     }
     if let Some(prop) = linux.rootfs_propagation()

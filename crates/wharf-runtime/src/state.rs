@@ -71,6 +71,11 @@ pub struct ContainerState {
     /// Whether the init's pid namespace is private (if not, delete must kill every process
     /// of the cgroup itself).
     pub private_pid_ns: bool,
+    /// When the container has no mount namespace of its own, the one its mounts were made
+    /// in: "" for the runtime's own, else the path it joined. Delete unmounts the rootfs
+    /// there, since those mounts do not die with the container.
+    #[serde(default)]
+    pub shared_mount_ns: Option<String>,
 }
 
 impl ContainerState {

@@ -586,16 +586,16 @@ impl Holder {
             .args(["sleep", "1000"])
             .spawn()
             .unwrap();
-        let me = std::fs::read_link("/proc/self/ns/user").unwrap();
-        let path = format!("/proc/{}/ns/user", child.id());
-        let netp = format!("/proc/{}/ns/net", child.id());
-        let mynet = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let holder = Holder(child);
         // Wait until unshare has switched namespaces (before exec'ing sleep).
+        let changed = |ns: &str| {
+            std::fs::read_link(holder.ns(ns)).ok()
+                != std::fs::read_link(format!("/proc/self/ns/{ns}")).ok()
+        };
         assert!(wait_until(std::time::Duration::from_secs(5), || {
-            std::fs::read_link(&path).ok() != Some(me.clone())
-                || std::fs::read_link(&netp).ok() != Some(mynet.clone())
+            ["user", "net", "mnt"].iter().any(|ns| changed(ns))
         }));
-        Holder(child)
+        holder
     }
 
     /// A process in a new user namespace mapping container 0.. to host `base`.. (written by
@@ -718,4 +718,121 @@ fn joining_a_user_namespace_while_creating_the_others() {
         ["0", "600000", "65536"]
     );
     assert!(cgroups_left(&env).is_empty());
+}
+
+#[test]
+fn without_a_mount_namespace_mounts_go_below_the_rootfs_and_delete_removes_them() {
+    let env = Env::new("no-mntns");
+    let mut b = env.bundle("c", BASE, &["sleep", "1000"]);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["type"] != "mount");
+    b.save();
+    ok(
+        &env,
+        &["run", "-d", "--bundle", b.dir.to_str().unwrap(), "c"],
+    );
+    let state: serde_json::Value = serde_json::from_str(&ok(&env, &["state", "c"])).unwrap();
+    let pid = state["pid"].as_i64().unwrap();
+    // The container shares our mount namespace and sees its rootfs as /, with its own proc.
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/ns/mnt")).unwrap(),
+        std::fs::read_link("/proc/self/ns/mnt").unwrap()
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/root")).unwrap(),
+        b.rootfs()
+    );
+    assert!(is_mounted(&b.rootfs().join("proc")));
+    let out = ok(
+        &env,
+        &[
+            "exec",
+            "c",
+            "sh",
+            "-c",
+            "ls /proc/self/fd >/dev/null && echo OK",
+        ],
+    );
+    assert_eq!(out, "OK\n");
+    ok(&env, &["delete", "-f", "c"]);
+    assert!(
+        !is_mounted(&b.rootfs().join("proc")),
+        "container mounts left in our namespace"
+    );
+    assert!(!is_mounted(&b.rootfs()));
+}
+
+#[test]
+fn joins_a_mount_namespace_by_path_and_runs_in_the_rootfs() {
+    let env = Env::new("mntns-path");
+    let holder = Holder::new(&["--mount", "--propagation", "private"]);
+    let ns = holder.ns("mnt");
+    let want = std::fs::read_link(&ns).unwrap();
+    let mut b = env.bundle(
+        "c",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/mnt; cat /etc/passwd | head -1",
+        ],
+    );
+    for n in b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+    {
+        if n["type"] == "mount" {
+            n["path"] = json!(ns);
+        }
+    }
+    b.save();
+    let (code, out, err) = run(&env, &b, "c");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        format!(
+            "{}\nroot:x:0:0:root:/root:/bin/sh\n",
+            want.to_str().unwrap()
+        )
+    );
+    // Nothing was mounted in our own namespace.
+    assert!(!is_mounted(&b.rootfs()));
+}
+
+#[test]
+fn unbindable_rootfs_propagation() {
+    let env = Env::new("unbindable");
+    let out = expect_ok(sh(&env, "awk '$5 == \"/\"' /proc/self/mountinfo", |c| {
+        c["linux"]["rootfsPropagation"] = json!("unbindable");
+    }));
+    assert!(out.contains("unbindable"), "{out}");
+}
+
+#[test]
+fn device_rules_are_listed_in_config_order() {
+    let env = Env::new("devices-order");
+    let mut b = env.bundle("c", BASE, &["sleep", "1000"]);
+    b.config["linux"]["resources"]["devices"] = json!([
+        {"allow": false, "access": "rwm"},
+        {"allow": true, "type": "c", "major": 10, "minor": 229, "access": "rwm"},
+        {"allow": true, "type": "b", "major": 8, "minor": 3, "access": "rw"}
+    ]);
+    b.save();
+    ok(
+        &env,
+        &["run", "-d", "--bundle", b.dir.to_str().unwrap(), "c"],
+    );
+    let list = env
+        .cgroup_dirs()
+        .into_iter()
+        .find(|d| d.starts_with("/sys/fs/cgroup/devices"))
+        .map(|d| std::fs::read_to_string(d.join("c/devices.list")).unwrap());
+    ok(&env, &["delete", "-f", "c"]);
+    if let Some(list) = list {
+        let lines: Vec<&str> = list.lines().collect();
+        assert_eq!(&lines[..2], ["c 10:229 rwm", "b 8:3 rw"], "{list}");
+    }
 }

@@ -13,13 +13,25 @@ use crate::error::{Error, Result};
 pub type Key = (DevType, Option<u32>, Option<u32>);
 
 /// A devices cgroup state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RuleSet {
     /// What happens to a device no exception matches.
     pub default_allow: bool,
     /// Devices that get the opposite of the default, with the access bits concerned.
     pub exceptions: BTreeMap<Key, Access>,
+    /// Exception keys in the order rules first named them. The kernel lists its whitelist
+    /// in insertion order, and the runtime spec asks that entries be applied in the listed
+    /// order, so writes follow this order (not part of the state's meaning).
+    order: Vec<Key>,
 }
+
+impl PartialEq for RuleSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.default_allow == other.default_allow && self.exceptions == other.exceptions
+    }
+}
+
+impl Eq for RuleSet {}
 
 impl Default for RuleSet {
     /// A new cgroup under an unrestricted parent: everything allowed.
@@ -27,6 +39,7 @@ impl Default for RuleSet {
         RuleSet {
             default_allow: true,
             exceptions: BTreeMap::new(),
+            order: Vec::new(),
         }
     }
 }
@@ -39,6 +52,7 @@ impl RuleSet {
             *self = RuleSet {
                 default_allow: rule.allow,
                 exceptions: BTreeMap::new(),
+                order: Vec::new(),
             };
             return Ok(());
         };
@@ -46,6 +60,9 @@ impl RuleSet {
         if rule.allow == self.default_allow {
             self.remove(key, rule)
         } else {
+            if !self.order.contains(&key) {
+                self.order.push(key);
+            }
             let e = self.exceptions.entry(key).or_default();
             e.0 |= rule.access.0;
             Ok(())
@@ -106,6 +123,7 @@ impl RuleSet {
         let mut set = RuleSet {
             default_allow: false,
             exceptions: BTreeMap::new(),
+            order: Vec::new(),
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let rule = parse_list_line(line)
@@ -147,7 +165,18 @@ impl RuleSet {
                 out.push(rule(*key, lost, target.default_allow));
             }
         }
-        for (key, new) in &target.exceptions {
+        let in_order = target
+            .order
+            .iter()
+            .filter(|k| target.exceptions.contains_key(k))
+            .chain(
+                target
+                    .exceptions
+                    .keys()
+                    .filter(|k| !target.order.contains(k)),
+            );
+        for key in in_order {
+            let new = &target.exceptions[key];
             let old = base.get(key).copied().unwrap_or_default();
             let gained = new.0 & !old.0;
             if gained != 0 {
