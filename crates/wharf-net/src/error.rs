@@ -57,6 +57,13 @@ fn details_suffix(details: &str) -> String {
     }
 }
 
+/// An OS error of joining a namespace from a helper thread ([`crate::netns::run_in`]).
+impl From<io::Error> for Error {
+    fn from(err: io::Error) -> Self {
+        Error::os("join the network namespace", err)
+    }
+}
+
 /// Result alias of the network library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -134,7 +134,6 @@ impl FileLock {
 /// Write `data` to `path` atomically: a temporary file in the same directory renamed over
 /// the target, so readers (and a restart after a crash) see the old or the new content,
 /// never a torn one.
-#[allow(dead_code)] // used by the IPAM and caches (next steps)
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;

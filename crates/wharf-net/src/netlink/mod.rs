@@ -18,7 +18,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 pub use msg::{Attrs, Msg};
-pub use ops::{Addr, Link, Route};
+pub use ops::{Addr, Link, Route, VethSpec};
 
 /// Netlink and rtnetlink constants (values from the kernel UAPI headers).
 #[allow(missing_docs)]

@@ -149,6 +149,8 @@ pub struct VethSpec<'a> {
     pub peer_name: &'a str,
     /// Namespace file of the peer.
     pub peer_ns: BorrowedFd<'a>,
+    /// MAC address of the peer (None: random).
+    pub peer_mac: Option<[u8; 6]>,
 }
 
 impl Netlink {
@@ -211,6 +213,9 @@ impl Netlink {
             .attr_u32(IFLA_NET_NS_FD, spec.peer_ns.as_raw_fd() as u32);
         if let Some(mtu) = spec.mtu {
             msg = msg.attr_u32(IFLA_MTU, mtu);
+        }
+        if let Some(mac) = spec.peer_mac {
+            msg = msg.attr(IFLA_ADDRESS, &mac);
         }
         let msg = msg.end_nest(peer).end_nest(data).end_nest(li);
         self.request(msg)
