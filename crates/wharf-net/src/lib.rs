@@ -3,6 +3,7 @@
 //! (Crate overview: see the module list; the full guide is written as the API settles.)
 
 pub mod builtin;
+pub mod dns;
 pub mod error;
 pub mod ipnet;
 pub mod netlink;

@@ -141,7 +141,9 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
     let write = || -> io::Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
