@@ -438,3 +438,36 @@ fn the_nft_command_backend_applies_the_same_rules() {
     net.detach("pod-a", None).unwrap();
     assert!(!ruleset(&w, &topo.host).contains("8084"));
 }
+
+#[test]
+fn concurrent_attaches_get_distinct_addresses() {
+    let mut w = World::new("builtin-concurrent");
+    let topo = w.topology();
+    let net = network(&w, &topo);
+    let pods: Vec<_> = (0..6).map(|i| w.netns(&format!("p{i}")).path).collect();
+    let ips: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let net = &net;
+                s.spawn(move || {
+                    ip_of(
+                        &net.attach(&format!("pod-{i}"), p, &AttachOptions::default())
+                            .unwrap(),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut uniq = ips.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), 6, "{ips:?}");
+    assert_eq!(net.ipam().leases().unwrap().len(), 6);
+    assert!(ping(&w, &pods[0], &ips[5]));
+    for i in 0..6 {
+        net.detach(&format!("pod-{i}"), None).unwrap();
+    }
+}
