@@ -27,6 +27,9 @@ mod tests {
     fn median_of_odd_and_even_sets() {
         let ms = Duration::from_millis;
         assert_eq!(median(&mut [ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(median(&mut [ms(4), ms(1), ms(2), ms(3)]), Duration::from_micros(2500));
+        assert_eq!(
+            median(&mut [ms(4), ms(1), ms(2), ms(3)]),
+            Duration::from_micros(2500)
+        );
     }
 }

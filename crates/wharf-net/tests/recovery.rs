@@ -210,3 +210,43 @@ fn cni_del_without_a_cache_entry_still_releases_everything() {
     );
     assert_eq!(World::link_names(&a), vec!["lo"]);
 }
+
+#[test]
+fn rules_removed_behind_wharfs_back_are_rewritten_on_the_next_change() {
+    let mut w = World::new("rec-fw-drift");
+    let topo = w.topology();
+    let net = network(&w, &topo);
+    let a = w.netns("a").path;
+    let b = w.netns("b").path;
+    net.attach("pod-a", &a, &ports(8094)).unwrap();
+    w.exec_ok(&topo.host, &["nft", "flush", "ruleset"]);
+    // The fast path (adding map entries) fails; the whole table comes back from the records.
+    net.attach("pod-b", &b, &ports(8095)).unwrap();
+    let rules = ruleset(&w, &topo.host);
+    assert!(
+        rules.contains("8094 :") && rules.contains("8095 :"),
+        "{rules}"
+    );
+    assert!(rules.contains("masquerade"), "{rules}");
+    // An entry deleted by hand: detach still succeeds and leaves the table consistent.
+    w.exec_ok(
+        &topo.host,
+        &[
+            "nft",
+            "delete",
+            "element",
+            "inet",
+            "wharf",
+            "ports4_tcp",
+            "{ 8094 }",
+        ],
+    );
+    net.detach("pod-a", None).unwrap();
+    let rules = ruleset(&w, &topo.host);
+    assert!(
+        !rules.contains("8094 :") && rules.contains("8095 :"),
+        "{rules}"
+    );
+    net.detach("pod-b", None).unwrap();
+    assert!(!ruleset(&w, &topo.host).contains("8095 :"));
+}

@@ -146,6 +146,67 @@ pub fn ruleset(spec: &Spec<'_>) -> String {
     s
 }
 
+/// The map entries of one pod: (map, key, value).
+fn pod_entries(spec: &Spec<'_>, pod: &PodRecord) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut fams = vec![false];
+    if spec.subnet6.is_some() {
+        fams.push(true);
+    }
+    for v6 in fams {
+        let (sfx, _, _) = fam(v6);
+        for proto in PROTOS {
+            let p = proto.as_str();
+            let one = Spec {
+                pods: std::slice::from_ref(pod),
+                ..*spec
+            };
+            let (bound, any) = elements(&one, v6, proto);
+            for (map, elems) in [
+                (format!("ports{sfx}_host_{p}"), bound),
+                (format!("ports{sfx}_{p}"), any),
+            ] {
+                for e in elems {
+                    let (k, v) = e.split_once(" : ").expect("key : value");
+                    out.push((map.clone(), k.to_string(), v.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fast update for one pod coming: add its map entries, leaving table, chains and
+/// hooks alone (rewriting them makes the kernel wait for RCU grace periods). For a pod
+/// without port mappings it only lists a chain, which fails if the table is gone. Either
+/// way the command fails, changing nothing, if the table or a map is missing; the caller
+/// then applies the whole [`ruleset`].
+pub fn add_pod(spec: &Spec<'_>, pod: &PodRecord) -> String {
+    let t = spec.table;
+    let entries = pod_entries(spec, pod);
+    if entries.is_empty() {
+        return format!("list chain inet {t} postrouting\n");
+    }
+    entries
+        .iter()
+        .map(|(m, k, v)| format!("add element inet {t} {m} {{ {k} : {v} }}\n"))
+        .collect()
+}
+
+/// The fast update for one pod going: delete its map entries (nothing, for a pod without
+/// port mappings: masquerade and hairpin rules are per subnet). Fails if an entry is
+/// missing; the caller then applies the whole [`ruleset`].
+pub fn remove_pod(spec: &Spec<'_>, pod: &PodRecord) -> Option<String> {
+    let t = spec.table;
+    let entries = pod_entries(spec, pod);
+    (!entries.is_empty()).then(|| {
+        entries
+            .iter()
+            .map(|(m, k, _)| format!("delete element inet {t} {m} {{ {k} }}\n"))
+            .collect()
+    })
+}
+
 /// The commands removing the table (for removing the network).
 pub fn delete_table(table: &str) -> String {
     format!("add table inet {table}\ndelete table inet {table}\n")
@@ -204,5 +265,21 @@ mod tests {
         );
         assert!(r.contains("ip saddr 10.88.0.0/16 ip daddr != 10.88.0.0/16 masquerade"));
         assert!(r.contains("ip6 saddr fd00::/64 ip6 daddr fd00::/64 ct status dnat masquerade"));
+        let add = add_pod(&spec, &pods[0]);
+        assert_eq!(
+            add,
+            "add element inet wharf ports4_tcp { 8080 : 10.88.0.2 . 80 }\n\
+             add element inet wharf ports4_host_udp { 198.51.100.1 . 5353 : 10.88.0.2 . 53 }\n\
+             add element inet wharf ports6_tcp { 8080 : fd00::2 . 80 }\n"
+        );
+        let del = remove_pod(&spec, &pods[0]).unwrap();
+        assert!(
+            del.contains("delete element inet wharf ports4_host_udp { 198.51.100.1 . 5353 }\n"),
+            "{del}"
+        );
+        let mut bare = pods[0].clone();
+        bare.port_mappings.clear();
+        assert_eq!(add_pod(&spec, &bare), "list chain inet wharf postrouting\n");
+        assert_eq!(remove_pod(&spec, &bare), None);
     }
 }

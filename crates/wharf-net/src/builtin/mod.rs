@@ -115,6 +115,9 @@ pub struct BuiltinNetwork {
     host: NsHandle,
     ipam: Ipam,
     records: record::Records,
+    /// Whether this instance has written the whole firewall table once; after that only
+    /// the port maps are updated (see [`firewall::update_maps`]).
+    fw_written: std::sync::atomic::AtomicBool,
 }
 
 /// Validate a pod id: it names files and appears in interface aliases.
@@ -206,6 +209,7 @@ impl BuiltinNetwork {
             families,
             host,
             cfg,
+            fw_written: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -403,7 +407,7 @@ impl BuiltinNetwork {
                 &format!("{}{}", self.alias_prefix(), rec.pod_id),
             )
             .map_err(|e| e.ctx(format!("set the alias of {}", rec.host_veth)))?;
-            self.apply_firewall(&pods)?;
+            self.update_firewall(&pods, rec, true)?;
             Ok((bridge.mac, veth.mac))
         })?;
 
@@ -572,17 +576,48 @@ impl BuiltinNetwork {
         Ok(link)
     }
 
-    fn apply_firewall(&self, pods: &[PodRecord]) -> Result<()> {
-        let spec = firewall::Spec {
+    fn fw_spec<'a>(&'a self, pods: &'a [PodRecord]) -> firewall::Spec<'a> {
+        firewall::Spec {
             table: &self.cfg.nft_table,
             subnet: self.families[0].subnet,
             subnet6: self.families.get(1).map(|f| f.subnet),
             pods,
-        };
-        // Already on the host namespace's thread (or the caller's own namespace).
-        nft::run(&self.cfg.nft_backend, None, &firewall::ruleset(&spec))
-            .map_err(|e| Error::Firewall(format!("network {}: {e}", self.cfg.name)))
-            .map(drop)
+        }
+    }
+
+    /// Write Wharf's whole table for `pods` (one atomic transaction). Called on the host
+    /// namespace's thread (or in the caller's own namespace).
+    fn apply_firewall(&self, pods: &[PodRecord]) -> Result<()> {
+        nft::run(
+            &self.cfg.nft_backend,
+            None,
+            &firewall::ruleset(&self.fw_spec(pods)),
+        )
+        .map_err(|e| Error::Firewall(format!("network {}: {e}", self.cfg.name)))?;
+        self.fw_written
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Update the rules for one pod coming (`add`) or going, given every pod that stays
+    /// or is attaching (`pods`). Once this instance has written the whole table (a new
+    /// process may come with a new configuration), only the pod's map entries change;
+    /// if that fails (the table was removed or edited behind our back) the whole table is
+    /// written again from the records.
+    fn update_firewall(&self, pods: &[PodRecord], pod: &PodRecord, add: bool) -> Result<()> {
+        if self.fw_written.load(std::sync::atomic::Ordering::Acquire) {
+            let spec = self.fw_spec(pods);
+            let script = if add {
+                Some(firewall::add_pod(&spec, pod))
+            } else {
+                firewall::remove_pod(&spec, pod)
+            };
+            let Some(script) = script else { return Ok(()) };
+            if nft::run(&self.cfg.nft_backend, None, &script).is_ok() {
+                return Ok(());
+            }
+        }
+        self.apply_firewall(pods)
     }
 
     /// Disconnect a pod: delete its veth pair, drop its port mappings, release its
@@ -610,7 +645,6 @@ impl BuiltinNetwork {
                 Vec::new()
             }
         };
-        let had_ports = rec.is_none_or(|r| !r.port_mappings.is_empty());
         let host = netns::run_in(self.host.fd(), || -> Result<Vec<String>> {
             let mut errs = Vec::new();
             match Netlink::open() {
@@ -621,8 +655,13 @@ impl BuiltinNetwork {
                 }
                 Err(e) => errs.push(format!("open a netlink socket in the host namespace: {e}")),
             }
-            // Only rewrite the rules when this pod had port mappings (or nothing is known).
-            if had_ports && let Err(e) = self.apply_firewall(&remaining) {
+            let fw = match rec {
+                Some(r) => self.update_firewall(&remaining, r, false),
+                // Rules derive from records (written before, removed after the rules):
+                // a pod without a record has none.
+                None => Ok(()),
+            };
+            if let Err(e) = fw {
                 errs.push(e.to_string());
             }
             Ok(errs)
@@ -750,6 +789,7 @@ impl BuiltinNetwork {
                 .map_err(|e| e.ctx("look up the bridge"))?
                 .is_some()
             {
+                // Rewrite the whole table: recovery repairs drift in the chains too.
                 self.apply_firewall(&recs)?;
             }
             Ok(deleted)
