@@ -561,3 +561,75 @@ impl CniNetwork {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Bandwidth, PortMapping, Protocol};
+
+    #[test]
+    fn plugins_get_name_version_prev_result_and_only_their_capabilities() {
+        let list = NetworkList::parse(
+            br#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"bridge","x":1},
+                {"type":"portmap","capabilities":{"portMappings":true}}]}"#,
+            true,
+            None,
+        )
+        .unwrap();
+        let opts = AttachOptions {
+            port_mappings: vec![PortMapping {
+                host_port: 80,
+                container_port: 8080,
+                protocol: Protocol::Udp,
+                host_ip: None,
+            }],
+            bandwidth: Some(Bandwidth {
+                ingress_rate: Some(1),
+                ingress_burst: None,
+                egress_rate: None,
+                egress_burst: None,
+            }),
+            mac: Some("02:00:00:00:00:01".into()),
+            ..Default::default()
+        };
+        let caps = CniNetwork::capability_args(&opts);
+        assert_eq!(caps.len(), 3);
+        let prev = serde_json::json!({"cniVersion":"1.0.0","ips":[]});
+        let first: Value = serde_json::from_slice(&CniNetwork::plugin_stdin(
+            &list,
+            &list.plugins[0],
+            None,
+            &caps,
+        ))
+        .unwrap();
+        assert_eq!(first["name"], "n");
+        assert_eq!(first["cniVersion"], "1.0.0");
+        assert_eq!(first["x"], 1);
+        assert!(
+            first.get("runtimeConfig").is_none(),
+            "bridge declares no capability"
+        );
+        assert!(first.get("prevResult").is_none());
+        let second: Value = serde_json::from_slice(&CniNetwork::plugin_stdin(
+            &list,
+            &list.plugins[1],
+            Some(&prev),
+            &caps,
+        ))
+        .unwrap();
+        assert_eq!(second["prevResult"], prev);
+        assert_eq!(
+            second["runtimeConfig"],
+            serde_json::json!({"portMappings":[{"hostPort":80,"containerPort":8080,"protocol":"udp"}]})
+        );
+        let args = CniNetwork::cni_args(&AttachOptions {
+            cni_args: vec![("K8S_POD_NAME".into(), "web".into())],
+            ..Default::default()
+        });
+        assert_eq!(
+            exec::format_args(&args).unwrap(),
+            "IgnoreUnknown=1;K8S_POD_NAME=web"
+        );
+        assert!(exec::format_args(&[("a;b".into(), "c".into())]).is_err());
+    }
+}
