@@ -16,13 +16,39 @@ use wharf_net::nft::Backend;
 use wharf_net::{AttachOptions, BuiltinConfig, BuiltinNetwork, PortMapping, Protocol, netns};
 
 const DEBIAN_CNI: &str = "/usr/lib/cni";
+
+/// println! that ignores a closed stdout (piping into `head` must not abort the run before
+/// its cleanup).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
 const WARMUP: usize = 3;
 
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
 fn main() {
-    let iterations: usize = std::env::args()
-        .nth(1)
-        .map(|a| a.parse().expect("ITERATIONS is a number"))
-        .unwrap_or(50);
+    // Errors are returned, not panicked: the release profile aborts on panic, and the
+    // namespaces and mounts are only cleaned up when `run` returns.
+    let code = match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("net_setup: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run() -> Res<()> {
+    let iterations: usize = match std::env::args().nth(1) {
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("ITERATIONS {a:?} is not a number"))?,
+        None => 50,
+    };
     if !Path::new(DEBIAN_CNI).join("bridge").exists() {
         eprintln!("net_setup: needs Debian's containernetworking-plugins in {DEBIAN_CNI}");
         std::process::exit(2);
@@ -30,11 +56,13 @@ fn main() {
     // The temp dir, its namespaces and mounts go away when `env` drops (also on panic).
     let env = wharf_testbed::Env::new("bench-net");
     let run = env.path().join("run");
-    let host = netns::create(&run, "host").expect("host namespace");
-    let pod = netns::create(&run, "pod").expect("pod namespace");
+    let host = netns::create(&run, "host")?;
+    let pod = netns::create(&run, "pod").inspect_err(|_| {
+        let _ = netns::remove_path(&host.path);
+    })?;
     let _cleanup = Cleanup(&[host.path.clone(), pod.path.clone()]);
 
-    let builtin = |backend: Backend, dir: &str| {
+    let builtin = |backend: Backend, dir: &str| -> Res<BuiltinNetwork> {
         let mut cfg = BuiltinConfig::new(env.path().join(dir));
         cfg.host_netns = Some(host.path.clone());
         cfg.nft_backend = backend;
@@ -43,13 +71,13 @@ fn main() {
             cfg.subnet = "10.87.0.0/16".parse().unwrap();
             cfg.nft_table = "wharf_exec".into();
         }
-        BuiltinNetwork::new(cfg).expect("built-in network")
+        Ok(BuiltinNetwork::new(cfg)?)
     };
-    let lib = builtin(Backend::Library, "builtin");
-    let exec = builtin(Backend::Command("nft".into()), "builtin-exec");
+    let lib = builtin(Backend::Library, "builtin")?;
+    let exec = builtin(Backend::Command("nft".into()), "builtin-exec")?;
 
     let conf_dir = env.path().join("net.d");
-    std::fs::create_dir_all(&conf_dir).unwrap();
+    std::fs::create_dir_all(&conf_dir)?;
     std::fs::write(
         conf_dir.join("10-chain.conflist"),
         format!(
@@ -61,14 +89,13 @@ fn main() {
   {{"type":"tuning","sysctl":{{"net.ipv4.conf.eth0.arp_notify":"1"}}}}]}}"#,
             env.path().join("host-local").display()
         ),
-    )
-    .unwrap();
+    )?;
     let mut cfg = CniConfig::new(env.path().join("cni-locks"));
     cfg.conf_dirs = vec![conf_dir];
     cfg.bin_dirs = vec![DEBIAN_CNI.into()];
     cfg.cache_dir = env.path().join("cni-cache");
     cfg.host_netns = Some(host.path.clone());
-    let cni = CniNetwork::load(cfg, None).unwrap().expect("the chain");
+    let cni = CniNetwork::load(cfg, None)?.ok_or("the CNI chain did not load")?;
 
     let opts = AttachOptions {
         port_mappings: vec![PortMapping {
@@ -79,40 +106,32 @@ fn main() {
         }],
         ..Default::default()
     };
-    let cycle_builtin = |net: &BuiltinNetwork| {
+    let cycle_builtin = |net: &BuiltinNetwork| -> Res<Duration> {
         let t = Instant::now();
-        net.attach("bench-pod", &pod.path, &opts)
-            .expect("built-in attach");
-        let t1 = t.elapsed();
-        net.detach("bench-pod", Some(&pod.path))
-            .expect("built-in detach");
-        if std::env::var_os("NET_SETUP_SPLIT").is_some() {
-            eprintln!("attach {:?} detach {:?}", t1, t.elapsed() - t1);
-        }
-        t.elapsed()
+        net.attach("bench-pod", &pod.path, &opts)?;
+        net.detach("bench-pod", Some(&pod.path))?;
+        Ok(t.elapsed())
     };
-    let cycle_cni = || {
+    let cycle_cni = || -> Res<Duration> {
         let t = Instant::now();
-        cni.attach("bench-pod", &pod.path, &opts)
-            .expect("CNI attach");
-        cni.detach("bench-pod", Some(&pod.path))
-            .expect("CNI detach");
-        t.elapsed()
+        cni.attach("bench-pod", &pod.path, &opts)?;
+        cni.detach("bench-pod", Some(&pod.path))?;
+        Ok(t.elapsed())
     };
-    let cycle_netns = || {
+    let cycle_netns = || -> Res<Duration> {
         let t = Instant::now();
-        let ns = netns::create(&run, "scratch").expect("netns create");
-        netns::remove_path(&ns.path).expect("netns remove");
-        t.elapsed()
+        let ns = netns::create(&run, "scratch")?;
+        netns::remove_path(&ns.path)?;
+        Ok(t.elapsed())
     };
 
     let (mut b, mut e, mut c, mut n) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..WARMUP + iterations {
         let sample = (
-            cycle_builtin(&lib),
-            cycle_builtin(&exec),
-            cycle_cni(),
-            cycle_netns(),
+            cycle_builtin(&lib)?,
+            cycle_builtin(&exec)?,
+            cycle_cni()?,
+            cycle_netns()?,
         );
         if i >= WARMUP {
             b.push(sample.0);
@@ -128,29 +147,29 @@ fn main() {
         median(&mut n),
     );
     let p90 = |v: &[Duration]| v[(v.len() * 9 / 10).min(v.len() - 1)];
-    println!(
+    out!(
         "net_setup: attach + detach of one pod with one port mapping, {iterations} iterations (+{WARMUP} warm-up), medians"
     );
-    println!(
+    out!(
         "  built-in (libnftables)   {:>12}   p90 {}",
         ms(mb),
         ms(p90(&b))
     );
-    println!(
+    out!(
         "  built-in (nft command)   {:>12}   p90 {}",
         ms(me),
         ms(p90(&e))
     );
-    println!(
+    out!(
         "  CNI bridge chain         {:>12}   p90 {}   (bridge+host-local, portmap, firewall, tuning)",
         ms(mc),
         ms(p90(&c))
     );
-    println!(
+    out!(
         "  netns create + remove    {:>12}   (common to both, not included above)",
         ms(mn)
     );
-    println!(
+    out!(
         "  ratio built-in / CNI: {:.3}x (libnftables), {:.3}x (nft command); goal <= 0.2x",
         mb.as_secs_f64() / mc.as_secs_f64(),
         me.as_secs_f64() / mc.as_secs_f64()
@@ -158,6 +177,7 @@ fn main() {
     // Leave the host namespace as found: bridges and tables go with it anyway.
     let _ = lib.remove();
     let _ = exec.remove();
+    Ok(())
 }
 
 /// Unpins the benchmark's namespaces on the way out.
