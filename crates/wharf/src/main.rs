@@ -5,6 +5,7 @@
 //! Each subsystem's command line lives in its own module with its own `main(argv) -> i32`;
 //! this file only routes the first word to it.
 
+mod net_cli;
 mod runtime_cli;
 
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ fn main() {
     let sub = args.get(1).map(|a| a.to_string_lossy().into_owned());
     let code = match sub.as_deref() {
         Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args)),
+        Some("net") => net_cli::main(sub_argv("wharf net", &args)),
         Some("--version") | Some("version") => {
             println!("wharf version {}", env!("CARGO_PKG_VERSION"));
             0
@@ -53,5 +55,6 @@ Usage: wharf <COMMAND> [ARGS...]
 
 Commands:
   runtime   The OCI runtime (runc-compatible command line)
+  net       Pod networking: namespaces, CNI, the built-in network, DNS files
   version   Print the version
 ";
