@@ -115,10 +115,10 @@ impl Runtime {
         }
         let bundle = spec::load_bundle(&opts.bundle)?;
         crate::log::debug(|| format!("create {id}: config loaded"));
-        let proc_ = bundle.spec.process().as_ref().expect("validated");
+        let proc_ = bundle.spec.process().as_ref();
         crate::lsm::check(
-            proc_.apparmor_profile().as_deref(),
-            proc_.selinux_label().as_deref(),
+            proc_.and_then(|p| p.apparmor_profile().as_deref()),
+            proc_.and_then(|p| p.selinux_label().as_deref()),
         )?;
         let dir = self.store.reserve(id)?;
         let mut rollback = Rollback {
@@ -160,7 +160,7 @@ impl Runtime {
             rustix::fs::Mode::empty(),
         )
         .ctx(|| format!("open {}", p(&fifo_path)))?;
-        let terminal = proc_.terminal().unwrap_or(false);
+        let terminal = proc_.and_then(|p| p.terminal()).unwrap_or(false);
         let console = match (terminal, opts.console.take(), &opts.console_socket) {
             (false, _, _) => None,
             (true, Some(fd), _) => Some(fd),
@@ -192,7 +192,6 @@ impl Runtime {
         let (mut pid, mut pidfd, placed) = created?;
         crate::log::debug(|| format!("init cloned: pid {pid}"));
         let channel = parent_end;
-        let users = bundle.spec.process().as_ref().expect("validated");
         let write_maps = |pid| {
             namespaces::write_id_maps(
                 pid,
@@ -241,7 +240,7 @@ impl Runtime {
             cg.add_pid(pid, placed)?;
         }
         crate::log::debug(|| "init joined its cgroups".into());
-        if let Some(score) = users.oom_score_adj() {
+        if let Some(score) = proc_.and_then(|p| p.oom_score_adj()) {
             process_attrs::set_oom_score_adj(pid, score)?;
         }
         channel

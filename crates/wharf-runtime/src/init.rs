@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxNamespaceType, Process, Spec};
+use oci_spec::runtime::{LinuxNamespaceType, Process};
 
 use crate::caps;
 use crate::cgroups::Cgroup;
@@ -76,21 +76,17 @@ pub fn run(args: InitArgs<'_>) -> ! {
 
 /// What `setup` hands to `finish`.
 struct Ready {
-    program: CString,
-    argv: Vec<CString>,
-    envp: Vec<CString>,
+    /// The program, argv and envp to exec (None when the config has no process: start
+    /// then fails, as the runtime spec requires).
+    exec: Option<(CString, Vec<CString>, Vec<CString>)>,
     fifo: std::fs::File,
     /// Our pid in the runtime's pid namespace (for hook state).
     host_pid: i32,
 }
 
-fn process(spec: &Spec) -> &Process {
-    spec.process().as_ref().expect("validated: process is set")
-}
-
 fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     let spec = &args.bundle.spec;
-    let proc_ = process(spec);
+    let proc_ = spec.process().as_ref();
     match args.channel.recv() {
         Ok(Some(Msg::Go)) => {}
         Ok(Some(other)) => return Err(Error::Other(format!("init: unexpected {other:?}"))),
@@ -156,7 +152,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         hooks::run_all(hooks, Kind::CreateContainer, &state.to_json())?;
     }
     rootfs::enter(spec, &opts)?;
-    if proc_.terminal().unwrap_or(false) {
+    if let Some(proc_) = proc_.filter(|p| p.terminal().unwrap_or(false)) {
         let size = proc_
             .console_size()
             .map(|b| (b.height() as u16, b.width() as u16));
@@ -180,21 +176,20 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     if let Some(d) = spec.domainname().as_ref().filter(|h| !h.is_empty()) {
         rustix::system::setdomainname(d.as_bytes()).ctx(|| format!("set domainname {d:?}"))?;
     }
-    let env = environment(proc_);
-    let argv0 = &proc_.args().as_ref().expect("validated")[0];
-    let program = find_program(argv0, &env)?;
-    let argv = cstrings(
-        proc_
-            .args()
-            .as_ref()
-            .expect("validated")
-            .iter()
-            .map(String::as_str),
-    )?;
-    let envp = cstrings(env.iter().map(String::as_str))?;
-    process_attrs::set_rlimits(proc_)?;
-    // Check the working directory now, so a bad cwd fails create, not start.
-    check_cwd(proc_.cwd())?;
+    let exec = match proc_ {
+        Some(proc_) => {
+            let env = environment(proc_);
+            let args = proc_.args().as_deref().unwrap_or_default();
+            let program = find_program(&args[0], &env)?;
+            let argv = cstrings(args.iter().map(String::as_str))?;
+            let envp = cstrings(env.iter().map(String::as_str))?;
+            process_attrs::set_rlimits(proc_)?;
+            // Check the working directory now, so a bad cwd fails create, not start.
+            check_cwd(proc_.cwd())?;
+            Some((program, argv, envp))
+        }
+        None => None,
+    };
     args.channel
         .send(&Msg::Ready)
         .ctx(|| "init: report ready".into())?;
@@ -208,9 +203,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         }
     };
     Ok(Ready {
-        program,
-        argv,
-        envp,
+        exec,
         fifo,
         host_pid,
     })
@@ -239,7 +232,11 @@ fn open_fifo(fifo: &OwnedFd) -> Result<std::fs::File> {
 /// Returns only on error.
 fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible> {
     let spec = &args.bundle.spec;
-    let proc_ = process(spec);
+    let (Some(proc_), Some((program, argv, envp))) = (spec.process(), &ready.exec) else {
+        return Err(Error::Config(
+            "the container's config has no process: there is nothing to start".into(),
+        ));
+    };
     let hooks = spec.hooks().as_ref();
     if hooks::any(hooks, Kind::StartContainer) {
         let state = hooks::HookState::new(
@@ -257,9 +254,9 @@ fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible
         persona,
         args.seccomp,
         args.preserve_fds,
-        &ready.program,
-        &ready.argv,
-        &ready.envp,
+        program,
+        argv,
+        envp,
     )
 }
 

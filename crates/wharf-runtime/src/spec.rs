@@ -46,18 +46,17 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         Ok(_) => return bad(format!("root.path {} is not a directory", p(&rootfs))),
         Err(e) => return bad(format!("root.path {}: {e}", p(&rootfs))),
     }
-    let process = match spec.process() {
-        Some(process) => process,
-        None => return bad("process must be set".into()),
-    };
-    if process.args().as_ref().is_none_or(|a| a.is_empty()) {
-        return bad("process.args must not be empty".into());
-    }
-    if !process.cwd().is_absolute() {
-        return bad(format!(
-            "process.cwd {:?} is not an absolute path",
-            process.cwd()
-        ));
+    // process may be absent at create: then `start` fails (runtime-spec: REQUIRED for start).
+    if let Some(process) = spec.process() {
+        if process.args().as_ref().is_none_or(|a| a.is_empty()) {
+            return bad("process.args must not be empty".into());
+        }
+        if !process.cwd().is_absolute() {
+            return bad(format!(
+                "process.cwd {:?} is not an absolute path",
+                process.cwd()
+            ));
+        }
     }
     let linux = spec.linux().clone().unwrap_or_default();
     let namespaces = linux.namespaces().clone().unwrap_or_default();

@@ -168,3 +168,18 @@ fn pause_and_resume() {
     assert_eq!(pids.len(), 1);
     ok(&env, &["delete", "-f", "c1"]);
 }
+
+#[test]
+fn config_without_process_creates_but_cannot_start() {
+    let env = Env::new("no-process");
+    let mut b = env.bundle("c1", BASE, &["true"]);
+    b.config.as_object_mut().unwrap().remove("process");
+    b.save();
+    ok(&env, &["create", "--bundle", b.dir.to_str().unwrap(), "c1"]);
+    assert_eq!(status(&env, "c1"), "created");
+    let err = fails(&env, &["start", "c1"]);
+    assert!(err.contains("no process"), "{err}");
+    assert!(wait_until(Duration::from_secs(10), || status(&env, "c1") == "stopped"));
+    ok(&env, &["delete", "c1"]);
+    assert!(cgroups_left(&env).is_empty());
+}
