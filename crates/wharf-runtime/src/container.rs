@@ -531,14 +531,13 @@ impl Runtime {
         let _lock = self.store.lock(id)?;
         let dir = self.store.dir(id);
         let status = st.status(&dir);
-        match status {
-            Status::Stopped | Status::Created => {}
-            Status::Running | Status::Paused | Status::Creating if !force => {
-                return Err(Error::State(format!(
-                    "cannot delete container {id} that is not stopped: {status}"
-                )));
-            }
-            _ => {}
+        // The runtime spec: deleting a container that is not stopped is an error with no
+        // effect; --force kills it first. (runc also deletes a "created" container without
+        // --force; engines kill or force first, so Wharf follows the spec.)
+        if status != Status::Stopped && !force {
+            return Err(Error::State(format!(
+                "cannot delete container {id} that is not stopped: {status}"
+            )));
         }
         if status != Status::Stopped {
             self.kill_and_wait(&st)?;

@@ -174,5 +174,5 @@ fn hook_args_and_env() {
     assert_eq!(lines.next(), Some("my-arg0 first value"));
     // Only the hook's env (plus what sh itself exports: PWD, SHLVL...) is there.
     assert!(lines.next().unwrap().trim().parse::<u32>().unwrap() <= 4);
-    ok(&env, &["delete", "c"]);
+    ok(&env, &["delete", "--force", "c"]);
 }

@@ -110,7 +110,7 @@ fn duplicate_id_is_refused_and_keeps_the_first() {
 }
 
 #[test]
-fn delete_of_created_container_kills_its_init() {
+fn delete_of_created_container_needs_force_and_kills_its_init() {
     let env = Env::new("delete-created");
     let b = env.bundle("c1", BASE, &["true"]);
     let pidfile = env.path().join("pid");
@@ -130,7 +130,14 @@ fn delete_of_created_container_kills_its_init() {
         .trim()
         .parse()
         .unwrap();
-    ok(&env, &["delete", "c1"]);
+    // Not stopped: delete is an error with no effect (runtime spec); --force kills it.
+    let err = fails(&env, &["delete", "c1"]);
+    assert!(
+        err.contains("cannot delete container c1 that is not stopped: created"),
+        "{err}"
+    );
+    assert_eq!(status(&env, "c1"), "created");
+    ok(&env, &["delete", "--force", "c1"]);
     assert!(wait_until(Duration::from_secs(5), || {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
     }));
