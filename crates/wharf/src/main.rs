@@ -5,6 +5,7 @@
 //! Each subsystem's command line lives in its own module with its own `main(argv) -> i32`;
 //! this file only routes the first word to it.
 
+mod image_cli;
 mod runtime_cli;
 
 use std::ffi::OsString;
@@ -20,9 +21,14 @@ fn main() {
     if matches!(argv0.as_str(), "runc" | "wharf-runc" | "wharf-runtime") {
         std::process::exit(runtime_cli::main(args));
     }
-    let sub = args.get(1).map(|a| a.to_string_lossy().into_owned());
+    let sub = args
+        .get(subcommand_index(&args))
+        .map(|a| a.to_string_lossy().into_owned());
     let code = match sub.as_deref() {
         Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args)),
+        Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
+            image_cli::main(args.clone())
+        }
         Some("--version") | Some("version") => {
             println!("wharf version {}", env!("CARGO_PKG_VERSION"));
             0
@@ -39,6 +45,22 @@ fn main() {
     std::process::exit(code);
 }
 
+/// Index of the subcommand: the first argument after the global options (`--root DIR`,
+/// `--config FILE`, which the image commands read).
+fn subcommand_index(args: &[OsString]) -> usize {
+    let mut i = 1;
+    while let Some(a) = args.get(i).map(|a| a.to_string_lossy()) {
+        if a == "--root" || a == "--config" {
+            i += 2;
+        } else if a.starts_with("--root=") || a.starts_with("--config=") {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    i
+}
+
 /// argv for a subsystem's parser: its display name, then everything after the subcommand.
 fn sub_argv(name: &str, args: &[OsString]) -> Vec<OsString> {
     std::iter::once(OsString::from(name))
@@ -49,9 +71,20 @@ fn sub_argv(name: &str, args: &[OsString]) -> Vec<OsString> {
 const HELP: &str = "\
 wharf {version}: a pod-native container engine
 
-Usage: wharf <COMMAND> [ARGS...]
+Usage: wharf [--root DIR] <COMMAND> [ARGS...]
 
 Commands:
+  pull      Pull an image from a registry
+  images    List images
+  rmi       Remove images
+  image     Manage images (inspect, prune, mount, unmount, ...)
+  load      Load images from an OCI layout or docker save tarball
+  save      Save images to a tarball
+  import    Create an image from a root filesystem tarball
   runtime   The OCI runtime (runc-compatible command line)
   version   Print the version
+
+Global options (image commands):
+  --root DIR     State directory (env WHARF_ROOT, default /var/lib/wharf)
+  --config FILE  Config file (env WHARF_CONFIG, default /etc/wharf/config.json)
 ";
