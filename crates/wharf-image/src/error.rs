@@ -67,12 +67,12 @@ pub enum Error {
         err: io::Error,
     },
     /// An error with the operation (e.g. "pulling busybox") it happened in.
-    #[error("{context}: {source}")]
+    #[error("{context}: {inner}")]
     Context {
         /// What was being done.
         context: String,
-        /// The cause.
-        source: Box<Error>,
+        /// The cause (in the message, so not chained as a source).
+        inner: Box<Error>,
     },
 }
 
@@ -92,14 +92,14 @@ impl Error {
     pub fn context(self, context: impl Into<String>) -> Self {
         Error::Context {
             context: context.into(),
-            source: Box::new(self),
+            inner: Box::new(self),
         }
     }
 
     /// The innermost error (below any [`Error::Context`]).
     pub fn root_cause(&self) -> &Error {
         match self {
-            Error::Context { source, .. } => source.root_cause(),
+            Error::Context { inner, .. } => inner.root_cause(),
             e => e,
         }
     }

@@ -276,7 +276,7 @@ impl Repository<'_> {
         } else {
             match self.agent(ep).get(format!("{https}/v2/")).call() {
                 Ok(_) => https,
-                Err(ureq::Error::HostNotFound) => {
+                Err(e) if is_dns_error(&e) => {
                     return Err(Error::Registry(format!(
                         "unknown host {}: the name does not resolve",
                         ep.host
@@ -416,6 +416,12 @@ impl Repository<'_> {
     }
 
     fn transport_error(&self, ep: &Endpoint, e: ureq::Error) -> Error {
+        if is_dns_error(&e) {
+            return Error::Registry(format!(
+                "unknown host {}: the name does not resolve",
+                ep.host
+            ));
+        }
         match e {
             ureq::Error::HostNotFound => Error::Registry(format!(
                 "unknown host {}: the name does not resolve",
@@ -423,6 +429,9 @@ impl Repository<'_> {
             )),
             ureq::Error::ConnectionFailed => {
                 Error::Registry(format!("cannot connect to {}", ep.host))
+            }
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Error::Registry(format!("cannot connect to {}: connection refused", ep.host))
             }
             ureq::Error::Timeout(t) => {
                 Error::Registry(format!("timed out talking to {} ({t})", ep.host))
@@ -468,7 +477,7 @@ impl Repository<'_> {
                 ep.host
             )),
             404 => Error::NotFound(format!(
-                "{what} unknown: {}{path} returned 404 Not Found: {detail}",
+                "{what} unknown: {} answered 404 Not Found for {path} ({detail})",
                 ep.host
             )),
             _ => Error::Registry(format!(
@@ -476,6 +485,18 @@ impl Repository<'_> {
                 ep.host
             )),
         }
+    }
+}
+
+/// A name resolution failure (ureq reports the resolver's error as I/O).
+fn is_dns_error(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::HostNotFound => true,
+        ureq::Error::Io(io) => {
+            let m = io.to_string();
+            m.contains("lookup address") || m.contains("Name or service not known")
+        }
+        _ => false,
     }
 }
 
