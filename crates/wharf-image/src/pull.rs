@@ -358,13 +358,14 @@ impl ImageStore {
             };
             let ex = self.snapshots.new_extraction()?;
             let what = format!("layer {} ({d})", i + 1);
-            apply_blob(src, &ex.fs(), &lowers, &diff_ids[i]).map_err(|e| {
-                match (transfer.map(|t| t.progress().1), e) {
-                    // A failed download surfaces here as a read error; report its cause.
-                    (Some(crate::content::TransferStatus::Failed(msg)), _) => Error::Registry(msg),
-                    (_, e) => e.context(what.clone()),
+            if let Err(e) = apply_blob(src, &ex.fs(), &lowers, &diff_ids[i]) {
+                // Bytes that fail their digest make any unpack error; when the download
+                // failed (or will), that is the cause to report.
+                if let Some(Err(msg)) = transfer.map(|t| t.wait()) {
+                    return Err(Error::Registry(msg));
                 }
-            })?;
+                return Err(e.context(what));
+            }
             if let Some(t) = transfer {
                 t.wait().map_err(Error::Registry)?;
             }

@@ -3,7 +3,8 @@
 //! not match their digest, redirects to "blob storage", unknown media types, hostile layers.
 //!
 //! HTTP/1.1, one request per connection (`Connection: close`), GET and HEAD only. It serves
-//! whatever [`FakeRegistry::route`] was given, behind optional auth.
+//! whatever [`FakeRegistry::route`] was given, behind optional auth; paths under `/storage/`
+//! play the blob storage a registry redirects to and need no auth.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -251,6 +252,7 @@ fn serve(c: TcpStream, s: &Shared, addr: &str) -> std::io::Result<()> {
             },
         }
     } else if let Auth::Bearer { token, .. } = &auth
+        && !path.starts_with("/storage/")
         && authz.as_deref() != Some(&format!("Bearer {token}"))
     {
         let repo = path
