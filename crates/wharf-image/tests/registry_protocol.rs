@@ -89,7 +89,7 @@ fn blob_redirects_are_followed_without_our_authorization() {
         creds: None,
     });
     let l = simple_layer();
-    reg.image("r/app", "latest", &[l.clone()]);
+    reg.image("r/app", "latest", std::slice::from_ref(&l));
     let d = digest(&l);
     reg.route("/storage/layer-1", Reply::ok("application/octet-stream", l));
     reg.route(
@@ -145,7 +145,7 @@ fn schema1_is_refused_with_a_clear_error() {
 fn a_corrupt_blob_is_never_committed() {
     let reg = FakeRegistry::start();
     let good = simple_layer();
-    reg.image("bad/app", "latest", &[good.clone()]);
+    reg.image("bad/app", "latest", std::slice::from_ref(&good));
     // Same size, different bytes under the layer's digest.
     let mut evil = good.clone();
     evil[600] ^= 0xff;
