@@ -117,6 +117,7 @@ impl ImageStore {
         opts: &PullOptions,
         progress: &dyn PullProgress,
     ) -> Result<Image> {
+        self.snapshots.clean_stale_extractions();
         let client = Client::new(self.registries.clone(), opts.creds.clone());
         let repo = client.repository(r);
         let lease = self.lease(24 * 3600)?;

@@ -249,6 +249,27 @@ impl Snapshots {
         Ok(())
     }
 
+    /// Remove `extract-*` directories of unpacks that no live process holds (left by a
+    /// killed pull). Safe at any time: a running unpack holds its directory's flock.
+    pub fn clean_stale_extractions(&self) -> usize {
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut n = 0;
+        for e in rd.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("extract-") {
+                continue;
+            }
+            let stale = File::open(e.path()).is_ok_and(|f| {
+                rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
+            });
+            if stale && fsops::remove_tree(&e.path()).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Remove directories that no row names and unpacks that no process holds.
     pub fn clean_orphans(&self, conn: &Connection) -> Result<usize> {
         let ids: std::collections::HashSet<i64> =

@@ -309,3 +309,46 @@ fn a_hostile_image_pulled_from_a_registry_stays_inside_the_root() {
         "only root/ and outside/ in the test dir: {top:?}"
     );
 }
+
+#[test]
+fn an_interrupted_download_resumes_with_a_range_request() {
+    let reg = FakeRegistry::start();
+    let big: Vec<u8> = (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let l = layer(vec![Entry::file("big.bin", &big)]);
+    reg.image("res/app", "latest", std::slice::from_ref(&l));
+    let t = TestStore::new();
+    // What a killed pull leaves: the first part of the blob in ingest/.
+    let d = digest(&l);
+    let ingest = t.dir.path().join("root/image/content/ingest");
+    std::fs::write(ingest.join(&d[7..]), &l[..500_000]).unwrap();
+    let img = t.pull(&format!("{}/res/app", reg.addr));
+    let reqs = reg.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.contains(&format!("/blobs/{d}")) && r.ends_with("range=bytes=500000-")),
+        "{reqs:#?}"
+    );
+    let view = t.store.mount_image(&img).unwrap();
+    assert_eq!(std::fs::read(view.join("big.bin")).unwrap(), big);
+    t.store.unmount_image(&img).unwrap();
+    t.assert_blobs_verified();
+
+    // A partial file with garbage is detected by the digest and not committed.
+    let t2 = TestStore::new();
+    let ingest2 = t2.dir.path().join("root/image/content/ingest");
+    let mut junk = l[..500_000].to_vec();
+    junk[1000] ^= 1;
+    std::fs::write(ingest2.join(&d[7..]), &junk).unwrap();
+    let e = t2
+        .store
+        .pull(
+            &format!("{}/res/app", reg.addr),
+            &PullOptions::default(),
+            &(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("digest mismatch"), "{e}");
+    // ...and the next attempt starts over and succeeds.
+    t2.pull(&format!("{}/res/app", reg.addr));
+    t2.assert_blobs_verified();
+}

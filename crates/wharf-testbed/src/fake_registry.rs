@@ -219,9 +219,14 @@ fn serve(c: TcpStream, s: &Shared, addr: &str) -> std::io::Result<()> {
     let method = parts.next().unwrap_or("").to_string();
     let target = parts.next().unwrap_or("").to_string();
     let authz = headers.get("authorization").cloned();
+    let range = headers.get("range").cloned();
     s.requests.lock().unwrap().push(format!(
-        "{method} {target} auth={}",
-        authz.as_deref().unwrap_or("-")
+        "{method} {target} auth={}{}",
+        authz.as_deref().unwrap_or("-"),
+        range
+            .as_deref()
+            .map(|r| format!(" range={r}"))
+            .unwrap_or_default()
     ));
     let path = target.split('?').next().unwrap_or("").to_string();
     let auth = s.auth.lock().unwrap().clone();
@@ -289,9 +294,32 @@ fn serve(c: TcpStream, s: &Shared, addr: &str) -> std::io::Result<()> {
                     .to_vec(),
             })
     };
+    // Byte ranges of blobs (`bytes=N-`), as registries serve them for resumed downloads.
+    let mut reply = reply;
+    if let Some(off) = range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|n| n.parse::<usize>().ok())
+        && reply.status == 200
+        && path.contains("/blobs/")
+        && off <= reply.body.len()
+    {
+        reply.status = 206;
+        reply.headers.push((
+            "Content-Range".into(),
+            format!(
+                "bytes {off}-{}/{}",
+                reply.body.len().saturating_sub(1),
+                reply.body.len()
+            ),
+        ));
+        reply.body = reply.body[off..].to_vec();
+    }
     let mut out = c;
     let reason = match reply.status {
         200 => "OK",
+        206 => "Partial Content",
         302 => "Found",
         401 => "Unauthorized",
         404 => "Not Found",
