@@ -101,6 +101,45 @@ impl ContentStore {
         Ok(d)
     }
 
+    /// Copy a stream of unknown digest into a temp file of the store, hashing it; commit it
+    /// with [`ContentStore::commit_staged`] (archives carry blobs this way).
+    pub fn stage(&self, mut r: impl Read) -> Result<Staged> {
+        let mut tmp = tempfile::NamedTempFile::new_in(self.dir.join("ingest"))
+            .ctx(|| "creating a temp file in the content store".into())?;
+        let mut h = crate::digest::HashingReader::new(&mut r);
+        io::copy(&mut h, tmp.as_file_mut()).ctx(|| "copying a blob into the store".into())?;
+        let (digest, size) = h.finish().ctx(|| "copying a blob into the store".into())?;
+        Ok(Staged { tmp, digest, size })
+    }
+
+    /// Make a staged blob visible, after checking it against `expected` when given.
+    pub fn commit_staged(
+        &self,
+        s: Staged,
+        expected: Option<&Digest>,
+        _g: &SharedGuard,
+    ) -> Result<Digest> {
+        if let Some(e) = expected
+            && *e != s.digest
+        {
+            return Err(Error::DigestMismatch {
+                what: format!("blob {e}"),
+                expected: e.to_string(),
+                actual: s.digest.to_string(),
+            });
+        }
+        if !self.has(&s.digest) {
+            s.tmp
+                .as_file()
+                .sync_all()
+                .ctx(|| format!("syncing blob {}", s.digest))?;
+            s.tmp
+                .persist(self.path(&s.digest))
+                .map_err(|e| Error::io(format!("committing blob {}", s.digest), e.error))?;
+        }
+        Ok(s.digest)
+    }
+
     /// Start (or resume) writing blob `digest` of `size` bytes. Blocks while another
     /// process writes the same blob; returns `None` if the blob is (by then) in the store.
     pub fn ingest(&self, digest: &Digest, size: u64) -> Result<Option<Ingest>> {
@@ -208,6 +247,15 @@ impl ContentStore {
         }
         Ok(n)
     }
+}
+
+/// A blob copied into the store's temp space, not visible yet.
+pub struct Staged {
+    tmp: tempfile::NamedTempFile,
+    /// Its digest.
+    pub digest: Digest,
+    /// Its size.
+    pub size: u64,
 }
 
 /// A blob being written: append-only, hashed as it grows, locked against other writers.

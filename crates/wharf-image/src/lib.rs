@@ -1,4 +1,5 @@
 //! wharf-image
+pub mod archive;
 pub mod auth;
 pub mod config;
 pub mod content;

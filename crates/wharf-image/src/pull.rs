@@ -163,7 +163,7 @@ impl ImageStore {
         let (_, diff_ids) = parse_config(&config_bytes)?;
         let config_digest = manifest.config.digest()?;
         self.fetch_and_unpack(
-            &repo,
+            Some(&repo),
             &lease,
             &manifest,
             &diff_ids,
@@ -226,9 +226,11 @@ impl ImageStore {
         Ok(bytes)
     }
 
-    fn fetch_and_unpack(
+    /// Download what is missing (when `repo` is given) and unpack every layer whose
+    /// snapshot does not exist yet.
+    pub(crate) fn fetch_and_unpack(
         &self,
-        repo: &Repository<'_>,
+        repo: Option<&Repository<'_>>,
         lease: &Lease<'_>,
         m: &Manifest,
         diff_ids: &[Digest],
@@ -248,9 +250,11 @@ impl ImageStore {
             digests.push(l.digest()?);
         }
         let chain = image_chain(diff_ids);
-        // Layers whose snapshot exists (with all below it) are not unpacked again.
+        // Layers whose snapshot exists (with all below it) are not unpacked again; what is
+        // there is leased first, under the GC lock, so a concurrent GC cannot take it.
         let mut first_missing = chain.len();
         {
+            let _g = self.gc_lock.shared()?;
             let conn = self.conn();
             for (i, c) in chain.iter().enumerate().rev() {
                 if self.snapshots.get(&conn, c.as_str())?.is_some() {
@@ -258,10 +262,7 @@ impl ImageStore {
                 }
                 first_missing = i;
             }
-        }
-        {
-            // Protect what is there already from a concurrent GC.
-            let _g = self.gc_lock.shared()?;
+            drop(conn);
             for c in &chain[..first_missing] {
                 lease.add("snapshot", c.as_str())?;
             }
@@ -278,6 +279,9 @@ impl ImageStore {
                     progress.event(PullEvent::LayerExists { digest: d });
                 }
                 continue;
+            }
+            if repo.is_none() {
+                return Err(Error::NotFound(format!("layer blob {d} is missing")));
             }
             if !transfers.contains_key(d) {
                 transfers.insert(d.clone(), Transfer::new(l.size));
@@ -298,6 +302,7 @@ impl ImageStore {
                             t.fail("cancelled".into());
                             continue;
                         }
+                        let repo = repo.expect("transfers only with a registry");
                         match self.download(repo, lease, &d, size, &t, &cancel, progress) {
                             Ok(()) => progress.event(PullEvent::Downloaded { digest: &d }),
                             Err(e) => t.fail(format!("downloading layer {d}: {e}")),

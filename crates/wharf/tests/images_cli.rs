@@ -169,3 +169,67 @@ fn prune_removes_unused_images() {
         .count();
     assert_eq!(snaps, 0);
 }
+
+#[test]
+fn save_load_and_import() {
+    let r = Root::new();
+    r.ok(&["pull", "-q", &image("busybox")]);
+    let archive = r.dir.path().join("bb.tar");
+    r.ok(&["save", "-o", archive.to_str().unwrap(), &image("busybox")]);
+    r.ok(&["rmi", &image("busybox")]);
+    let out = r.ok(&["load", "-i", archive.to_str().unwrap()]);
+    assert_eq!(out, format!("Loaded image: {}:latest\n", image("busybox")));
+    let path = r.ok(&["image", "mount", &image("busybox")]);
+    assert_tree(std::path::Path::new(path.trim()), "busybox");
+    r.ok(&["image", "unmount", &image("busybox")]);
+    // load from stdin, OCI format.
+    let oci = r.dir.path().join("bb-oci.tar");
+    r.ok(&[
+        "save",
+        "--format",
+        "oci",
+        "-o",
+        oci.to_str().unwrap(),
+        &image("busybox"),
+    ]);
+    let r2 = Root::new();
+    let out = r2
+        .cmd(&["load", "-q"])
+        .stdin(std::fs::File::open(&oci).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}:latest\n", image("busybox"))
+    );
+    // import a rootfs tarball from stdin.
+    let rootfs = wharf_testbed::layer_tar::layer(vec![wharf_testbed::layer_tar::Entry::file(
+        "hello", b"hi",
+    )]);
+    let tarball = r.dir.path().join("rootfs.tar");
+    std::fs::write(&tarball, rootfs).unwrap();
+    let out = r
+        .cmd(&["import", "-", "example.com/imported:1"])
+        .stdin(std::fs::File::open(&tarball).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("sha256:"));
+    let path = r.ok(&["image", "mount", "example.com/imported:1"]);
+    assert_eq!(
+        std::fs::read_to_string(std::path::Path::new(path.trim()).join("hello")).unwrap(),
+        "hi"
+    );
+    r.ok(&["image", "unmount", "example.com/imported:1"]);
+    let err = r.fails(&["load", "-i", "/nonexistent/archive.tar"]);
+    assert!(err.contains("/nonexistent/archive.tar"), "{err}");
+}

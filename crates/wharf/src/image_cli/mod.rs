@@ -12,6 +12,7 @@ use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use wharf_image::archive::ArchiveFormat;
 use wharf_image::auth::Credentials;
 use wharf_image::config::RegistriesConfig;
 use wharf_image::manifest::Platform;
@@ -83,8 +84,79 @@ fn dispatch(cli: &Cli) -> Result<i32> {
                 Ok(0)
             }
         },
-        Cmd::Load { .. } | Cmd::Save { .. } | Cmd::Import { .. } => {
-            bail!("archive import/export is not implemented yet")
+        Cmd::Load { input, quiet } => {
+            let store = open(cli)?;
+            let loaded = match input {
+                Some(p) => {
+                    let f = std::fs::File::open(p)
+                        .with_context(|| format!("opening {}", p.display()))?;
+                    store.load(std::io::BufReader::new(f))?
+                }
+                None => store.load(std::io::stdin().lock())?,
+            };
+            for l in loaded {
+                if l.names.is_empty() {
+                    println!("Loaded image ID: {}", l.id);
+                }
+                for n in l.names {
+                    if *quiet {
+                        println!("{n}");
+                    } else {
+                        println!("Loaded image: {n}");
+                    }
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Save {
+            output,
+            format,
+            images,
+        } => {
+            let store = open(cli)?;
+            let format = match format.as_str() {
+                "docker" | "docker-archive" => ArchiveFormat::Docker,
+                "oci" | "oci-archive" => ArchiveFormat::Oci,
+                other => bail!("unknown --format {other:?} (docker or oci)"),
+            };
+            let names: Vec<&str> = images.iter().map(String::as_str).collect();
+            match output {
+                Some(p) => {
+                    // Written next to the target and renamed, so a failed save leaves no
+                    // truncated archive behind.
+                    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    let tmp =
+                        tempfile::NamedTempFile::new_in(dir.unwrap_or(std::path::Path::new(".")))
+                            .with_context(|| format!("creating a file next to {}", p.display()))?;
+                    store.save(&names, format, std::io::BufWriter::new(tmp.as_file()))?;
+                    tmp.persist(p)
+                        .with_context(|| format!("writing {}", p.display()))?;
+                }
+                None => {
+                    if std::io::stdout().is_terminal() {
+                        bail!(
+                            "refusing to write an archive to a terminal: use -o FILE or redirect stdout"
+                        );
+                    }
+                    store.save(
+                        &names,
+                        format,
+                        std::io::BufWriter::new(std::io::stdout().lock()),
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Import { file, reference } => {
+            let store = open(cli)?;
+            let img = if file == "-" {
+                store.import(std::io::stdin().lock(), reference.as_deref())?
+            } else {
+                let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
+                store.import(std::io::BufReader::new(f), reference.as_deref())?
+            };
+            println!("{}", img.id);
+            Ok(0)
         }
     }
 }
