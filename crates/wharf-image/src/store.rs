@@ -113,6 +113,9 @@ impl ImageStore {
     pub fn open_with(root: &Path, registries: RegistriesConfig) -> Result<ImageStore> {
         let dir = root.join("image");
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        // Unpacked images hold setuid binaries and device nodes: only root may walk in.
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .ctx(|| format!("chmod {}", dir.display()))?;
         let conn = db::open(&root.join("wharf.db"))?;
         Ok(ImageStore {
             root: root.to_path_buf(),

@@ -352,3 +352,49 @@ fn an_interrupted_download_resumes_with_a_range_request() {
     t2.pull(&format!("{}/res/app", reg.addr));
     t2.assert_blobs_verified();
 }
+
+#[test]
+fn mirrors_are_tried_first_and_the_registry_after_them() {
+    let upstream = FakeRegistry::start();
+    let mirror = FakeRegistry::start();
+    let broken_mirror = FakeRegistry::start();
+    let only_on_mirror = layer(vec![Entry::file("from", b"mirror")]);
+    let only_upstream = layer(vec![Entry::file("from", b"upstream")]);
+    mirror.image("lib/a", "latest", &[only_on_mirror]);
+    upstream.image("lib/b", "latest", &[only_upstream]);
+    let cfg: wharf_image::config::RegistriesConfig = serde_json::from_value(serde_json::json!({
+        "registries": { upstream.addr.clone(): { "mirrors": [
+            format!("http://{}", broken_mirror.addr),
+            mirror.addr.clone(),
+        ] } }
+    }))
+    .unwrap();
+    let t = TestStore::new();
+    let store = wharf_image::ImageStore::open_with(&t.dir.path().join("root2"), cfg).unwrap();
+    let a = store
+        .pull(
+            &format!("{}/lib/a", upstream.addr),
+            &PullOptions::default(),
+            &(),
+        )
+        .unwrap();
+    let b = store
+        .pull(
+            &format!("{}/lib/b", upstream.addr),
+            &PullOptions::default(),
+            &(),
+        )
+        .unwrap();
+    for (img, want) in [(&a, "mirror"), (&b, "upstream")] {
+        let v = store.mount_image(img).unwrap();
+        assert_eq!(std::fs::read_to_string(v.join("from")).unwrap(), want);
+        store.unmount_image(img).unwrap();
+    }
+    assert!(
+        broken_mirror
+            .requests()
+            .iter()
+            .any(|r| r.contains("/v2/lib/a/manifests/latest"))
+    );
+    assert!(!upstream.requests().iter().any(|r| r.contains("/v2/lib/a/")));
+}
