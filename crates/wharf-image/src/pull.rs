@@ -79,6 +79,8 @@ pub enum PullEvent<'a> {
     Extracting {
         /// Layer blob digest.
         digest: &'a Digest,
+        /// Whether the unpack follows the download (the blob is still arriving).
+        streaming: bool,
     },
     /// The snapshot is committed.
     Extracted {
@@ -346,8 +348,11 @@ impl ImageStore {
     ) -> Result<()> {
         for i in first_missing..chain.len() {
             let d = &digests[i];
-            progress.event(PullEvent::Extracting { digest: d });
             let transfer = transfers.get(d);
+            progress.event(PullEvent::Extracting {
+                digest: d,
+                streaming: transfer.is_some(),
+            });
             let src: Box<dyn Read> = match transfer {
                 Some(t) => Box::new(t.reader()),
                 None => Box::new(self.content.open_blob(d)?),
