@@ -141,9 +141,24 @@ impl Snapshots {
         );
         let dir = self.dir.join(name);
         fs::create_dir(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let lock = File::open(&dir).ctx(|| format!("opening {}", dir.display()))?;
+        let lock = match File::open(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return self.new_extraction(),
+            r => r.ctx(|| format!("opening {}", dir.display()))?,
+        };
         rustix::fs::flock(&lock, FlockOperation::LockExclusive)
             .ctx(|| format!("locking {}", dir.display()))?;
+        // Cleanup (GC, another pull) may have taken the directory between our mkdir and
+        // our lock, seeing it unlocked: then make another.
+        let same = match (fs::metadata(&dir), lock.metadata()) {
+            (Ok(a), Ok(b)) => {
+                use std::os::unix::fs::MetadataExt;
+                a.ino() == b.ino() && a.dev() == b.dev()
+            }
+            _ => false,
+        };
+        if !same {
+            return self.new_extraction();
+        }
         fs::create_dir(dir.join("fs")).ctx(|| format!("creating {}/fs", dir.display()))?;
         fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .ctx(|| format!("chmod {}", dir.display()))?;

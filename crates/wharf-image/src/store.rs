@@ -258,6 +258,9 @@ impl ImageStore {
         size: u64,
         name: Option<(&str, &Digest, &str)>,
     ) -> Result<()> {
+        // Under the GC lock: a collection must not miss both this row and the lease that
+        // protected the content until now (the caller drops it after this).
+        let _g = self.gc_lock.shared()?;
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
