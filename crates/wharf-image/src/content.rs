@@ -106,6 +106,8 @@ impl ContentStore {
     pub fn stage(&self, mut r: impl Read) -> Result<Staged> {
         let mut tmp = tempfile::NamedTempFile::new_in(self.dir.join("ingest"))
             .ctx(|| "creating a temp file in the content store".into())?;
+        rustix::fs::flock(tmp.as_file(), FlockOperation::LockExclusive)
+            .ctx(|| "locking a temp file in the content store".into())?;
         let mut h = crate::digest::HashingReader::new(&mut r);
         io::copy(&mut h, tmp.as_file_mut()).ctx(|| "copying a blob into the store".into())?;
         let (digest, size) = h.finish().ctx(|| "copying a blob into the store".into())?;
@@ -236,6 +238,19 @@ impl ContentStore {
         let mut n = 0;
         for e in fs::read_dir(&dir).ctx(|| format!("listing {}", dir.display()))? {
             let Ok(e) = e else { continue };
+            // Downloads are named by digest and locked from the start; other files are
+            // temp files of blobs being stored (archives, manifests), locked just after
+            // they are created, so they are only taken once they are an hour old.
+            let is_download = e.file_name().len() == 64;
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age.as_secs() > 3600);
+            if !is_download && !old {
+                continue;
+            }
             let Ok(f) = File::open(e.path()) else {
                 continue;
             };
