@@ -422,7 +422,7 @@ impl Repository<'_> {
                 ep.host
             ));
         }
-        match e {
+        match &e {
             ureq::Error::HostNotFound => Error::Registry(format!(
                 "unknown host {}: the name does not resolve",
                 ep.host
@@ -436,8 +436,14 @@ impl Repository<'_> {
             ureq::Error::Timeout(t) => {
                 Error::Registry(format!("timed out talking to {} ({t})", ep.host))
             }
+            ureq::Error::Tls(_) | ureq::Error::NativeTls(_) if !ep.allow_http => {
+                Error::Registry(format!(
+                    "TLS with {} failed ({e}); a registry that speaks plain HTTP must be marked \"insecure\" in the config file",
+                    ep.host
+                ))
+            }
             ureq::Error::Io(io) => Error::Registry(format!("{}: {io}", ep.host)),
-            other => Error::Registry(format!("{}: {other}", ep.host)),
+            _ => Error::Registry(format!("{}: {e}", ep.host)),
         }
     }
 

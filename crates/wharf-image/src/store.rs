@@ -111,6 +111,8 @@ impl ImageStore {
 
     /// Open with registry settings (mirrors, insecure hosts) from Wharf's config file.
     pub fn open_with(root: &Path, registries: RegistriesConfig) -> Result<ImageStore> {
+        // Absolute, so mount options and printed paths do not depend on the cwd.
+        let root = &std::path::absolute(root).ctx(|| format!("resolving {}", root.display()))?;
         let dir = root.join("image");
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         // Unpacked images hold setuid binaries and device nodes: only root may walk in.

@@ -398,3 +398,37 @@ fn mirrors_are_tried_first_and_the_registry_after_them() {
     );
     assert!(!upstream.requests().iter().any(|r| r.contains("/v2/lib/a/")));
 }
+
+#[test]
+fn plain_http_only_for_loopback_and_configured_hosts() {
+    let reg = FakeRegistry::start();
+    reg.image("p/app", "latest", &[simple_layer()]);
+    let port = reg.addr.rsplit_once(':').unwrap().1;
+    // 0.0.0.0 reaches this machine but is not a loopback name: https only by default.
+    let host = format!("0.0.0.0:{port}");
+    let t = TestStore::new();
+    let msg = t
+        .store
+        .pull(&format!("{host}/p/app"), &PullOptions::default(), &())
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("TLS") && msg.contains("insecure"), "{msg}");
+    assert!(
+        !reg.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /v2/p/app"))
+    );
+    let cfg: wharf_image::config::RegistriesConfig = serde_json::from_value(
+        serde_json::json!({"registries": {host.clone(): {"insecure": true}}}),
+    )
+    .unwrap();
+    let store = wharf_image::ImageStore::open_with(&t.dir.path().join("root2"), cfg).unwrap();
+    store
+        .pull(&format!("{host}/p/app"), &PullOptions::default(), &())
+        .unwrap();
+    assert!(
+        reg.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /v2/p/app/manifests/latest"))
+    );
+}
