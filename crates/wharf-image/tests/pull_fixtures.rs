@@ -34,6 +34,18 @@ fn busybox_pulls_and_unpacks_exactly() {
     // A second pull finds everything in place.
     let again = t.pull(&image("busybox"));
     assert_eq!(again.id, img.id);
+    // By digest: recorded under name@digest, same image.
+    let by_digest = format!("{}@{}", image("busybox"), img.manifest_digest);
+    let d = t.pull(&by_digest);
+    assert_eq!(d.id, img.id);
+    assert!(d.names.contains(&by_digest), "{:?}", d.names);
+    // A digest the registry does not have.
+    let missing = format!("{}@sha256:{}", image("busybox"), "0".repeat(64));
+    let e = t
+        .store
+        .pull(&missing, &PullOptions::default(), &())
+        .unwrap_err();
+    assert!(e.to_string().contains("manifest unknown"), "{e}");
 }
 
 #[test]

@@ -233,3 +233,21 @@ fn save_load_and_import() {
     let err = r.fails(&["load", "-i", "/nonexistent/archive.tar"]);
     assert!(err.contains("/nonexistent/archive.tar"), "{err}");
 }
+
+#[test]
+fn fixture_images_pull_through_the_authenticated_registry() {
+    let r = Root::new();
+    for (name, tree) in [
+        ("fixtures/zstd:latest", "zstd"),
+        ("fixtures/busybox:v2s2", "busybox"),
+        ("fixtures/busybox:multiarch", "busybox-multiarch-amd64"),
+    ] {
+        let full = format!("{}/{name}", registry_auth());
+        let err = r.fails(&["pull", "-q", &full]);
+        assert!(err.contains("401"), "{err}");
+        r.ok(&["pull", "-q", "--creds", "fixture:fixture-pass", &full]);
+        let path = r.ok(&["image", "mount", &full]);
+        assert_tree(std::path::Path::new(path.trim()), tree);
+        r.ok(&["image", "unmount", &full]);
+    }
+}
