@@ -6,7 +6,6 @@
 //! check out, so content that fails verification is never visible.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -314,7 +313,6 @@ impl ImageStore {
             }
             let result = self.unpack_layers(
                 lease,
-                m,
                 &digests,
                 diff_ids,
                 &chain,
@@ -338,7 +336,6 @@ impl ImageStore {
     fn unpack_layers(
         &self,
         lease: &Lease<'_>,
-        m: &Manifest,
         digests: &[Digest],
         diff_ids: &[Digest],
         chain: &[Digest],
@@ -385,7 +382,6 @@ impl ImageStore {
             self.snapshots
                 .commit(&mut self.conn(), ex, chain[i].as_str(), &parent)?;
             progress.event(PullEvent::Extracted { digest: d });
-            let _ = &m.layers[i];
         }
         Ok(())
     }
@@ -410,9 +406,9 @@ impl ImageStore {
         loop {
             match fetch_into(repo, &mut ing, d, size, t, cancel, progress) {
                 Ok(()) => break,
-                Err(e @ Error::Registry(_)) if attempt < 3 && !cancel.load(Ordering::Relaxed) => {
+                // Network trouble: try again from where the file ends (a Range request).
+                Err(Error::Registry(_)) if attempt < 3 && !cancel.load(Ordering::Relaxed) => {
                     attempt += 1;
-                    let _ = e;
                     std::thread::sleep(Duration::from_millis(500 * attempt));
                 }
                 Err(e) => return Err(e),
@@ -532,9 +528,4 @@ pub fn apply_blob(
         });
     }
     Ok(())
-}
-
-/// Open a committed blob for [`apply_blob`].
-pub fn open_blob(store: &ImageStore, d: &Digest) -> Result<File> {
-    store.content.open_blob(d)
 }

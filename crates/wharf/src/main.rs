@@ -21,11 +21,10 @@ fn main() {
     if matches!(argv0.as_str(), "runc" | "wharf-runc" | "wharf-runtime") {
         std::process::exit(runtime_cli::main(args));
     }
-    let sub = args
-        .get(subcommand_index(&args))
-        .map(|a| a.to_string_lossy().into_owned());
+    let at = subcommand_index(&args);
+    let sub = args.get(at).map(|a| a.to_string_lossy().into_owned());
     let code = match sub.as_deref() {
-        Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args)),
+        Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args[at + 1..])),
         Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
             image_cli::main(args.clone())
         }
@@ -61,10 +60,11 @@ fn subcommand_index(args: &[OsString]) -> usize {
     i
 }
 
-/// argv for a subsystem's parser: its display name, then everything after the subcommand.
-fn sub_argv(name: &str, args: &[OsString]) -> Vec<OsString> {
+/// argv for a subsystem's parser: its display name, then `rest` (what follows the
+/// subcommand; global options before it are the image commands' and are not passed on).
+fn sub_argv(name: &str, rest: &[OsString]) -> Vec<OsString> {
     std::iter::once(OsString::from(name))
-        .chain(args.iter().skip(2).cloned())
+        .chain(rest.iter().cloned())
         .collect()
 }
 

@@ -173,17 +173,17 @@ fn pull(cli: &Cli, p: &PullArgs) -> Result<i32> {
         creds,
         jobs: p.jobs,
     };
-    let image = if p.quiet {
-        store.pull(&p.image, &opts, &())?
+    if p.quiet {
+        store.pull(&p.image, &opts, &())?;
     } else {
         let display = progress::Display::new(std::io::stdout().is_terminal());
         let img = store.pull(&p.image, &opts, &display)?;
         println!("Digest: {}", img.manifest_digest);
-        img
-    };
-    let name = wharf_image::reference::Reference::parse(&p.image)?.store_name();
-    let _ = image;
-    println!("{name}");
+    }
+    println!(
+        "{}",
+        wharf_image::reference::Reference::parse(&p.image)?.store_name()
+    );
     Ok(0)
 }
 
