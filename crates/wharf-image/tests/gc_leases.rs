@@ -73,3 +73,35 @@ fn leases_protect_content_until_dropped() {
     assert_eq!((stats.blobs, stats.snapshots), (1, 1));
     assert!(!t.store.content().has(&layer));
 }
+
+#[test]
+fn concurrent_pulls_of_the_same_image_share_the_work() {
+    let t = TestStore::new();
+    let root = t.dir.path().join("root");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let store = ImageStore::open(&root).unwrap();
+                    store
+                        .pull(&image("zstd"), &PullOptions::default(), &())
+                        .map(|i| i.id)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &results {
+        assert_eq!(r.as_ref().unwrap(), results[0].as_ref().unwrap());
+    }
+    let img = t.store.resolve(&image("zstd")).unwrap();
+    t.assert_view(&img, "zstd");
+    // One snapshot per layer, no leftovers.
+    let dirs: Vec<String> = std::fs::read_dir(root.join("image/snapshots"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    t.assert_blobs_verified();
+}
