@@ -432,3 +432,30 @@ fn plain_http_only_for_loopback_and_configured_hosts() {
             .any(|r| r.starts_with("GET /v2/p/app/manifests/latest"))
     );
 }
+
+#[test]
+fn a_connection_lost_mid_blob_is_resumed() {
+    let reg = FakeRegistry::start();
+    let big: Vec<u8> = (0..200_000u32)
+        .flat_map(|i| (i * 7).to_le_bytes())
+        .collect();
+    let l = layer(vec![Entry::file("big.bin", &big)]);
+    reg.image("net/app", "latest", std::slice::from_ref(&l));
+    let d = digest(&l);
+    reg.cut_next(&format!("/v2/net/app/blobs/{d}"), 300_000);
+    let t = TestStore::new();
+    let img = t.pull(&format!("{}/net/app", reg.addr));
+    let reqs = reg.requests();
+    let blob_reqs: Vec<&String> = reqs
+        .iter()
+        .filter(|r| r.contains(&format!("/blobs/{d}")))
+        .collect();
+    assert_eq!(blob_reqs.len(), 2, "{blob_reqs:#?}");
+    assert!(
+        blob_reqs[1].ends_with("range=bytes=300000-"),
+        "{blob_reqs:#?}"
+    );
+    let view = t.store.mount_image(&img).unwrap();
+    assert_eq!(std::fs::read(view.join("big.bin")).unwrap(), big);
+    t.store.unmount_image(&img).unwrap();
+}

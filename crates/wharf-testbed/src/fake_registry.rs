@@ -54,6 +54,8 @@ pub enum Auth {
 
 struct Shared {
     routes: Mutex<HashMap<String, Reply>>,
+    /// Paths whose next answer breaks off after this many body bytes.
+    cut: Mutex<HashMap<String, usize>>,
     auth: Mutex<Auth>,
     requests: Mutex<Vec<String>>,
     stop: AtomicBool,
@@ -85,6 +87,7 @@ impl FakeRegistry {
         let addr = listener.local_addr().unwrap().to_string();
         let shared = Arc::new(Shared {
             routes: Mutex::new(HashMap::new()),
+            cut: Mutex::new(HashMap::new()),
             auth: Mutex::new(Auth::None),
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -120,6 +123,16 @@ impl FakeRegistry {
             .lock()
             .unwrap()
             .insert(path.to_string(), reply);
+    }
+
+    /// Make the next GET of `path` close the connection after `bytes` bytes of its body
+    /// (a network failure in the middle of a download).
+    pub fn cut_next(&self, path: &str, bytes: usize) {
+        self.shared
+            .cut
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), bytes);
     }
 
     /// Set the access control.
@@ -335,8 +348,16 @@ fn serve(c: TcpStream, s: &Shared, addr: &str) -> std::io::Result<()> {
     }
     head.push_str("\r\n");
     out.write_all(head.as_bytes())?;
+    let cut = s.cut.lock().unwrap().remove(&path);
     if method != "HEAD" {
-        out.write_all(&reply.body)?;
+        match cut {
+            Some(n) => {
+                out.write_all(&reply.body[..n.min(reply.body.len())])?;
+                out.flush()?;
+                return out.shutdown(std::net::Shutdown::Both);
+            }
+            None => out.write_all(&reply.body)?,
+        }
     }
     out.flush()
 }
