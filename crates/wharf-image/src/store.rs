@@ -635,3 +635,36 @@ fn valid_key_part(id: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config as Docker Hub serves them (docker build output: nulls, legacy fields).
+    #[test]
+    fn parses_a_docker_built_config() {
+        let cfg = br##"{"architecture":"amd64","config":{"Hostname":"","Domainname":"","User":"",
+            "AttachStdin":false,"AttachStdout":false,"AttachStderr":false,"Tty":false,"OpenStdin":false,
+            "StdinOnce":false,"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd":["sh"],"Image":"sha256:3c2c1b4bd3c4e4a1e7b2d6c4d7c0e0d4d1c2e1b2a3f4e5d6c7b8a9f0e1d2c3b4",
+            "Volumes":null,"WorkingDir":"","Entrypoint":null,"OnBuild":null,"Labels":null,
+            "ExposedPorts":{"80/tcp":{}},"StopSignal":"SIGQUIT"},
+            "container":"d2f1c0b0","container_config":{"Cmd":["/bin/sh","-c","#(nop) CMD [\"sh\"]"]},
+            "created":"2023-07-18T23:19:33.655005962Z","docker_version":"20.10.23",
+            "history":[{"created":"2023-07-18T23:19:33.538571854Z","created_by":"/bin/sh -c #(nop) ADD file:x in / "},
+                       {"created":"2023-07-18T23:19:33.655005962Z","created_by":"/bin/sh -c #(nop)  CMD [\"sh\"]","empty_layer":true}],
+            "os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:3d24ee258efc3bfe4066a1a9fb83febf6dc0b1548dfe896161533668281c9f4f"]}}"##;
+        let (config, diff_ids) = parse_config(cfg).unwrap();
+        assert_eq!(diff_ids.len(), 1);
+        let c = config.config().clone().unwrap();
+        assert_eq!(c.cmd().clone().unwrap(), vec!["sh".to_string()]);
+        assert_eq!(c.stop_signal().as_deref(), Some("SIGQUIT"));
+        assert!(
+            c.exposed_ports()
+                .clone()
+                .unwrap()
+                .contains(&"80/tcp".to_string())
+        );
+        assert!(c.entrypoint().is_none());
+    }
+}
