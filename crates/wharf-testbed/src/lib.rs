@@ -7,6 +7,9 @@
 //! unmounts whatever is still mounted below the directory and deletes it. Tests never touch
 //! cgroups or mounts outside what their `Env` made.
 
+pub mod fake_registry;
+pub mod layer_tar;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

@@ -5,6 +5,7 @@
 //! Each subsystem's command line lives in its own module with its own `main(argv) -> i32`;
 //! this file only routes the first word to it.
 
+mod image_cli;
 mod net_cli;
 mod runtime_cli;
 
@@ -21,10 +22,14 @@ fn main() {
     if matches!(argv0.as_str(), "runc" | "wharf-runc" | "wharf-runtime") {
         std::process::exit(runtime_cli::main(args));
     }
-    let sub = args.get(1).map(|a| a.to_string_lossy().into_owned());
+    let at = subcommand_index(&args);
+    let sub = args.get(at).map(|a| a.to_string_lossy().into_owned());
     let code = match sub.as_deref() {
-        Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args)),
-        Some("net") => net_cli::main(sub_argv("wharf net", &args)),
+        Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args[at + 1..])),
+        Some("net") => net_cli::main(sub_argv("wharf net", &args[at + 1..])),
+        Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
+            image_cli::main(args.clone())
+        }
         Some("--version") | Some("version") => {
             println!("wharf version {}", env!("CARGO_PKG_VERSION"));
             0
@@ -41,20 +46,48 @@ fn main() {
     std::process::exit(code);
 }
 
-/// argv for a subsystem's parser: its display name, then everything after the subcommand.
-fn sub_argv(name: &str, args: &[OsString]) -> Vec<OsString> {
+/// Index of the subcommand: the first argument after the global options (`--root DIR`,
+/// `--config FILE`, which the image commands read).
+fn subcommand_index(args: &[OsString]) -> usize {
+    let mut i = 1;
+    while let Some(a) = args.get(i).map(|a| a.to_string_lossy()) {
+        if a == "--root" || a == "--config" {
+            i += 2;
+        } else if a.starts_with("--root=") || a.starts_with("--config=") {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    i
+}
+
+/// argv for a subsystem's parser: its display name, then `rest` (what follows the
+/// subcommand; global options before it are the image commands' and are not passed on).
+fn sub_argv(name: &str, rest: &[OsString]) -> Vec<OsString> {
     std::iter::once(OsString::from(name))
-        .chain(args.iter().skip(2).cloned())
+        .chain(rest.iter().cloned())
         .collect()
 }
 
 const HELP: &str = "\
 wharf {version}: a pod-native container engine
 
-Usage: wharf <COMMAND> [ARGS...]
+Usage: wharf [--root DIR] <COMMAND> [ARGS...]
 
 Commands:
+  pull      Pull an image from a registry
+  images    List images
+  rmi       Remove images
+  image     Manage images (inspect, prune, mount, unmount, ...)
+  load      Load images from an OCI layout or docker save tarball
+  save      Save images to a tarball
+  import    Create an image from a root filesystem tarball
   runtime   The OCI runtime (runc-compatible command line)
   net       Pod networking: namespaces, CNI, the built-in network, DNS files
   version   Print the version
+
+Global options (image commands):
+  --root DIR     State directory (env WHARF_ROOT, default /var/lib/wharf)
+  --config FILE  Config file (env WHARF_CONFIG, default /etc/wharf/config.json)
 ";

@@ -1,0 +1,250 @@
+//! Registry credentials and authentication challenges.
+//!
+//! Credentials come from `--creds user:password` or from docker's `config.json`
+//! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`; podman's
+//! `$XDG_RUNTIME_DIR/containers/auth.json` as well), `auths.<registry>.auth` =
+//! base64(`user:password`). Credential helpers (`credsStore`, `credHelpers`) are not run.
+//!
+//! A 401 answer carries a `WWW-Authenticate` challenge: `Basic realm=...` means "send the
+//! credentials with every request"; `Bearer realm=...,service=...,scope=...` (Docker Hub and
+//! most registries) means "get a token from `realm` (with the credentials, if any) and send
+//! it as `Authorization: Bearer <token>`".
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::Deserialize;
+
+/// A user name and password (or token) for one registry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// User name.
+    pub username: String,
+    /// Password or personal access token.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials({}, <hidden>)", self.username)
+    }
+}
+
+impl Credentials {
+    /// Parse `user:password` (the `--creds` flag).
+    pub fn parse(s: &str) -> Option<Credentials> {
+        let (u, p) = s.split_once(':')?;
+        (!u.is_empty()).then(|| Credentials {
+            username: u.to_string(),
+            password: p.to_string(),
+        })
+    }
+
+    /// The `Authorization: Basic ...` header value.
+    pub fn basic_header(&self) -> String {
+        format!(
+            "Basic {}",
+            B64.encode(format!("{}:{}", self.username, self.password))
+        )
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: std::collections::HashMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize, Default)]
+struct DockerAuth {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+/// The auth files searched for credentials, most specific first.
+pub fn auth_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(d) = std::env::var_os("DOCKER_CONFIG") {
+        files.push(PathBuf::from(d).join("config.json"));
+    } else if let Some(h) = std::env::var_os("HOME") {
+        files.push(PathBuf::from(h).join(".docker/config.json"));
+    }
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        files.push(PathBuf::from(x).join("containers/auth.json"));
+    }
+    files
+}
+
+/// Credentials for `registry` from the auth files, if any has them.
+pub fn lookup(registry: &str) -> Option<Credentials> {
+    auth_files()
+        .iter()
+        .find_map(|f| lookup_in(&std::fs::read(f).ok()?, registry))
+}
+
+/// Credentials for `registry` in one config.json text.
+pub fn lookup_in(text: &[u8], registry: &str) -> Option<Credentials> {
+    let cfg: DockerConfig = serde_json::from_slice(text).ok()?;
+    let want = normalize_key(registry);
+    let entry = cfg
+        .auths
+        .iter()
+        .find(|(k, _)| normalize_key(k) == want)
+        .map(|(_, v)| v)?;
+    if let Some(a) = &entry.auth {
+        let raw = B64.decode(a.trim()).ok()?;
+        return Credentials::parse(&String::from_utf8(raw).ok()?);
+    }
+    Some(Credentials {
+        username: entry.username.clone()?,
+        password: entry.password.clone()?,
+    })
+}
+
+/// `https://index.docker.io/v1/` -> `docker.io`; `http://host:5000/x` -> `host:5000`.
+fn normalize_key(k: &str) -> String {
+    let k = k
+        .strip_prefix("https://")
+        .or_else(|| k.strip_prefix("http://"))
+        .unwrap_or(k);
+    let host = k.split('/').next().unwrap_or(k);
+    match host {
+        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => {
+            "docker.io".to_string()
+        }
+        h => h.to_string(),
+    }
+}
+
+/// A parsed `WWW-Authenticate` challenge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// `basic` or `bearer` (lowercase).
+    pub scheme: String,
+    /// Parameters (`realm`, `service`, `scope`, ...), names lowercase.
+    pub params: Vec<(String, String)>,
+}
+
+impl Challenge {
+    /// A parameter's value.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parse a `WWW-Authenticate` header value (one challenge; quoted values may hold commas).
+pub fn parse_challenge(h: &str) -> Option<Challenge> {
+    let h = h.trim();
+    let (scheme, rest) = match h.split_once(' ') {
+        Some((s, r)) => (s, r),
+        None => (h, ""),
+    };
+    let mut params = Vec::new();
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && (b[i] == b' ' || b[i] == b',') {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && b[i] != b'=' {
+            i += 1;
+        }
+        if i >= b.len() {
+            break;
+        }
+        let key = rest[start..i].trim().to_ascii_lowercase();
+        i += 1;
+        let mut val = String::new();
+        if i < b.len() && b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' && i + 1 < b.len() {
+                    i += 1;
+                }
+                val.push(b[i] as char);
+                i += 1;
+            }
+            i += 1;
+        } else {
+            let s = i;
+            while i < b.len() && b[i] != b',' {
+                i += 1;
+            }
+            val = rest[s..i].trim().to_string();
+        }
+        params.push((key, val));
+    }
+    Some(Challenge {
+        scheme: scheme.to_ascii_lowercase(),
+        params,
+    })
+}
+
+/// Percent-encode a query parameter value.
+pub fn query_escape(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_docker_hub_challenge() {
+        let c = parse_challenge(
+            r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/busybox:pull,push""#,
+        )
+        .unwrap();
+        assert_eq!(c.scheme, "bearer");
+        assert_eq!(c.param("realm"), Some("https://auth.docker.io/token"));
+        assert_eq!(c.param("service"), Some("registry.docker.io"));
+        assert_eq!(
+            c.param("scope"),
+            Some("repository:library/busybox:pull,push")
+        );
+        let b = parse_challenge(r#"Basic realm="fixture-registry""#).unwrap();
+        assert_eq!(b.scheme, "basic");
+        assert_eq!(b.param("realm"), Some("fixture-registry"));
+    }
+
+    #[test]
+    fn reads_docker_config() {
+        let text = format!(
+            r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{}"}},"127.0.0.1:5001":{{"auth":"{}"}}}}}}"#,
+            B64.encode("hub:secret"),
+            B64.encode("fixture:fixture-pass")
+        );
+        let c = lookup_in(text.as_bytes(), "docker.io").unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("hub", "secret")
+        );
+        let c = lookup_in(text.as_bytes(), "127.0.0.1:5001").unwrap();
+        assert_eq!(c.password, "fixture-pass");
+        assert!(lookup_in(text.as_bytes(), "quay.io").is_none());
+    }
+
+    #[test]
+    fn creds_flag() {
+        let c = Credentials::parse("u:p:q").unwrap();
+        assert_eq!(c.password, "p:q");
+        assert!(Credentials::parse("nocolon").is_none());
+    }
+}

@@ -1,0 +1,455 @@
+//! Snapshots: one directory per unpacked layer chain under `<root>/image/snapshots/<n>/`,
+//! keyed in the metadata store by chain id, so images that share their lower layers share
+//! those directories. A container gets an *active* snapshot (`fs/` upper + `work/`) on top
+//! of its image's chain; `wharf image mount` gets a *view* (a read-only overlay at
+//! `merged/`).
+//!
+//! Unpacking goes to `extract-<random>/`, flock'ed while in use, and is renamed to its
+//! numbered directory in the same transaction that records it, so a killed unpack leaves
+//! only an unlocked `extract-*` that cleanup removes.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use rustix::fs::FlockOperation;
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, MountFlags, MoveMountFlags, UnmountFlags,
+};
+
+use crate::error::{Error, IoContext, Result};
+use crate::unpack::fsops;
+
+/// Snapshot directories.
+#[derive(Clone, Debug)]
+pub struct Snapshots {
+    dir: PathBuf,
+}
+
+/// A snapshot row.
+#[derive(Clone, Debug)]
+pub struct SnapshotInfo {
+    /// Directory number.
+    pub id: i64,
+    /// Chain id, `container/<id>` or `view/<image id>`.
+    pub key: String,
+    /// Parent's key ('' = none).
+    pub parent: String,
+    /// `committed`, `active` or `view`.
+    pub kind: String,
+}
+
+/// An unpack in progress (removed on drop unless committed).
+pub struct Extraction {
+    dir: PathBuf,
+    _lock: File,
+    committed: bool,
+}
+
+impl Extraction {
+    /// The directory the layer is unpacked into.
+    pub fn fs(&self) -> PathBuf {
+        self.dir.join("fs")
+    }
+}
+
+impl Drop for Extraction {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fsops::remove_tree(&self.dir);
+        }
+    }
+}
+
+impl Snapshots {
+    /// Open (creating) the snapshot directory.
+    pub fn open(dir: &Path) -> Result<Snapshots> {
+        fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
+        Ok(Snapshots {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The directory of snapshot `id`.
+    pub fn dir(&self, id: i64) -> PathBuf {
+        self.dir.join(id.to_string())
+    }
+
+    /// Its unpacked tree (or a container's upper dir).
+    pub fn fs(&self, id: i64) -> PathBuf {
+        self.dir(id).join("fs")
+    }
+
+    /// Find a snapshot by key.
+    pub fn get(&self, conn: &Connection, key: &str) -> Result<Option<SnapshotInfo>> {
+        Ok(conn
+            .query_row(
+                "SELECT id, key, parent, kind FROM snapshot_snapshots WHERE key = ?1",
+                [key],
+                |r| {
+                    Ok(SnapshotInfo {
+                        id: r.get(0)?,
+                        key: r.get(1)?,
+                        parent: r.get(2)?,
+                        kind: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Every snapshot row.
+    pub fn list(&self, conn: &Connection) -> Result<Vec<SnapshotInfo>> {
+        let mut st = conn.prepare("SELECT id, key, parent, kind FROM snapshot_snapshots")?;
+        let rows = st.query_map([], |r| {
+            Ok(SnapshotInfo {
+                id: r.get(0)?,
+                key: r.get(1)?,
+                parent: r.get(2)?,
+                kind: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// The `fs/` directories of the chain ending in `top` (top first).
+    pub fn chain_dirs(&self, conn: &Connection, top: &str) -> Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        let mut key = top.to_string();
+        while !key.is_empty() {
+            let s = self.get(conn, &key)?.ok_or_else(|| {
+                Error::NotFound(format!("snapshot {key} is missing from the store"))
+            })?;
+            out.push(self.fs(s.id));
+            key = s.parent;
+            if out.len() > 1000 {
+                return Err(Error::Invalid("snapshot chain too long (a loop?)".into()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Start an unpack.
+    pub fn new_extraction(&self) -> Result<Extraction> {
+        let name = format!(
+            "extract-{}-{}",
+            std::process::id(),
+            crate::digest::Digest::of(format!("{:?}", std::time::SystemTime::now()).as_bytes())
+                .short()
+        );
+        let dir = self.dir.join(name);
+        fs::create_dir(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        let lock = match File::open(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return self.new_extraction(),
+            r => r.ctx(|| format!("opening {}", dir.display()))?,
+        };
+        rustix::fs::flock(&lock, FlockOperation::LockExclusive)
+            .ctx(|| format!("locking {}", dir.display()))?;
+        // Cleanup (GC, another pull) may have taken the directory between our mkdir and
+        // our lock, seeing it unlocked: then make another.
+        let same = match (fs::metadata(&dir), lock.metadata()) {
+            (Ok(a), Ok(b)) => {
+                use std::os::unix::fs::MetadataExt;
+                a.ino() == b.ino() && a.dev() == b.dev()
+            }
+            _ => false,
+        };
+        if !same {
+            return self.new_extraction();
+        }
+        fs::create_dir(dir.join("fs")).ctx(|| format!("creating {}/fs", dir.display()))?;
+        fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .ctx(|| format!("chmod {}", dir.display()))?;
+        Ok(Extraction {
+            dir,
+            _lock: lock,
+            committed: false,
+        })
+    }
+
+    /// Record `ex` as the committed snapshot `key` on `parent`. If another process
+    /// committed the same key meanwhile, `ex` is dropped and the existing one returned.
+    pub fn commit(
+        &self,
+        conn: &mut Connection,
+        mut ex: Extraction,
+        key: &str,
+        parent: &str,
+    ) -> Result<i64> {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        if let Some(id) = tx
+            .query_row(
+                "SELECT id FROM snapshot_snapshots WHERE key = ?1",
+                [key],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+        {
+            return Ok(id);
+        }
+        tx.execute(
+            "INSERT INTO snapshot_snapshots (key, parent, kind, created_at) VALUES (?1, ?2, 'committed', ?3)",
+            params![key, parent, crate::db::now()],
+        )?;
+        let id = tx.last_insert_rowid();
+        let target = self.dir(id);
+        if target.exists() {
+            // Left by a crash between a rename and its (rolled back) transaction.
+            fsops::remove_tree(&target).ctx(|| format!("removing stale {}", target.display()))?;
+        }
+        fs::rename(&ex.dir, &target).ctx(|| format!("committing snapshot {key}"))?;
+        if let Err(e) = tx.commit() {
+            let _ = fs::rename(&target, &ex.dir);
+            return Err(e.into());
+        }
+        ex.committed = true;
+        Ok(id)
+    }
+
+    /// Create an active (container) or view snapshot on `parent`: a row and its
+    /// directories (`fs/` + `work/`, or `merged/` for a view).
+    pub fn create(
+        &self,
+        conn: &mut Connection,
+        key: &str,
+        parent: &str,
+        kind: &str,
+    ) -> Result<SnapshotInfo> {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let exists: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM snapshot_snapshots WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if exists.is_some() {
+            return Err(Error::InUse(format!("snapshot {key} already exists")));
+        }
+        tx.execute(
+            "INSERT INTO snapshot_snapshots (key, parent, kind, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![key, parent, kind, crate::db::now()],
+        )?;
+        let id = tx.last_insert_rowid();
+        let d = self.dir(id);
+        if d.exists() {
+            fsops::remove_tree(&d).ctx(|| format!("removing stale {}", d.display()))?;
+        }
+        let subdirs: &[&str] = if kind == "view" {
+            &["merged", "empty"]
+        } else {
+            &["fs", "work", "empty"]
+        };
+        for s in subdirs {
+            fs::create_dir_all(d.join(s)).ctx(|| format!("creating {}/{s}", d.display()))?;
+        }
+        tx.commit()?;
+        Ok(SnapshotInfo {
+            id,
+            key: key.to_string(),
+            parent: parent.to_string(),
+            kind: kind.to_string(),
+        })
+    }
+
+    /// Remove snapshot `key` (row and directory).
+    pub fn remove(&self, conn: &Connection, key: &str) -> Result<()> {
+        if let Some(s) = self.get(conn, key)? {
+            let d = self.dir(s.id);
+            fsops::remove_tree(&d).ctx(|| format!("removing {}", d.display()))?;
+            conn.execute("DELETE FROM snapshot_snapshots WHERE id = ?1", [s.id])?;
+        }
+        Ok(())
+    }
+
+    /// Remove `extract-*` directories of unpacks that no live process holds (left by a
+    /// killed pull). Safe at any time: a running unpack holds its directory's flock.
+    pub fn clean_stale_extractions(&self) -> usize {
+        let Ok(rd) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut n = 0;
+        for e in rd.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("extract-") {
+                continue;
+            }
+            let stale = File::open(e.path()).is_ok_and(|f| {
+                rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
+            });
+            if stale && fsops::remove_tree(&e.path()).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Remove directories that no row names and unpacks that no process holds.
+    pub fn clean_orphans(&self, conn: &Connection) -> Result<usize> {
+        let ids: std::collections::HashSet<i64> =
+            self.list(conn)?.into_iter().map(|s| s.id).collect();
+        let mut n = 0;
+        for e in fs::read_dir(&self.dir).ctx(|| format!("listing {}", self.dir.display()))? {
+            let Ok(e) = e else { continue };
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stale = if name.starts_with("extract-") {
+                File::open(e.path()).is_ok_and(|f| {
+                    rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
+                })
+            } else {
+                name.parse::<i64>().is_ok_and(|id| !ids.contains(&id))
+            };
+            if stale && fsops::remove_tree(&e.path()).is_ok() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Mount an overlay of `lowers` (top first) at `target`: read-only when `upper` is `None`,
+/// else writable with `upper` and `work` (`upper = (upperdir, workdir)`). Uses the new
+/// mount API with one `lowerdir+` per layer (no length limit, no escaping of `:`/`,`),
+/// and falls back to mount(2) with a `lowerdir=a:b` option string on kernels without it.
+pub fn mount_overlay(
+    lowers: &[PathBuf],
+    upper: Option<(&Path, &Path)>,
+    target: &Path,
+) -> Result<()> {
+    if lowers.is_empty() {
+        return Err(Error::Invalid("overlay mount without lower layers".into()));
+    }
+    if upper.is_none() && lowers.len() == 1 {
+        // overlayfs wants two lowers without an upper: a read-only bind does the job.
+        rustix::mount::mount_bind(&lowers[0], target).ctx(|| {
+            format!(
+                "bind mounting {} at {}",
+                lowers[0].display(),
+                target.display()
+            )
+        })?;
+        return rustix::mount::mount_remount(target, MountFlags::BIND | MountFlags::RDONLY, "")
+            .ctx(|| format!("remounting {} read-only", target.display()));
+    }
+    match mount_overlay_fsconfig(lowers, upper, target) {
+        Ok(()) => Ok(()),
+        Err(e)
+            if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOSYS) =>
+        {
+            mount_overlay_legacy(lowers, upper, target)
+        }
+        Err(e) => Err(Error::io(
+            format!("mounting overlay at {}", target.display()),
+            e,
+        )),
+    }
+}
+
+fn mount_overlay_fsconfig(
+    lowers: &[PathBuf],
+    upper: Option<(&Path, &Path)>,
+    target: &Path,
+) -> std::io::Result<()> {
+    let fs = rustix::mount::fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
+    rustix::mount::fsconfig_set_string(&fs, "source", "wharf")?;
+    for l in lowers {
+        rustix::mount::fsconfig_set_string(&fs, "lowerdir+", l.as_path())?;
+    }
+    if let Some((u, w)) = upper {
+        rustix::mount::fsconfig_set_string(&fs, "upperdir", u)?;
+        rustix::mount::fsconfig_set_string(&fs, "workdir", w)?;
+    }
+    // index=off: the same lowers may be mounted with several uppers.
+    let _ = rustix::mount::fsconfig_set_string(&fs, "index", "off");
+    rustix::mount::fsconfig_create(&fs)?;
+    let attrs = if upper.is_none() {
+        MountAttrFlags::MOUNT_ATTR_RDONLY
+    } else {
+        MountAttrFlags::empty()
+    };
+    let mnt = rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?;
+    rustix::mount::move_mount(
+        mnt.as_fd(),
+        "",
+        rustix::fs::CWD,
+        target,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )?;
+    Ok(())
+}
+
+fn mount_overlay_legacy(
+    lowers: &[PathBuf],
+    upper: Option<(&Path, &Path)>,
+    target: &Path,
+) -> Result<()> {
+    let mut opts = String::from("lowerdir=");
+    for (i, l) in lowers.iter().enumerate() {
+        let s = l.to_str().filter(|s| !s.contains([':', ',']));
+        let s = s.ok_or_else(|| {
+            Error::Invalid(format!(
+                "layer path {} cannot be passed to overlayfs",
+                l.display()
+            ))
+        })?;
+        if i > 0 {
+            opts.push(':');
+        }
+        opts.push_str(s);
+    }
+    if let Some((u, w)) = upper {
+        opts.push_str(&format!(
+            ",upperdir={},workdir={}",
+            u.display(),
+            w.display()
+        ));
+    }
+    opts.push_str(",index=off");
+    if opts.len() >= 4000 {
+        return Err(Error::Invalid(format!(
+            "overlay options for {} layers exceed a page and this kernel lacks lowerdir+",
+            lowers.len()
+        )));
+    }
+    let data = CString::new(opts).map_err(|_| Error::Invalid("NUL in a path".into()))?;
+    let flags = if upper.is_none() {
+        MountFlags::RDONLY
+    } else {
+        MountFlags::empty()
+    };
+    rustix::mount::mount("wharf", target, "overlay", flags, data.as_c_str())
+        .ctx(|| format!("mounting overlay at {}", target.display()))
+}
+
+/// Unmount `target` (lazily if busy).
+pub fn unmount(target: &Path) -> Result<()> {
+    match rustix::mount::unmount(target, UnmountFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(rustix::io::Errno::BUSY) => rustix::mount::unmount(target, UnmountFlags::DETACH)
+            .ctx(|| format!("unmounting {}", target.display())),
+        Err(e) => Err(Error::io(format!("unmounting {}", target.display()), e)),
+    }
+}
+
+/// Whether `path` is a mount point (its device differs from its parent's, or it is the
+/// root of a bind mount: compared through mount ids).
+pub fn is_mountpoint(path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    let id = |p: &Path| {
+        rustix::fs::statx(
+            rustix::fs::CWD,
+            p,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            rustix::fs::StatxFlags::MNT_ID,
+        )
+        .ok()
+        .map(|s| s.stx_mnt_id)
+    };
+    match (id(path), id(parent)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}

@@ -1,0 +1,144 @@
+//! Command-line grammar of Wharf's image commands.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default state root.
+pub const DEFAULT_ROOT: &str = "/var/lib/wharf";
+
+/// Image commands.
+#[derive(Parser, Debug)]
+#[command(name = "wharf", version, about = "Wharf image commands")]
+pub struct Cli {
+    /// State directory (images, snapshots, metadata).
+    #[arg(long, global = true, env = "WHARF_ROOT", default_value = DEFAULT_ROOT)]
+    pub root: PathBuf,
+    /// Wharf's config file (registry mirrors and insecure hosts).
+    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_image::config::DEFAULT_CONFIG_PATH)]
+    pub config: PathBuf,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// `wharf pull` flags.
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// Platform to pick from a multi-platform image (os/arch[/variant]).
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// Registry credentials (user:password); default: docker's config.json.
+    #[arg(long)]
+    pub creds: Option<String>,
+    /// Print only the image name when done.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Parallel layer downloads.
+    #[arg(long, default_value_t = 3)]
+    pub jobs: usize,
+    /// Image (name[:tag] or name@digest).
+    pub image: String,
+}
+
+/// `wharf images` flags.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Output format: table or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Print image ids only.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Show manifest digests.
+    #[arg(long)]
+    pub digests: bool,
+}
+
+/// `wharf rmi` flags.
+#[derive(Args, Debug)]
+pub struct RmiArgs {
+    /// Remove an image with several names by id.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Images (names or ids).
+    #[arg(required = true)]
+    pub images: Vec<String>,
+}
+
+/// Commands.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Pull an image from a registry.
+    Pull(PullArgs),
+    /// List images.
+    Images(ListArgs),
+    /// Remove images.
+    Rmi(RmiArgs),
+    /// Manage images.
+    Image {
+        #[command(subcommand)]
+        cmd: ImageCmd,
+    },
+    /// Load images from an OCI layout or `docker save` tarball.
+    Load {
+        /// Archive (default: stdin).
+        #[arg(short, long)]
+        input: Option<PathBuf>,
+        /// Print only the loaded names.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Save images to a tarball.
+    Save {
+        /// Output file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// docker (docker save / docker load) or oci (OCI image layout).
+        #[arg(long, default_value = "docker")]
+        format: String,
+        /// Images.
+        #[arg(required = true)]
+        images: Vec<String>,
+    },
+    /// Create a one-layer image from a root filesystem tarball.
+    Import {
+        /// The tarball (`-` for stdin; gzip or zstd compressed or plain).
+        file: String,
+        /// Name for the image.
+        reference: Option<String>,
+    },
+}
+
+/// `wharf image ...`.
+#[derive(Subcommand, Debug)]
+pub enum ImageCmd {
+    /// Show images' manifests and configs as JSON.
+    Inspect {
+        /// Images.
+        #[arg(required = true)]
+        images: Vec<String>,
+    },
+    /// Remove unused images (without names; with --all every image no container uses).
+    Prune {
+        /// Every unused image, not only those without names.
+        #[arg(short, long)]
+        all: bool,
+    },
+    /// Mount a read-only view of an image and print its path.
+    Mount {
+        /// Image.
+        image: String,
+    },
+    /// Unmount an image view.
+    Unmount {
+        /// Image.
+        image: String,
+    },
+    /// Pull an image (same as wharf pull).
+    Pull(PullArgs),
+    /// List images (same as wharf images).
+    #[command(alias = "list")]
+    Ls(ListArgs),
+    /// Remove images (same as wharf rmi).
+    Rm(RmiArgs),
+}

@@ -1,0 +1,332 @@
+//! Wharf's image commands: `pull`, `images`, `rmi`, `image {inspect,prune,mount,unmount}`,
+//! `load`, `save`, `import`, over wharf-image's [`ImageStore`].
+//!
+//! Errors print as one line on stderr (`wharf: pulling X: manifest unknown: ...`) and exit 1;
+//! usage errors exit 2.
+
+mod args;
+mod progress;
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use wharf_image::archive::ArchiveFormat;
+use wharf_image::auth::Credentials;
+use wharf_image::config::RegistriesConfig;
+use wharf_image::manifest::Platform;
+use wharf_image::{ImageStore, PullOptions};
+
+use args::{Cli, Cmd, ImageCmd, ListArgs, PullArgs, RmiArgs};
+
+/// Entry point; `argv` is the whole command line (`wharf [--root DIR] pull ...`).
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "wharf: {e:#}");
+            1
+        }
+    }
+}
+
+fn open(cli: &Cli) -> Result<ImageStore> {
+    let reg = RegistriesConfig::load(&cli.config)?;
+    ImageStore::open_with(&cli.root, reg)
+        .with_context(|| format!("opening the image store in {}", cli.root.display()))
+}
+
+fn dispatch(cli: &Cli) -> Result<i32> {
+    match &cli.cmd {
+        Cmd::Pull(p) => pull(cli, p),
+        Cmd::Images(l) => list(cli, l),
+        Cmd::Rmi(r) => rmi(cli, r),
+        Cmd::Image { cmd } => match cmd {
+            ImageCmd::Pull(p) => pull(cli, p),
+            ImageCmd::Ls(l) => list(cli, l),
+            ImageCmd::Rm(r) => rmi(cli, r),
+            ImageCmd::Inspect { images } => inspect(cli, images),
+            ImageCmd::Prune { all } => {
+                let store = open(cli)?;
+                let (removed, stats) = store.prune(*all)?;
+                for id in &removed {
+                    println!("Deleted: {id}");
+                }
+                println!(
+                    "Total reclaimed space: {} ({} blobs, {} snapshots)",
+                    human(stats.blob_bytes),
+                    stats.blobs,
+                    stats.snapshots
+                );
+                Ok(0)
+            }
+            ImageCmd::Mount { image } => {
+                let store = open(cli)?;
+                let img = store.resolve(image)?;
+                println!("{}", store.mount_image(&img)?.display());
+                Ok(0)
+            }
+            ImageCmd::Unmount { image } => {
+                let store = open(cli)?;
+                let img = store.resolve(image)?;
+                if !store.unmount_image(&img)? {
+                    bail!("image {image} is not mounted");
+                }
+                Ok(0)
+            }
+        },
+        Cmd::Load { input, quiet } => {
+            let store = open(cli)?;
+            let loaded = match input {
+                Some(p) => {
+                    let f = std::fs::File::open(p)
+                        .with_context(|| format!("opening {}", p.display()))?;
+                    store.load(std::io::BufReader::new(f))?
+                }
+                None => store.load(std::io::stdin().lock())?,
+            };
+            for l in loaded {
+                if l.names.is_empty() {
+                    println!("Loaded image ID: {}", l.id);
+                }
+                for n in l.names {
+                    if *quiet {
+                        println!("{n}");
+                    } else {
+                        println!("Loaded image: {n}");
+                    }
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Save {
+            output,
+            format,
+            images,
+        } => {
+            let store = open(cli)?;
+            let format = match format.as_str() {
+                "docker" | "docker-archive" => ArchiveFormat::Docker,
+                "oci" | "oci-archive" => ArchiveFormat::Oci,
+                other => bail!("unknown --format {other:?} (docker or oci)"),
+            };
+            let names: Vec<&str> = images.iter().map(String::as_str).collect();
+            match output {
+                Some(p) => {
+                    // Written next to the target and renamed, so a failed save leaves no
+                    // truncated archive behind.
+                    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    let tmp =
+                        tempfile::NamedTempFile::new_in(dir.unwrap_or(std::path::Path::new(".")))
+                            .with_context(|| format!("creating a file next to {}", p.display()))?;
+                    store.save(&names, format, std::io::BufWriter::new(tmp.as_file()))?;
+                    tmp.persist(p)
+                        .with_context(|| format!("writing {}", p.display()))?;
+                }
+                None => {
+                    if std::io::stdout().is_terminal() {
+                        bail!(
+                            "refusing to write an archive to a terminal: use -o FILE or redirect stdout"
+                        );
+                    }
+                    store.save(
+                        &names,
+                        format,
+                        std::io::BufWriter::new(std::io::stdout().lock()),
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Import { file, reference } => {
+            let store = open(cli)?;
+            let img = if file == "-" {
+                store.import(std::io::stdin().lock(), reference.as_deref())?
+            } else {
+                let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
+                store.import(std::io::BufReader::new(f), reference.as_deref())?
+            };
+            println!("{}", img.id);
+            Ok(0)
+        }
+    }
+}
+
+fn pull(cli: &Cli, p: &PullArgs) -> Result<i32> {
+    let store = open(cli)?;
+    let creds = match &p.creds {
+        Some(c) => Some(Credentials::parse(c).context("--creds wants user:password")?),
+        None => None,
+    };
+    let platform = p.platform.as_deref().map(Platform::parse).transpose()?;
+    let opts = PullOptions {
+        platform,
+        creds,
+        jobs: p.jobs,
+    };
+    if p.quiet {
+        store.pull(&p.image, &opts, &())?;
+    } else {
+        let display = progress::Display::new(std::io::stdout().is_terminal());
+        let img = store.pull(&p.image, &opts, &display)?;
+        println!("Digest: {}", img.manifest_digest);
+    }
+    println!(
+        "{}",
+        wharf_image::reference::Reference::parse(&p.image)?.store_name()
+    );
+    Ok(0)
+}
+
+fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
+    let store = open(cli)?;
+    let rows = store.list()?;
+    if l.quiet {
+        let mut seen = std::collections::HashSet::new();
+        for r in &rows {
+            if seen.insert(&r.id) {
+                println!("{}", &r.id[7..19]);
+            }
+        }
+        return Ok(0);
+    }
+    match l.format.as_str() {
+        "json" => println!("{}", serde_json::to_string_pretty(&rows)?),
+        "table" => {
+            let mut out = String::new();
+            if l.digests {
+                out.push_str(&format!(
+                    "{:<50} {:<20} {:<72} {:<14} {:<16} {}\n",
+                    "REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE"
+                ));
+            } else {
+                out.push_str(&format!(
+                    "{:<50} {:<20} {:<14} {:<16} {}\n",
+                    "REPOSITORY", "TAG", "IMAGE ID", "CREATED", "SIZE"
+                ));
+            }
+            for r in &rows {
+                let (repo, tag) = split_name(r.name.as_deref());
+                let id = &r.id[7..19];
+                let created = ago(r.created_at);
+                if l.digests {
+                    out.push_str(&format!(
+                        "{repo:<50} {tag:<20} {:<72} {id:<14} {created:<16} {}\n",
+                        r.digest,
+                        human(r.size)
+                    ));
+                } else {
+                    out.push_str(&format!(
+                        "{repo:<50} {tag:<20} {id:<14} {created:<16} {}\n",
+                        human(r.size)
+                    ));
+                }
+            }
+            print!("{out}");
+        }
+        other => bail!("unknown --format {other:?} (table or json)"),
+    }
+    Ok(0)
+}
+
+fn split_name(name: Option<&str>) -> (String, String) {
+    match name {
+        None => ("<none>".into(), "<none>".into()),
+        Some(n) => {
+            if let Some((repo, _)) = n.split_once('@') {
+                (repo.to_string(), "<none>".into())
+            } else {
+                match n.rfind(':') {
+                    Some(i) if !n[i..].contains('/') => {
+                        (n[..i].to_string(), n[i + 1..].to_string())
+                    }
+                    _ => (n.to_string(), "<none>".into()),
+                }
+            }
+        }
+    }
+}
+
+fn rmi(cli: &Cli, r: &RmiArgs) -> Result<i32> {
+    let store = open(cli)?;
+    let mut code = 0;
+    for name in &r.images {
+        match store.remove(name, r.force) {
+            Ok((names, deleted)) => {
+                for n in names {
+                    println!("Untagged: {n}");
+                }
+                if let Some(id) = deleted {
+                    println!("Deleted: {id}");
+                }
+            }
+            Err(e) => {
+                eprintln!("wharf: removing image {name}: {e}");
+                code = 1;
+            }
+        }
+    }
+    Ok(code)
+}
+
+fn inspect(cli: &Cli, images: &[String]) -> Result<i32> {
+    let store = open(cli)?;
+    let mut out = Vec::new();
+    for name in images {
+        let img = store.resolve(name)?;
+        let layers = store.layer_dirs(&img).unwrap_or_default();
+        out.push(serde_json::json!({
+            "Id": img.id.to_string(),
+            "Names": img.names,
+            "Digest": img.manifest_digest.to_string(),
+            "MediaType": img.manifest_media_type,
+            "Size": img.size,
+            "Created": img.created_at,
+            "Architecture": img.config.architecture().to_string(),
+            "Os": img.config.os().to_string(),
+            "Config": img.config.config(),
+            "RootFS": { "Type": "layers", "DiffIDs": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>() },
+            "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
+            "Manifest": img.manifest,
+            "LayerDirs": layers,
+        }));
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(0)
+}
+
+fn human(n: u64) -> String {
+    let f = n as f64;
+    if f >= 1e9 {
+        format!("{:.2}GB", f / 1e9)
+    } else if f >= 1e6 {
+        format!("{:.1}MB", f / 1e6)
+    } else if f >= 1e3 {
+        format!("{:.1}kB", f / 1e3)
+    } else {
+        format!("{n}B")
+    }
+}
+
+fn ago(t: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let s = (now - t).max(0);
+    match s {
+        0..=59 => format!("{s} seconds ago"),
+        60..=3599 => format!("{} minutes ago", s / 60),
+        3600..=86399 => format!("{} hours ago", s / 3600),
+        _ => format!("{} days ago", s / 86400),
+    }
+}
