@@ -4,10 +4,10 @@
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
-# Build: libseccomp for the runtime's seccomp support; SQLite (metadata store), zstd (zstd
-# image layers) and OpenSSL (TLS to registries) for the image subsystem, all linked from the
-# system instead of compiled.
-BUILD_PKGS="build-essential pkg-config libseccomp-dev libsqlite3-dev libzstd-dev libssl-dev curl ca-certificates"
+# Build: libseccomp (linked statically: see .cargo/config.toml). SQLite, zstd and TLS
+# (rustls) are compiled into the binary, so that no shared library but libc is loaded by
+# each exec of it; ca-certificates is the CA store registries are verified against.
+BUILD_PKGS="build-essential pkg-config libseccomp-dev curl ca-certificates"
 # Tests: busybox for test root filesystems; runc and crun for side-by-side tests and
 # benchmarks; containerd (1.6, with ctr) drives `wharf runtime` in an engine test;
 # iproute2 and util-linux (unshare) for namespaces.

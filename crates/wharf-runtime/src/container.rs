@@ -233,11 +233,12 @@ impl Runtime {
                 rustix::process::PidfdFlags::empty(),
             )
             .ctx(|| format!("open pidfd of the init {init}"))?;
-        } else {
-            if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
-                write_maps(pid)?;
-            }
+        } else if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+            write_maps(pid)?;
             cg.add_pid(pid, placed)?;
+        } else if !placed {
+            // The init joins the v1 hierarchies itself (see Cgroup::join_self_v1).
+            cg.add_pid_unified(pid)?;
         }
         crate::log::debug(|| "init joined its cgroups".into());
         if let Some(score) = proc_.and_then(|p| p.oom_score_adj()) {
@@ -357,11 +358,8 @@ impl Runtime {
         } else {
             None
         };
-        let cgroup_fd = if cg.v2 {
-            unified.map(|f| f.as_fd())
-        } else {
-            None
-        };
+        // clone3 places the init in the unified hierarchy (on v2 and hybrid hosts alike).
+        let cgroup_fd = unified.map(|f| f.as_fd());
         // Non-dumpable from birth: a container process sharing the init's pid namespace must
         // not reach the runtime's memory, fds or binary through /proc (CVE-2019-5736).
         let _ =
@@ -392,6 +390,8 @@ impl Runtime {
                     console,
                     plan,
                     cgroup: cg,
+                    self_join_cgroups: !plan.intermediate
+                        && plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0,
                     layout,
                     no_pivot: opts.no_pivot,
                     no_new_keyring: opts.no_new_keyring,
@@ -443,7 +443,9 @@ impl Runtime {
             rustix::process::PidfdFlags::empty(),
         )
         .ctx(|| format!("open pidfd of the container's init {}", st.pid))?;
+        crate::log::debug(|| "start: fifo opened, waiting for the exec".into());
         let message = wait_exec(&fifo, &pidfd)?;
+        crate::log::debug(|| "start: the init exec'd".into());
         let _ = std::fs::remove_file(&fifo_path);
         if let Some(text) = message {
             return Err(Error::Init(text));

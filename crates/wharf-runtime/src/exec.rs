@@ -133,11 +133,11 @@ impl Runtime {
         };
         let (parent_end, child_end) = sync::pair()?;
         let unified = st.cgroup.unified_fd();
-        let cgroup_fd = if st.cgroup.v2 {
-            unified.as_ref().map(|f| f.as_fd())
-        } else {
-            None
-        };
+        // clone3 places the process in the unified hierarchy; the v1 ones it joins itself
+        // (cheap: Cgroup::join_self_v1), unless it is about to enter a user namespace,
+        // where it could no longer write the host's cgroup files before the join.
+        let cgroup_fd = unified.as_ref().map(|f| f.as_fd());
+        let self_join = !joins.iter().any(|(t, _)| *t == LinuxNamespaceType::User);
         // The child is visible inside the container from birth: it must never be dumpable
         // there (no ptrace, no /proc/PID/exe of the runtime binary: CVE-2019-5736, CVE-2016-9962).
         let _ =
@@ -146,7 +146,10 @@ impl Runtime {
         let forked =
             unsafe { sys::clone_process(0, cgroup_fd) }.ctx(|| "clone the exec process".into())?;
         let (pid, pidfd, placed) = match forked {
-            (Forked::Child, _) => child(child_end, &joins, &opts, console, filter.as_ref()),
+            (Forked::Child, _) => {
+                let cgroup = self_join.then_some(&st.cgroup);
+                child(child_end, &joins, cgroup, &opts, console, filter.as_ref())
+            }
             (Forked::Parent { pid, pidfd }, placed) => (pid, pidfd, placed),
         };
         drop(child_end);
@@ -158,7 +161,11 @@ impl Runtime {
             }
             e
         };
-        st.cgroup.add_pid(pid, placed).map_err(kill_child)?;
+        if !self_join {
+            st.cgroup.add_pid(pid, placed).map_err(kill_child)?;
+        } else if !placed {
+            st.cgroup.add_pid_unified(pid).map_err(kill_child)?;
+        }
         if let Some(score) = opts.process.oom_score_adj() {
             crate::process_attrs::set_oom_score_adj(pid, score).map_err(kill_child)?;
         }
@@ -193,11 +200,12 @@ impl Runtime {
 fn child(
     channel: Channel,
     joins: &[(LinuxNamespaceType, OwnedFd)],
+    cgroup: Option<&crate::cgroups::Cgroup>,
     opts: &ExecOptions,
     console: Option<OwnedFd>,
     filter: Option<&seccomp::Filter>,
 ) -> ! {
-    let err = match child_setup(&channel, joins, opts, console, filter) {
+    let err = match child_setup(&channel, joins, cgroup, opts, console, filter) {
         Err(e) => e,
         Ok(never) => match never {},
     };
@@ -208,14 +216,17 @@ fn child(
 fn child_setup(
     channel: &Channel,
     joins: &[(LinuxNamespaceType, OwnedFd)],
+    cgroup: Option<&crate::cgroups::Cgroup>,
     opts: &ExecOptions,
     console: Option<OwnedFd>,
     filter: Option<&seccomp::Filter>,
 ) -> Result<std::convert::Infallible> {
+    let joined = cgroup.map_or(Ok(()), |cg| cg.join_self_v1());
     match channel.recv() {
         Ok(Some(Msg::Go)) => {}
         _ => sys::exit_now(1),
     }
+    joined?;
     for (t, fd) in joins {
         namespaces::join(*t, fd)?;
     }

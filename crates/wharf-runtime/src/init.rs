@@ -44,6 +44,8 @@ pub struct InitArgs<'a> {
     pub plan: &'a Plan,
     /// The container's cgroup.
     pub cgroup: &'a Cgroup,
+    /// Join the v1 hierarchies ourselves (cheap), rather than being moved by the runtime.
+    pub self_join_cgroups: bool,
     /// The host's cgroup hierarchies.
     pub layout: &'a crate::cgroups::Layout,
     /// Use MS_MOVE + chroot instead of pivot_root (--no-pivot).
@@ -87,6 +89,12 @@ struct Ready {
 fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     let spec = &args.bundle.spec;
     let proc_ = spec.process().as_ref();
+    // Join the cgroups first thing, while the runtime writes our id maps and oom score.
+    let joined = if args.self_join_cgroups {
+        args.cgroup.join_self_v1()
+    } else {
+        Ok(())
+    };
     match args.channel.recv() {
         Ok(Some(Msg::Go)) => {}
         Ok(Some(other)) => return Err(Error::Other(format!("init: unexpected {other:?}"))),
@@ -94,6 +102,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         Ok(None) => sys::exit_now(1),
         Err(e) => return Err(Error::os("init: read the sync socket", e)),
     }
+    joined?;
     // /proc is still the host's: it tells our pid as the runtime and hooks know it.
     let host_pid = host_pid();
     // After an intermediate process, the namespaces are ready: nothing to join or create.
