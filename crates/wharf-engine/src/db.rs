@@ -1,0 +1,496 @@
+//! The engine's tables in the metadata store (`<root>/wharf.db`, SQLite in WAL mode, shared
+//! with the image subsystem's tables and with every concurrent CLI process and the daemon).
+//!
+//! Every change is committed before the engine acknowledges it. Names are unique through
+//! UNIQUE constraints, so two processes racing for a name cannot both win.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS engine_pods (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    spec TEXT NOT NULL,              -- PodSpec (JSON)
+    sandbox TEXT NOT NULL,           -- Sandbox (JSON): what was set up for it
+    state TEXT NOT NULL              -- created | running | stopped | removing
+);
+CREATE TABLE IF NOT EXISTS engine_containers (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    pod_id TEXT NOT NULL REFERENCES engine_pods(id),
+    created_at TEXT NOT NULL,
+    spec TEXT NOT NULL,              -- ContainerSpec (JSON)
+    image_id TEXT NOT NULL,
+    image_name TEXT NOT NULL,
+    state TEXT NOT NULL,             -- ContainerState
+    started_at TEXT,
+    exit TEXT,                       -- ExitInfo (JSON) once exited
+    restart_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS engine_containers_by_pod ON engine_containers(pod_id);
+CREATE TABLE IF NOT EXISTS engine_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    type TEXT NOT NULL,              -- created | started | exited | oom | removed | ...
+    kind TEXT NOT NULL,              -- container | pod | image
+    id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    attrs TEXT NOT NULL              -- JSON object
+);
+";
+
+/// What the engine set up for a pod's sandbox (kept so teardown and reconcile know).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// Pinned network namespace (None for host networking).
+    pub netns: Option<String>,
+    /// Pinned IPC namespace (None for host IPC).
+    pub ipcns: Option<String>,
+    /// Pinned UTS namespace.
+    pub utsns: Option<String>,
+    /// The pod's /dev/shm (a tmpfs mount point).
+    pub shm: Option<String>,
+    /// Network the pod is attached to ("" when none).
+    pub network: String,
+    /// Its addresses.
+    pub ips: Vec<String>,
+    /// Directory holding hosts, resolv.conf, hostname.
+    pub etc_dir: Option<String>,
+    /// The pod's cgroup (absolute cgroupsPath form), parent of its containers' cgroups.
+    pub cgroup: String,
+    /// PID of the pod's init when containers share a PID namespace.
+    pub pause_pid: Option<i32>,
+    /// The shim's state directory.
+    pub shim_dir: String,
+}
+
+/// A pod row.
+#[derive(Debug, Clone)]
+pub struct PodRow {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Creation time (RFC 3339).
+    pub created_at: String,
+    /// What was asked for.
+    pub spec: PodSpec,
+    /// What was set up.
+    pub sandbox: Sandbox,
+    /// created | running | stopped | removing.
+    pub state: String,
+}
+
+/// A container row.
+#[derive(Debug, Clone)]
+pub struct ContainerRow {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Its pod.
+    pub pod_id: String,
+    /// Creation time (RFC 3339).
+    pub created_at: String,
+    /// What was asked for.
+    pub spec: ContainerSpec,
+    /// Image id (config digest).
+    pub image_id: String,
+    /// Image name as given.
+    pub image_name: String,
+    /// Last known state.
+    pub state: ContainerState,
+    /// Start time.
+    pub started_at: Option<String>,
+    /// Exit, once exited.
+    pub exit: Option<ExitInfo>,
+    /// Restarts by the supervisor.
+    pub restart_count: i64,
+}
+
+/// An event row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Sequence number (ordering, and where `follow` resumes).
+    pub seq: i64,
+    /// RFC 3339 time.
+    pub time: String,
+    /// What happened.
+    #[serde(rename = "type")]
+    pub kind_of_event: String,
+    /// container | pod | image.
+    pub object: String,
+    /// Object id.
+    pub id: String,
+    /// Object name.
+    pub name: String,
+    /// Details.
+    pub attrs: serde_json::Value,
+}
+
+/// Connection to the store.
+pub struct Db {
+    conn: Connection,
+}
+
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("serialisable")
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(s: &str, what: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("{what}: {e}").into(),
+        )
+    })
+}
+
+fn state_from(s: &str) -> ContainerState {
+    match s {
+        "created" => ContainerState::Created,
+        "running" => ContainerState::Running,
+        "exited" => ContainerState::Exited,
+        "paused" => ContainerState::Paused,
+        _ => ContainerState::Unknown,
+    }
+}
+
+impl Db {
+    /// Open (creating) the store at `path`.
+    pub fn open(path: &Path) -> Result<Db> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // FULL: a change is on disk when the engine acknowledges it.
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Db { conn })
+    }
+
+    fn unique(
+        e: rusqlite::Error,
+        kind: &'static str,
+        name: &str,
+        find: impl FnOnce() -> Option<String>,
+    ) -> Error {
+        if let rusqlite::Error::SqliteFailure(f, _) = &e
+            && f.code == rusqlite::ErrorCode::ConstraintViolation
+        {
+            return Error::NameInUse {
+                kind,
+                name: name.to_string(),
+                id: find().unwrap_or_default(),
+            };
+        }
+        Error::Store(e)
+    }
+
+    /// Insert a pod; fails with [`Error::NameInUse`] if the name is taken.
+    pub fn insert_pod(&self, row: &PodRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO engine_pods (id, name, created_at, spec, sandbox, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![row.id, row.name, row.created_at, json(&row.spec), json(&row.sandbox), row.state],
+            )
+            .map_err(|e| Self::unique(e, "pod", &row.name, || self.pod_id_by_name(&row.name).ok().flatten()))?;
+        Ok(())
+    }
+
+    fn pod_id_by_name(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT id FROM engine_pods WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// Update a pod's sandbox record and state.
+    pub fn update_pod(&self, id: &str, sandbox: &Sandbox, state: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE engine_pods SET sandbox = ?2, state = ?3 WHERE id = ?1",
+            params![id, json(sandbox), state],
+        )?;
+        Ok(())
+    }
+
+    /// Remove a pod row (its containers must be gone).
+    pub fn delete_pod(&self, id: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM engine_pods WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    fn pod_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PodRow> {
+        Ok(PodRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            created_at: r.get(2)?,
+            spec: parse(&r.get::<_, String>(3)?, "pod spec")?,
+            sandbox: parse(&r.get::<_, String>(4)?, "pod sandbox")?,
+            state: r.get(5)?,
+        })
+    }
+
+    /// Find a pod by id, id prefix or name.
+    pub fn find_pod(&self, key: &str) -> Result<PodRow> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods WHERE id = ?1 OR name = ?1",
+                [key],
+                Self::pod_from_row,
+            )
+            .optional()?;
+        if let Some(row) = row {
+            return Ok(row);
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods WHERE id LIKE ?1 || '%'",
+        )?;
+        let rows: Vec<PodRow> = stmt
+            .query_map([key], Self::pod_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        match rows.len() {
+            1 if key.len() >= 3 => Ok(rows.into_iter().next().unwrap()),
+            n if n > 1 => Err(Error::Invalid(format!(
+                "pod id prefix {key:?} is ambiguous"
+            ))),
+            _ => Err(Error::NotFound {
+                kind: "pod",
+                name: key.to_string(),
+            }),
+        }
+    }
+
+    /// All pods, oldest first.
+    pub fn pods(&self) -> Result<Vec<PodRow>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, name, created_at, spec, sandbox, state FROM engine_pods ORDER BY created_at, id")?;
+        let rows = stmt
+            .query_map([], Self::pod_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Insert a container; fails with [`Error::NameInUse`] if the name is taken.
+    pub fn insert_container(&self, row: &ContainerRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO engine_containers (id, name, pod_id, created_at, spec, image_id, image_name, state, started_at, exit, restart_count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    row.id,
+                    row.name,
+                    row.pod_id,
+                    row.created_at,
+                    json(&row.spec),
+                    row.image_id,
+                    row.image_name,
+                    row.state.to_string(),
+                    row.started_at,
+                    row.exit.as_ref().map(json),
+                    row.restart_count
+                ],
+            )
+            .map_err(|e| {
+                Self::unique(e, "container", &row.name, || {
+                    self.conn
+                        .query_row("SELECT id FROM engine_containers WHERE name = ?1", [&row.name], |r| r.get(0))
+                        .ok()
+                })
+            })?;
+        Ok(())
+    }
+
+    /// Record a container's state (and exit, start time, restarts).
+    pub fn update_container(
+        &self,
+        id: &str,
+        state: ContainerState,
+        started_at: Option<&str>,
+        exit: Option<&ExitInfo>,
+        restart_count: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE engine_containers SET state = ?2, started_at = COALESCE(?3, started_at), exit = ?4, restart_count = ?5 WHERE id = ?1",
+            params![id, state.to_string(), started_at, exit.map(json), restart_count],
+        )?;
+        Ok(())
+    }
+
+    /// Remove a container row.
+    pub fn delete_container(&self, id: &str) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM engine_containers WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    fn container_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ContainerRow> {
+        Ok(ContainerRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            pod_id: r.get(2)?,
+            created_at: r.get(3)?,
+            spec: parse(&r.get::<_, String>(4)?, "container spec")?,
+            image_id: r.get(5)?,
+            image_name: r.get(6)?,
+            state: state_from(&r.get::<_, String>(7)?),
+            started_at: r.get(8)?,
+            exit: match r.get::<_, Option<String>>(9)? {
+                Some(s) => Some(parse(&s, "container exit")?),
+                None => None,
+            },
+            restart_count: r.get(10)?,
+        })
+    }
+
+    const CONTAINER_COLS: &'static str = "id, name, pod_id, created_at, spec, image_id, image_name, state, started_at, exit, restart_count";
+
+    /// Find a container by id, id prefix or name.
+    pub fn find_container(&self, key: &str) -> Result<ContainerRow> {
+        let sql = format!(
+            "SELECT {} FROM engine_containers WHERE id = ?1 OR name = ?1",
+            Self::CONTAINER_COLS
+        );
+        if let Some(row) = self
+            .conn
+            .query_row(&sql, [key], Self::container_from_row)
+            .optional()?
+        {
+            return Ok(row);
+        }
+        let sql = format!(
+            "SELECT {} FROM engine_containers WHERE id LIKE ?1 || '%'",
+            Self::CONTAINER_COLS
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows: Vec<ContainerRow> = stmt
+            .query_map([key], Self::container_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        match rows.len() {
+            1 if key.len() >= 3 => Ok(rows.into_iter().next().unwrap()),
+            n if n > 1 => Err(Error::Invalid(format!(
+                "container id prefix {key:?} is ambiguous"
+            ))),
+            _ => Err(Error::NotFound {
+                kind: "container",
+                name: key.to_string(),
+            }),
+        }
+    }
+
+    /// Containers, of one pod or all, oldest first.
+    pub fn containers(&self, pod: Option<&str>) -> Result<Vec<ContainerRow>> {
+        let sql = format!(
+            "SELECT {} FROM engine_containers WHERE ?1 IS NULL OR pod_id = ?1 ORDER BY created_at, id",
+            Self::CONTAINER_COLS
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt
+            .query_map([pod], Self::container_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Append an event.
+    pub fn event(
+        &self,
+        kind_of_event: &str,
+        object: &str,
+        id: &str,
+        name: &str,
+        attrs: serde_json::Value,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO engine_events (time, type, kind, id, name, attrs) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![wharf_runtime::clock::now_rfc3339_nano(), kind_of_event, object, id, name, attrs.to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Events after `seq`, oldest first.
+    pub fn events_since(&self, seq: i64) -> Result<Vec<Event>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT seq, time, type, kind, id, name, attrs FROM engine_events WHERE seq > ?1 ORDER BY seq",
+        )?;
+        let rows = stmt
+            .query_map([seq], |r| {
+                Ok(Event {
+                    seq: r.get(0)?,
+                    time: r.get(1)?,
+                    kind_of_event: r.get(2)?,
+                    object: r.get(3)?,
+                    id: r.get(4)?,
+                    name: r.get(5)?,
+                    attrs: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or_default(),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Run `f` in one transaction (IMMEDIATE: taken before reading, so concurrent writers
+    /// serialise instead of failing).
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        match f(self) {
+            Ok(v) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(id: &str, name: &str) -> PodRow {
+        PodRow {
+            id: id.into(),
+            name: name.into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            spec: PodSpec::default(),
+            sandbox: Sandbox::default(),
+            state: "created".into(),
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_lookups_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("wharf.db")).unwrap();
+        db.insert_pod(&pod("abcdef0123", "web")).unwrap();
+        match db.insert_pod(&pod("ffff", "web")) {
+            Err(Error::NameInUse { id, .. }) => assert_eq!(id, "abcdef0123"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(db.find_pod("web").unwrap().id, "abcdef0123");
+        assert_eq!(db.find_pod("abcd").unwrap().name, "web");
+        assert!(matches!(db.find_pod("zzz"), Err(Error::NotFound { .. })));
+        // A second connection (another process) sees the committed row.
+        let db2 = Db::open(&dir.path().join("wharf.db")).unwrap();
+        assert_eq!(db2.pods().unwrap().len(), 1);
+        db.event("created", "pod", "abcdef0123", "web", serde_json::json!({}))
+            .unwrap();
+        assert_eq!(db2.events_since(0).unwrap()[0].kind_of_event, "created");
+    }
+}

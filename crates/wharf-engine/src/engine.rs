@@ -1,0 +1,283 @@
+//! The engine object and its pod and container operations.
+
+use std::path::PathBuf;
+
+use crate::db::{ContainerRow, Db, PodRow, Sandbox};
+use crate::error::{Context, Error, Result};
+use crate::model::{ContainerSpec, ContainerState, PodSpec};
+use crate::paths::{self, Paths};
+use crate::sandbox::{self, NetOptions, Setup};
+use crate::specgen;
+
+/// How to open the engine.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Persistent state root (default /var/lib/wharf).
+    pub root: PathBuf,
+    /// Runtime directory (default /run/wharf).
+    pub run: PathBuf,
+    /// Cgroup parent of all pods (absolute in every hierarchy; default "/wharf").
+    pub cgroup_parent: String,
+    /// Network settings.
+    pub net: NetOptions,
+    /// Registry settings for pulls.
+    pub registries: wharf_image::config::RegistriesConfig,
+    /// The wharf binary the shims run (default: this process's own executable).
+    pub wharf_bin: Option<PathBuf>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            root: paths::DEFAULT_ROOT.into(),
+            run: paths::DEFAULT_RUN.into(),
+            cgroup_parent: "/wharf".into(),
+            net: NetOptions::default(),
+            registries: Default::default(),
+            wharf_bin: None,
+        }
+    }
+}
+
+/// The engine.
+pub struct Engine {
+    pub(crate) opts: EngineOptions,
+    pub(crate) paths: Paths,
+    pub(crate) db: Db,
+    pub(crate) images: wharf_image::ImageStore,
+}
+
+impl Engine {
+    /// Open the engine's state (creating directories and tables on first use).
+    pub fn open(opts: EngineOptions) -> Result<Engine> {
+        let paths = Paths::new(&opts.root, &opts.run);
+        for d in [&paths.root, &paths.run] {
+            std::fs::create_dir_all(d).ctx(|| format!("create {}", d.display()))?;
+        }
+        let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())?;
+        let db = Db::open(&paths.db())?;
+        Ok(Engine {
+            opts,
+            paths,
+            db,
+            images,
+        })
+    }
+
+    /// The engine's directories.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// The image store.
+    pub fn images(&self) -> &wharf_image::ImageStore {
+        &self.images
+    }
+
+    /// The metadata store.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The options the engine was opened with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    pub(crate) fn setup(&self) -> Setup<'_> {
+        Setup {
+            paths: &self.paths,
+            net: &self.opts.net,
+            cgroup_parent: &self.opts.cgroup_parent,
+        }
+    }
+
+    /// Create a pod: reserve its name, then build its sandbox (namespaces, network,
+    /// /dev/shm, cgroup, name files). Nothing is left behind when a step fails.
+    pub fn create_pod(&self, spec: &PodSpec) -> Result<PodRow> {
+        let id = paths::new_id();
+        let name = match &spec.name {
+            Some(n) if !paths::valid_name(n) => {
+                return Err(Error::Invalid(format!(
+                    "invalid pod name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*"
+                )));
+            }
+            Some(n) => n.clone(),
+            None => paths::generated_name("pod"),
+        };
+        let mut row = PodRow {
+            id: id.clone(),
+            name,
+            created_at: wharf_runtime::clock::now_rfc3339_nano(),
+            spec: spec.clone(),
+            sandbox: Sandbox::default(),
+            state: "creating".into(),
+        };
+        // The name is reserved first: a concurrent create with the same name fails here,
+        // before anything exists.
+        self.db.insert_pod(&row)?;
+        match sandbox::create(&self.setup(), &id, &row.name, spec) {
+            Ok(sb) => {
+                row.sandbox = sb;
+                row.state = "created".into();
+                if let Err(e) = self.db.update_pod(&id, &row.sandbox, &row.state) {
+                    let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
+                    let _ = self.db.delete_pod(&id);
+                    return Err(e);
+                }
+                let _ = self
+                    .db
+                    .event("created", "pod", &id, &row.name, serde_json::json!({}));
+                Ok(row)
+            }
+            Err(e) => {
+                let _ = self.db.delete_pod(&id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Remove a pod's sandbox and record (its containers must be removed first, or `force`).
+    pub fn remove_pod(&self, key: &str, force: bool) -> Result<()> {
+        let pod = self.db.find_pod(key)?;
+        let containers = self.db.containers(Some(&pod.id))?;
+        if !containers.is_empty() {
+            if !force {
+                return Err(Error::Invalid(format!(
+                    "pod {} has {} container(s): remove them first or force",
+                    pod.name,
+                    containers.len()
+                )));
+            }
+            for c in containers {
+                self.remove_container(&c.id, true)?;
+            }
+        }
+        self.db.update_pod(&pod.id, &pod.sandbox, "removing")?;
+        sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)?;
+        self.db.delete_pod(&pod.id)?;
+        let _ = self
+            .db
+            .event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}));
+        Ok(())
+    }
+
+    /// Create a container in a pod from an image already in the store: its snapshot, its
+    /// rootfs mount, its bundle (config.json). The runtime container is created when it is
+    /// started by the pod's shim.
+    pub fn create_container(&self, pod_key: &str, spec: &ContainerSpec) -> Result<ContainerRow> {
+        let pod = self.db.find_pod(pod_key)?;
+        let image = self.images.resolve(&spec.image)?;
+        let id = paths::new_id();
+        let name = match &spec.name {
+            Some(n) if !paths::valid_name(n) => {
+                return Err(Error::Invalid(format!(
+                    "invalid container name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*"
+                )));
+            }
+            Some(n) => n.clone(),
+            None => paths::generated_name(&spec.image),
+        };
+        let mut spec = spec.clone();
+        spec.name = Some(name.clone());
+        let row = ContainerRow {
+            id: id.clone(),
+            name,
+            pod_id: pod.id.clone(),
+            created_at: wharf_runtime::clock::now_rfc3339_nano(),
+            spec: spec.clone(),
+            image_id: image.id.to_string(),
+            image_name: spec.image.clone(),
+            state: ContainerState::Unknown,
+            started_at: None,
+            exit: None,
+            restart_count: 0,
+        };
+        self.db.insert_container(&row)?;
+        match self.make_bundle(&pod, &row, &image) {
+            Ok(()) => {
+                self.db
+                    .update_container(&id, ContainerState::Created, None, None, 0)?;
+                let _ = self.db.event(
+                    "created",
+                    "container",
+                    &id,
+                    &row.name,
+                    serde_json::json!({"image": row.image_name, "pod": pod.name}),
+                );
+                Ok(ContainerRow {
+                    state: ContainerState::Created,
+                    ..row
+                })
+            }
+            Err(e) => {
+                self.unmake_bundle(&id);
+                let _ = self.db.delete_container(&id);
+                Err(e)
+            }
+        }
+    }
+
+    fn make_bundle(
+        &self,
+        pod: &PodRow,
+        row: &ContainerRow,
+        image: &wharf_image::store::Image,
+    ) -> Result<()> {
+        let rootfs_dir = self.paths.rootfs(&row.id);
+        std::fs::create_dir_all(&rootfs_dir).ctx(|| format!("create {}", rootfs_dir.display()))?;
+        let rootfs = self.images.prepare_container(image, &row.id)?;
+        rootfs.mount(&rootfs_dir)?;
+        let config = specgen::generate(&specgen::Inputs {
+            id: &row.id,
+            spec: &row.spec,
+            image: &image.config,
+            rootfs: &rootfs_dir,
+            sandbox: &pod.sandbox,
+            pod: &pod.spec,
+            hostname: pod.spec.hostname.as_deref().unwrap_or(&pod.name),
+        })?;
+        let bundle = self.paths.bundle(&row.id);
+        std::fs::create_dir_all(&bundle).ctx(|| format!("create {}", bundle.display()))?;
+        let path = bundle.join("config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json"))
+            .ctx(|| format!("write {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Undo `make_bundle` (idempotent).
+    fn unmake_bundle(&self, id: &str) {
+        let rootfs = self.paths.rootfs(id);
+        let _ = rustix::mount::unmount(&rootfs, rustix::mount::UnmountFlags::DETACH);
+        let _ = std::fs::remove_dir_all(rootfs.parent().unwrap_or(&rootfs));
+        let _ = self.images.remove_container(id);
+        let _ = std::fs::remove_dir_all(self.paths.bundle(id));
+    }
+
+    /// Remove a container: its runtime container (through the shim, killing it if `force`),
+    /// rootfs mount, snapshot, bundle, logs and record.
+    pub fn remove_container(&self, key: &str, force: bool) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        self.supervisor_remove(&row, force)?;
+        self.unmake_bundle(&row.id);
+        self.db.delete_container(&row.id)?;
+        let _ = self.db.event(
+            "removed",
+            "container",
+            &row.id,
+            &row.name,
+            serde_json::json!({}),
+        );
+        Ok(())
+    }
+
+    /// Hook for the shim (filled in by the supervisor module).
+    fn supervisor_remove(&self, _row: &ContainerRow, _force: bool) -> Result<()> {
+        Ok(())
+    }
+
+    /// The bundle directory of a container.
+    pub fn bundle_dir(&self, id: &str) -> PathBuf {
+        self.paths.bundle(id)
+    }
+}

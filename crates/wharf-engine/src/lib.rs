@@ -1,0 +1,19 @@
+//! Wharf's engine: pods and containers, their metadata store and events, put together from
+//! the image store, the network, the per-pod shim and the OCI runtime.
+//!
+//! The engine is a library: the `wharf` CLI opens it on every command (daemonless) and the
+//! CRI daemon will too. All its state is on disk (the SQLite store plus the shims' exit
+//! records), so concurrent CLI processes and crashes of any of them are fine; the shims keep
+//! containers running whatever happens to the engine.
+
+pub mod db;
+mod engine;
+pub mod error;
+pub mod model;
+pub mod paths;
+pub mod sandbox;
+mod seccomp_default;
+pub mod specgen;
+
+pub use engine::{Engine, EngineOptions};
+pub use error::{Error, Result};

@@ -1,0 +1,221 @@
+//! What users ask for (pod and container specs) and what the engine records about them.
+//! The specs are front-end neutral: `wharf run` flags, a Kubernetes Pod manifest and (later)
+//! CRI requests all translate into them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How a pod is networked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "mode", content = "name")]
+pub enum NetworkMode {
+    /// The default CNI network if one is configured, else the built-in bridge network.
+    #[default]
+    Default,
+    /// A named CNI network.
+    Named(String),
+    /// Only a loopback interface.
+    None,
+    /// The host's network namespace.
+    Host,
+}
+
+/// A host port mapped to a pod port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    /// Port on the host.
+    pub host_port: u16,
+    /// Port in the pod.
+    pub container_port: u16,
+    /// "tcp" or "udp".
+    pub protocol: String,
+    /// Host address to bind (all when None).
+    pub host_ip: Option<String>,
+}
+
+/// DNS settings of a pod (resolv.conf).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsConfig {
+    /// Name servers (default: the host's, minus loopback ones).
+    pub servers: Vec<String>,
+    /// Search domains.
+    pub searches: Vec<String>,
+    /// resolv.conf options.
+    pub options: Vec<String>,
+}
+
+/// When the supervisor restarts a container that exited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RestartPolicy {
+    /// Whatever the exit.
+    Always,
+    /// Only after a non-zero exit.
+    OnFailure,
+    /// Never.
+    #[default]
+    Never,
+}
+
+/// A pod: the sandbox its containers share.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodSpec {
+    /// Unique name (generated when None).
+    pub name: Option<String>,
+    /// Hostname (default: the pod name).
+    pub hostname: Option<String>,
+    /// Network.
+    pub network: NetworkMode,
+    /// Port mappings.
+    pub ports: Vec<PortMapping>,
+    /// resolv.conf settings.
+    pub dns: DnsConfig,
+    /// Extra /etc/hosts entries (ip, names).
+    pub extra_hosts: Vec<(String, Vec<String>)>,
+    /// Containers share one PID namespace (with a minimal init as PID 1).
+    pub share_pid: bool,
+    /// Use the host's PID namespace.
+    pub host_pid: bool,
+    /// Use the host's IPC namespace.
+    pub host_ipc: bool,
+    /// Size of the pod's /dev/shm in bytes.
+    pub shm_size: Option<u64>,
+    /// Pod-level cgroup limits (apply to all its containers together).
+    pub resources: Option<oci_spec::runtime::LinuxResources>,
+    /// Restart policy of its containers.
+    pub restart: RestartPolicy,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes namespace (for `wharf play` and the downward API).
+    pub namespace: Option<String>,
+}
+
+/// A volume mount into a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMount {
+    /// Host path (bind) or "tmpfs".
+    pub source: PathBuf,
+    /// Path in the container.
+    pub destination: PathBuf,
+    /// Read-only.
+    pub readonly: bool,
+    /// "bind" or "tmpfs".
+    pub kind: String,
+    /// Extra mount options (e.g. "size=64m" for tmpfs).
+    pub options: Vec<String>,
+}
+
+/// Which seccomp profile a container gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SeccompMode {
+    /// Wharf's default profile (docker/containerd's RuntimeDefault equivalent).
+    #[default]
+    RuntimeDefault,
+    /// None.
+    Unconfined,
+    /// An OCI seccomp profile (JSON) from this host file.
+    Localhost(PathBuf),
+}
+
+/// A container of a pod.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    /// Unique name (generated when None).
+    pub name: Option<String>,
+    /// Image reference.
+    pub image: String,
+    /// Replaces the image's Entrypoint.
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image's Cmd.
+    pub command: Option<Vec<String>>,
+    /// Environment (added to the image's).
+    pub env: Vec<(String, String)>,
+    /// Working directory (default: the image's, else /).
+    pub workdir: Option<String>,
+    /// user[:group] by name or id (default: the image's).
+    pub user: Option<String>,
+    /// Extra groups.
+    pub groups: Vec<u32>,
+    /// Allocate a terminal.
+    pub tty: bool,
+    /// Keep stdin open (attachable).
+    pub stdin: bool,
+    /// Volumes.
+    pub mounts: Vec<VolumeMount>,
+    /// Memory limit in bytes.
+    pub memory: Option<i64>,
+    /// CPU limit in CPUs (e.g. 0.5).
+    pub cpus: Option<f64>,
+    /// CPU shares (relative weight; from a request).
+    pub cpu_shares: Option<u64>,
+    /// Memory reservation (from a request).
+    pub memory_reservation: Option<i64>,
+    /// Max processes.
+    pub pids_limit: Option<i64>,
+    /// All capabilities, all devices, no seccomp, writable /sys and /proc.
+    pub privileged: bool,
+    /// Capabilities added to the default set ("ALL" allowed).
+    pub cap_add: Vec<String>,
+    /// Capabilities dropped from the default set ("ALL" allowed).
+    pub cap_drop: Vec<String>,
+    /// Read-only root filesystem.
+    pub read_only: bool,
+    /// Refuse to start if the process would run as uid 0.
+    pub run_as_non_root: bool,
+    /// Set no_new_privs (Kubernetes allowPrivilegeEscalation: false).
+    pub no_new_privileges: bool,
+    /// Seccomp profile.
+    pub seccomp: SeccompMode,
+    /// An init container (runs to completion before the app containers).
+    pub init: bool,
+    /// Signal that stops it (default: the image's StopSignal, else SIGTERM).
+    pub stop_signal: Option<String>,
+    /// Seconds between the stop signal and SIGKILL.
+    pub stop_timeout: Option<u64>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Lifecycle state of a container as the engine reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerState {
+    /// Defined, runtime container created, not started.
+    Created,
+    /// Running.
+    Running,
+    /// Exited (see its exit record).
+    Exited,
+    /// Paused.
+    Paused,
+    /// The engine knows it but nothing runs (e.g. never created in the runtime).
+    Unknown,
+}
+
+impl std::fmt::Display for ContainerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ContainerState::Created => "created",
+            ContainerState::Running => "running",
+            ContainerState::Exited => "exited",
+            ContainerState::Paused => "paused",
+            ContainerState::Unknown => "unknown",
+        })
+    }
+}
+
+/// How a container exited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// Exit code (128 + signal when killed by one).
+    pub code: i32,
+    /// The signal that killed it, if any.
+    pub signal: Option<i32>,
+    /// When (RFC 3339).
+    pub finished_at: String,
+    /// Killed by the OOM killer.
+    pub oom_killed: bool,
+    /// Why, when it was not the process's own doing (e.g. "shim died").
+    pub reason: Option<String>,
+}

@@ -1,0 +1,143 @@
+//! Where the engine keeps things.
+//!
+//! ```text
+//! <root>/wharf.db                      metadata store (shared with wharf-image)
+//! <root>/image/...                     content store, snapshots (wharf-image)
+//! <root>/net/{builtin,cni}             network state (wharf-net)
+//! <root>/pods/<pod>/etc/               hosts, resolv.conf, hostname of the pod
+//! <root>/pods/<pod>/shim/              the pod shim's state: socket, exit records
+//! <root>/containers/<id>/config.json   the container's OCI bundle (rootfs below is a mount)
+//! <root>/containers/<id>/ctr.log       its output (CRI log format)
+//! <run>/netns/<pod>                    pinned network namespace (wharf-net)
+//! <run>/pods/<pod>/ns/{ipc,uts}        pinned IPC and UTS namespaces
+//! <run>/pods/<pod>/shm                 the pod's /dev/shm (tmpfs)
+//! <run>/containers/<id>/rootfs         the container's overlay mount
+//! <run>/runtime/                       the OCI runtime's state root
+//! ```
+//! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
+//! what only makes sense while the machine is up.
+
+use std::path::PathBuf;
+
+/// Default state root.
+pub const DEFAULT_ROOT: &str = "/var/lib/wharf";
+/// Default run directory.
+pub const DEFAULT_RUN: &str = "/run/wharf";
+
+/// The engine's directories.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// Persistent state.
+    pub root: PathBuf,
+    /// Runtime state (tmpfs).
+    pub run: PathBuf,
+}
+
+impl Paths {
+    /// Paths under `root` and `run`.
+    pub fn new(root: impl Into<PathBuf>, run: impl Into<PathBuf>) -> Paths {
+        Paths {
+            root: root.into(),
+            run: run.into(),
+        }
+    }
+
+    /// The metadata store.
+    pub fn db(&self) -> PathBuf {
+        self.root.join("wharf.db")
+    }
+
+    /// A pod's persistent directory.
+    pub fn pod_dir(&self, pod: &str) -> PathBuf {
+        self.root.join("pods").join(pod)
+    }
+
+    /// A pod's name files.
+    pub fn pod_etc(&self, pod: &str) -> PathBuf {
+        self.pod_dir(pod).join("etc")
+    }
+
+    /// A pod's shim state directory.
+    pub fn shim_dir(&self, pod: &str) -> PathBuf {
+        self.pod_dir(pod).join("shim")
+    }
+
+    /// A pod's runtime directory.
+    pub fn pod_run(&self, pod: &str) -> PathBuf {
+        self.run.join("pods").join(pod)
+    }
+
+    /// Where pinned network namespaces live.
+    pub fn netns_dir(&self) -> PathBuf {
+        self.run.join("netns")
+    }
+
+    /// A container's bundle directory.
+    pub fn bundle(&self, id: &str) -> PathBuf {
+        self.root.join("containers").join(id)
+    }
+
+    /// A container's log file.
+    pub fn log(&self, id: &str) -> PathBuf {
+        self.bundle(id).join("ctr.log")
+    }
+
+    /// A container's rootfs mount point.
+    pub fn rootfs(&self, id: &str) -> PathBuf {
+        self.run.join("containers").join(id).join("rootfs")
+    }
+
+    /// The OCI runtime's state root.
+    pub fn runtime_root(&self) -> PathBuf {
+        self.run.join("runtime")
+    }
+}
+
+/// A new random id (32 hex digits).
+pub fn new_id() -> String {
+    let mut buf = [0u8; 16];
+    rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::empty()).expect("getrandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A generated name: `<prefix>-<8 hex>`.
+pub fn generated_name(prefix: &str) -> String {
+    let base: String = prefix
+        .rsplit('/')
+        .next()
+        .unwrap_or(prefix)
+        .split([':', '@'])
+        .next()
+        .unwrap_or("wharf")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let base = if base.is_empty() {
+        "wharf".into()
+    } else {
+        base
+    };
+    format!("{base}-{}", &new_id()[..8])
+}
+
+/// Names as docker accepts them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        && name.len() <= 128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(valid_name("web-1.x_y"));
+        assert!(!valid_name("-web"));
+        assert!(!valid_name("a/b"));
+        assert!(generated_name("docker.io/library/busybox:latest").starts_with("busybox-"));
+        assert_eq!(new_id().len(), 32);
+    }
+}

@@ -1,0 +1,336 @@
+//! A pod's sandbox without a pause process: its network, IPC and UTS namespaces are created
+//! and pinned by bind-mounting their nsfs files, so they outlive any process and containers
+//! join them by path; /dev/shm is a tmpfs of the pod; the pod's cgroup parents its
+//! containers'. Every step is undone when a later one fails, and teardown is idempotent.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::db::Sandbox;
+use crate::error::{Context, Error, Result};
+use crate::model::{NetworkMode, PodSpec};
+use crate::paths::Paths;
+
+/// How pods are networked (the engine's network configuration).
+#[derive(Debug, Clone, Default)]
+pub struct NetOptions {
+    /// CNI configuration directories (default /etc/cni/net.d).
+    pub cni_conf_dirs: Option<Vec<PathBuf>>,
+    /// CNI plugin directories (default /opt/cni/bin, /usr/lib/cni).
+    pub cni_bin_dirs: Option<Vec<PathBuf>>,
+    /// libcni's cache (default /var/lib/cni).
+    pub cni_cache_dir: Option<PathBuf>,
+    /// The namespace that plays "the host" for the built-in bridge and CNI plugins (None:
+    /// the engine's own; tests pass one they made).
+    pub host_netns: Option<PathBuf>,
+}
+
+/// The network of a pod, opened with the engine's settings.
+pub fn network(
+    paths: &Paths,
+    net: &NetOptions,
+    mode: &NetworkMode,
+) -> Result<Option<wharf_net::Network>> {
+    let sel = match mode {
+        NetworkMode::Default => wharf_net::Selection::Default,
+        NetworkMode::Named(n) if n == "wharf" || n == "builtin" => wharf_net::Selection::Builtin,
+        NetworkMode::Named(n) => wharf_net::Selection::Cni(n.clone()),
+        NetworkMode::None | NetworkMode::Host => return Ok(None),
+    };
+    let mut cni = wharf_net::CniConfig::new(paths.root.join("net/cni"));
+    if let Some(d) = &net.cni_conf_dirs {
+        cni.conf_dirs = d.clone();
+    }
+    if let Some(d) = &net.cni_bin_dirs {
+        cni.bin_dirs = d.clone();
+    }
+    if let Some(d) = &net.cni_cache_dir {
+        cni.cache_dir = d.clone();
+    }
+    cni.host_netns = net.host_netns.clone();
+    let mut builtin = wharf_net::BuiltinConfig::new(paths.root.join("net/builtin"));
+    builtin.host_netns = net.host_netns.clone();
+    Ok(Some(wharf_net::Network::open(&sel, cni, builtin)?))
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
+}
+
+/// Create IPC and/or UTS namespaces (per `flags`) and pin them at `ipc` / `uts`: a child
+/// unshares them (and sets the pod's hostname), the engine bind-mounts the child's nsfs
+/// files, the child exits.
+fn pin_namespaces(
+    flags: i32,
+    ipc: Option<&Path>,
+    uts: Option<&Path>,
+    hostname: &str,
+) -> Result<()> {
+    for p in [ipc, uts].into_iter().flatten() {
+        std::fs::File::create(p).ctx(|| format!("create namespace pin {}", p.display()))?;
+    }
+    let host =
+        CString::new(hostname).map_err(|_| Error::Invalid(format!("hostname {hostname:?}")))?;
+    let (ready_r, ready_w) = rustix::pipe::pipe().ctx(|| "pipe".into())?;
+    let (go_r, go_w) = rustix::pipe::pipe().ctx(|| "pipe".into())?;
+    // SAFETY: the child only makes async-signal-safe syscalls before _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = unsafe { libc::unshare(flags) } == 0
+            && (flags & libc::CLONE_NEWUTS == 0
+                || unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } == 0);
+        let _ = rustix::io::write(&ready_w, if ok { b"1" } else { b"0" });
+        let mut b = [0u8; 1];
+        let _ = rustix::io::read(&go_r, &mut b);
+        unsafe { libc::_exit(0) };
+    }
+    if pid < 0 {
+        return Err(Error::Os {
+            what: "fork to create the pod's namespaces".into(),
+            err: std::io::Error::last_os_error(),
+        });
+    }
+    drop(ready_w);
+    drop(go_r);
+    let mut b = [0u8; 1];
+    let res = (|| {
+        match rustix::io::read(&ready_r, &mut b) {
+            Ok(1) if b[0] == b'1' => {}
+            _ => {
+                return Err(Error::Other(
+                    "could not create the pod's IPC/UTS namespaces (unshare or sethostname failed)"
+                        .into(),
+                ));
+            }
+        }
+        for (name, path) in [("ipc", ipc), ("uts", uts)] {
+            let Some(path) = path else { continue };
+            let src = PathBuf::from(format!("/proc/{pid}/ns/{name}"));
+            wharf_runtime::sys::mount(Some(&cstr(&src)), &cstr(path), None, libc::MS_BIND, None)
+                .ctx(|| format!("pin the pod's {name} namespace at {}", path.display()))?;
+        }
+        Ok(())
+    })();
+    let _ = rustix::io::write(&go_w, b"1");
+    // SAFETY: reap our child.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    res
+}
+
+fn unpin(path: &str) -> Result<()> {
+    let p = Path::new(path);
+    match rustix::mount::unmount(p, rustix::mount::UnmountFlags::DETACH) {
+        Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => {
+            return Err(Error::Os {
+                what: format!("unmount {path}"),
+                err: e.into(),
+            });
+        }
+    }
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Os {
+            what: format!("remove {path}"),
+            err: e,
+        }),
+    }
+}
+
+/// Everything a sandbox setup needs from the engine.
+pub struct Setup<'a> {
+    /// Directories.
+    pub paths: &'a Paths,
+    /// Network settings.
+    pub net: &'a NetOptions,
+    /// Cgroup parent of all pods (absolute, e.g. "/wharf").
+    pub cgroup_parent: &'a str,
+}
+
+/// Create the sandbox of pod `id` (named `name`). On error, what was created is removed.
+pub fn create(s: &Setup<'_>, id: &str, name: &str, spec: &PodSpec) -> Result<Sandbox> {
+    let mut sb = Sandbox {
+        cgroup: format!("{}/{id}", s.cgroup_parent.trim_end_matches('/')),
+        shim_dir: s.paths.shim_dir(id).display().to_string(),
+        ..Default::default()
+    };
+    match create_steps(s, id, name, spec, &mut sb) {
+        Ok(()) => Ok(sb),
+        Err(e) => {
+            let _ = destroy(s, id, spec, &sb);
+            Err(e)
+        }
+    }
+}
+
+fn create_steps(
+    s: &Setup<'_>,
+    id: &str,
+    name: &str,
+    spec: &PodSpec,
+    sb: &mut Sandbox,
+) -> Result<()> {
+    let hostname = spec.hostname.clone().unwrap_or_else(|| name.to_string());
+    let run = s.paths.pod_run(id);
+    std::fs::create_dir_all(run.join("ns")).ctx(|| format!("create {}", run.display()))?;
+    std::fs::create_dir_all(s.paths.shim_dir(id)).ctx(|| "create the shim directory".into())?;
+    // Cgroup: the pod's limits apply to all its containers together.
+    let layout = wharf_runtime::cgroups::detect()?;
+    let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
+    cg.create()?;
+    if let Some(res) = &spec.resources {
+        wharf_runtime::cgroups::apply_resources(&cg, res)?;
+    }
+    // IPC and UTS namespaces, pinned.
+    let ipc = (!spec.host_ipc).then(|| run.join("ns/ipc"));
+    let uts = run.join("ns/uts");
+    let flags = libc::CLONE_NEWUTS | if ipc.is_some() { libc::CLONE_NEWIPC } else { 0 };
+    pin_namespaces(flags, ipc.as_deref(), Some(&uts), &hostname)?;
+    sb.ipcns = ipc.map(|p| p.display().to_string());
+    sb.utsns = Some(uts.display().to_string());
+    // /dev/shm of the pod.
+    if !spec.host_ipc {
+        let shm = run.join("shm");
+        std::fs::create_dir_all(&shm).ctx(|| format!("create {}", shm.display()))?;
+        let size = spec.shm_size.unwrap_or(64 << 20);
+        let data = CString::new(format!("mode=1777,size={size}")).unwrap();
+        wharf_runtime::sys::mount(
+            Some(c"shm"),
+            &cstr(&shm),
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(&data),
+        )
+        .ctx(|| format!("mount the pod's /dev/shm at {}", shm.display()))?;
+        sb.shm = Some(shm.display().to_string());
+    }
+    // Network.
+    let mut ips = Vec::new();
+    if spec.network != NetworkMode::Host {
+        let ns = wharf_net::netns::create(&s.paths.run, id)?;
+        sb.netns = Some(ns.path.display().to_string());
+        if let Some(net) = network(s.paths, s.net, &spec.network)? {
+            let opts = wharf_net::AttachOptions {
+                port_mappings: spec
+                    .ports
+                    .iter()
+                    .map(|p| {
+                        Ok(wharf_net::PortMapping {
+                            host_port: p.host_port,
+                            container_port: p.container_port,
+                            protocol: match p.protocol.as_str() {
+                                "udp" => wharf_net::Protocol::Udp,
+                                "sctp" => wharf_net::Protocol::Sctp,
+                                _ => wharf_net::Protocol::Tcp,
+                            },
+                            host_ip: match &p.host_ip {
+                                Some(ip) => Some(ip.parse().map_err(|_| {
+                                    Error::Invalid(format!(
+                                        "invalid host address {ip:?} in a port mapping"
+                                    ))
+                                })?),
+                                None => None,
+                            },
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+                hostname: Some(hostname.clone()),
+                ..Default::default()
+            };
+            sb.network = net.name().to_string();
+            let att = net.attach(id, &ns.path, &opts)?;
+            ips = att.ips.iter().map(|i| i.address.addr).collect();
+        } else if !spec.ports.is_empty() {
+            return Err(Error::Invalid(
+                "port mappings need a network (not --network none)".into(),
+            ));
+        }
+    }
+    sb.ips = ips.iter().map(|i| i.to_string()).collect();
+    // Name files.
+    let etc = s.paths.pod_etc(id);
+    let mut names = wharf_net::dns::PodNames::new(hostname, ips);
+    if !spec.dns.servers.is_empty() {
+        names.dns.servers = Some(
+            spec.dns
+                .servers
+                .iter()
+                .map(|s| {
+                    s.parse()
+                        .map_err(|_| Error::Invalid(format!("invalid DNS server {s:?}")))
+                })
+                .collect::<Result<_>>()?,
+        );
+    }
+    if !spec.dns.searches.is_empty() {
+        names.dns.searches = Some(spec.dns.searches.clone());
+    }
+    if !spec.dns.options.is_empty() {
+        names.dns.options = Some(spec.dns.options.clone());
+    }
+    for (ip, hosts) in &spec.extra_hosts {
+        if let Ok(ip) = ip.parse() {
+            names.extra_hosts.push((ip, hosts.clone()));
+        }
+    }
+    wharf_net::dns::write_files(&etc, &names)?;
+    sb.etc_dir = Some(etc.display().to_string());
+    Ok(())
+}
+
+/// Tear the sandbox down: network, namespaces, /dev/shm, cgroup, directories. Every step
+/// is tried; the first error is returned after all ran.
+pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<()> {
+    let mut first: Option<Error> = None;
+    let mut keep = |r: Result<()>| {
+        if let Err(e) = r {
+            first.get_or_insert(e);
+        }
+    };
+    if spec.network != NetworkMode::Host {
+        if let Ok(Some(net)) = network(s.paths, s.net, &spec.network) {
+            keep(
+                net.detach(id, sb.netns.as_deref().map(Path::new))
+                    .map_err(Into::into),
+            );
+        }
+        let path = sb
+            .netns
+            .clone()
+            .unwrap_or_else(|| s.paths.netns_dir().join(id).display().to_string());
+        keep(wharf_net::netns::remove_path(Path::new(&path)).map_err(Into::into));
+    }
+    let run = s.paths.pod_run(id);
+    for p in [run.join("ns/ipc"), run.join("ns/uts")] {
+        keep(unpin(&p.display().to_string()));
+    }
+    let shm = run.join("shm");
+    match rustix::mount::unmount(&shm, rustix::mount::UnmountFlags::DETACH) {
+        Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => keep(Err(Error::Os {
+            what: format!("unmount {}", shm.display()),
+            err: e.into(),
+        })),
+    }
+    if let Ok(layout) = wharf_runtime::cgroups::detect()
+        && let Ok(cg) =
+            wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)
+        && !sb.cgroup.is_empty()
+    {
+        let _ = cg.signal_all(libc::SIGKILL);
+        keep(cg.destroy().map_err(Into::into));
+    }
+    for dir in [run, s.paths.pod_dir(id)] {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => keep(Err(Error::Os {
+                what: format!("remove {}", dir.display()),
+                err: e,
+            })),
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
