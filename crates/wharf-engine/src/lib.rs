@@ -14,6 +14,7 @@ pub mod paths;
 pub mod sandbox;
 mod seccomp_default;
 pub mod specgen;
+pub mod tree;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
