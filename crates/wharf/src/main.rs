@@ -27,6 +27,7 @@ fn main() {
     let code = match sub.as_deref() {
         Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args[at + 1..])),
         Some("net") => net_cli::main(sub_argv("wharf net", &args[at + 1..])),
+        Some("shim") => wharf_shim::daemon::main(sub_argv("wharf shim", &args[at + 1..])),
         Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
             image_cli::main(args.clone())
         }
@@ -85,6 +86,7 @@ Commands:
   import    Create an image from a root filesystem tarball
   runtime   The OCI runtime (runc-compatible command line)
   net       Pod networking: namespaces, CNI, the built-in network, DNS files
+  shim      The per-pod supervisor (started by the engine, not by hand)
   version   Print the version
 
 Global options (image commands):

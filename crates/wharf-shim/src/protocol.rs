@@ -1,0 +1,469 @@
+//! The shim's wire protocol (version [`VERSION`]).
+//!
+//! A client connects to `<state-dir>/shim.sock` (a unix stream socket) and sends requests,
+//! one JSON object per line; the shim answers each with one JSON line, in order:
+//!
+//! ```text
+//! -> {"v":1,"op":"start","id":"web"}
+//! <- {"ok":"done"}
+//! -> {"v":1,"op":"wait","id":"web"}
+//! <- {"ok":{"exit":{"exit_code":0,"finished_at":"...","oom_killed":false,"reason":"Completed"}}}
+//! -> {"v":1,"op":"kill","id":"nope","signal":15}
+//! <- {"error":{"kind":"not_found","message":"container nope: no such container in this pod"}}
+//! ```
+//!
+//! A request with another `v` gets a `version` error. `wait` answers when the process exits
+//! (at once if it already has). After the answer to `attach` (and to `exec` with
+//! `attach: true`) the connection carries [`crate::frame`]s in both directions instead of
+//! JSON: stdin to the process, stdout/stderr/exit to the client; closing the connection
+//! detaches.
+
+use std::path::PathBuf;
+
+use oci_spec::runtime::Process;
+use serde::{Deserialize, Serialize};
+
+/// Protocol version carried in every request.
+pub const VERSION: u32 = 1;
+
+/// One request line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// Protocol version ([`VERSION`]).
+    pub v: u32,
+    /// What to do.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// The operations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Liveness check; answers [`Reply::Pid`] with the shim's pid.
+    Ping,
+    /// Create a container from its bundle (runtime create), ready to start.
+    Create {
+        /// What to create.
+        spec: ContainerSpec,
+    },
+    /// Start a created container.
+    Start {
+        /// Container id.
+        id: String,
+    },
+    /// Send a signal to a container's init (or every process of it with `all`), or to an
+    /// exec process.
+    Kill {
+        /// Container id.
+        id: String,
+        /// Exec process instead of the init.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exec_id: Option<String>,
+        /// Signal number.
+        signal: i32,
+        /// Every process of the container (its cgroup).
+        #[serde(default)]
+        all: bool,
+    },
+    /// Stop a container for good: no more restarts, `signal`, then SIGKILL after `grace_ms`
+    /// if it still runs. Answers at once; `wait` tells when it is over.
+    Stop {
+        /// Container id.
+        id: String,
+        /// First signal (usually SIGTERM).
+        signal: i32,
+        /// Grace period before SIGKILL.
+        grace_ms: u64,
+    },
+    /// Delete a container in the runtime and forget it (refused while it runs unless `force`).
+    Delete {
+        /// Container id.
+        id: String,
+        /// Kill it first if it runs.
+        #[serde(default)]
+        force: bool,
+    },
+    /// The pod's state: every container and exec process.
+    State,
+    /// Answer when the process exits (at once if it has).
+    Wait {
+        /// Container id.
+        id: String,
+        /// Exec process instead of the init.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exec_id: Option<String>,
+    },
+    /// Start another process in a running container.
+    Exec {
+        /// Container id.
+        id: String,
+        /// Name of the exec process, unique within the container.
+        exec_id: String,
+        /// The process (its `terminal` is set from `stdio.terminal`).
+        process: Box<Process>,
+        /// Its stdio (`log` is allowed too).
+        stdio: StdioSpec,
+        /// Turn this connection into the attach stream of the new process right away (so
+        /// no output is missed).
+        #[serde(default)]
+        attach: bool,
+    },
+    /// Turn this connection into a stream of the process's stdio.
+    Attach {
+        /// Container id.
+        id: String,
+        /// Exec process instead of the init.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exec_id: Option<String>,
+    },
+    /// Set the terminal size of a tty process.
+    Resize {
+        /// Container id.
+        id: String,
+        /// Exec process instead of the init.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exec_id: Option<String>,
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
+    /// Run a pod: init containers one after another, each to a successful exit, then the
+    /// app containers. Answers once the plan is accepted; progress shows in `state`.
+    RunPod {
+        /// The containers.
+        plan: PodPlan,
+    },
+    /// Start the pod's minimal init as PID 1 of a new pid namespace (for pods that share
+    /// their pid namespace); answers its pid.
+    PauseInit {
+        /// Namespaces it joins.
+        spec: PauseSpec,
+    },
+    /// Exit once no container runs (pending restarts are cancelled).
+    Shutdown,
+}
+
+/// What the engine asks the shim to run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Container id (a runtime id: letters, digits, `_+-.`).
+    pub id: String,
+    /// Bundle directory: config.json written and rootfs mounted by the engine.
+    pub bundle: PathBuf,
+    /// Where its stdio goes.
+    pub stdio: StdioSpec,
+    /// Restart policy, applied by the shim.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// Restart back-off.
+    #[serde(default)]
+    pub backoff: Backoff,
+    /// An init container (runs to completion before the app containers of a [`PodPlan`]).
+    #[serde(default)]
+    pub init: bool,
+}
+
+/// A process's stdio.
+///
+/// `log`: output is written to this file in the CRI log format (rotated by size), whether
+/// or not a client is attached. Without it, output goes only to attached clients (and is
+/// dropped while none is). `terminal`: a pty (its output is one stream, `stdout`); must match
+/// `process.terminal` of the config. `stdin`: the process reads what attached clients send
+/// (otherwise /dev/null).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StdioSpec {
+    /// A pty instead of pipes.
+    #[serde(default)]
+    pub terminal: bool,
+    /// Keep stdin open for attached clients.
+    #[serde(default)]
+    pub stdin: bool,
+    /// CRI log file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
+}
+
+impl StdioSpec {
+    /// Output to a CRI log file, no stdin.
+    pub fn log(path: impl Into<PathBuf>) -> Self {
+        StdioSpec {
+            terminal: false,
+            stdin: false,
+            log: Some(path.into()),
+        }
+    }
+
+    /// Pipes for attached clients.
+    pub fn pipes(stdin: bool) -> Self {
+        StdioSpec {
+            terminal: false,
+            stdin,
+            log: None,
+        }
+    }
+
+    /// A pty for attached clients.
+    pub fn tty(stdin: bool) -> Self {
+        StdioSpec {
+            terminal: true,
+            stdin,
+            log: None,
+        }
+    }
+}
+
+/// When the shim restarts a container that exited (Kubernetes' restartPolicy).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartPolicy {
+    /// Never restart.
+    #[default]
+    Never,
+    /// Restart when it exits with a non-zero code or a signal.
+    OnFailure,
+    /// Always restart.
+    Always,
+}
+
+/// Restart back-off: the first restart waits `initial_ms`, each next one twice as long, up
+/// to `max_ms`; a run that lasted `2 * max_ms` or longer starts over at `initial_ms`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Backoff {
+    /// First delay.
+    pub initial_ms: u64,
+    /// Longest delay.
+    pub max_ms: u64,
+}
+
+impl Default for Backoff {
+    /// kubelet's: 10 s doubling up to 5 min.
+    fn default() -> Self {
+        Backoff {
+            initial_ms: 10_000,
+            max_ms: 300_000,
+        }
+    }
+}
+
+/// A pod's containers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PodPlan {
+    /// Init containers, run in this order, each to exit code 0.
+    #[serde(default)]
+    pub init: Vec<ContainerSpec>,
+    /// App containers, started together after the last init container succeeded.
+    #[serde(default)]
+    pub containers: Vec<ContainerSpec>,
+}
+
+/// Namespaces the pod's minimal init joins (paths of nsfs files, e.g. pinned bind mounts).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PauseSpec {
+    /// Network namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<PathBuf>,
+    /// IPC namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc: Option<PathBuf>,
+    /// UTS namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uts: Option<PathBuf>,
+}
+
+/// One response line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// Success.
+    Ok(Reply),
+    /// Failure.
+    Error(RemoteError),
+}
+
+/// What a successful request returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// Nothing more to say.
+    Done,
+    /// A process id (create, exec, pause_init, ping).
+    Pid(i32),
+    /// The pod's state.
+    State(ShimState),
+    /// An exit record (wait).
+    Exit(ExitRecord),
+}
+
+/// An error the shim reports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RemoteError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// Full message, naming the container and the cause.
+    pub message: String,
+}
+
+/// Kinds of errors, for callers that react to them.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// No such container or exec process.
+    NotFound,
+    /// The id is taken.
+    Exists,
+    /// The operation does not fit the current status (e.g. delete of a running container).
+    State,
+    /// The request is malformed or asks for something invalid.
+    Invalid,
+    /// The runtime failed (create, start, exec, ...).
+    Runtime,
+    /// The shim is shutting down.
+    ShuttingDown,
+    /// Unsupported protocol version.
+    Version,
+}
+
+/// Status of a container in the shim.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Part of a pod plan, not created yet (waiting for init containers or a restart).
+    Waiting,
+    /// Created, not started.
+    Created,
+    /// Its init process runs.
+    Running,
+    /// Exited (see the exit record; it may be restarted if `restart_pending`).
+    Exited,
+}
+
+/// How a process ended, as recorded in `exit.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExitRecord {
+    /// Exit code as a shell reports it: the code, or 128 + signal.
+    pub exit_code: i32,
+    /// The signal that killed it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// When it started (RFC 3339 with nanoseconds), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the shim saw it exit (RFC 3339 with nanoseconds).
+    pub finished_at: String,
+    /// The memory cgroup killed a process of the container during this run.
+    pub oom_killed: bool,
+    /// Kubernetes-style reason: Completed, Error, OOMKilled, StartError, ShimDied.
+    pub reason: String,
+    /// Details, when the reason alone does not explain it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One container as the shim sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Container id.
+    pub id: String,
+    /// Status.
+    pub status: Status,
+    /// Host pid of its init while created or running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// An init container.
+    pub init: bool,
+    /// Times it was restarted.
+    pub restart_count: u32,
+    /// A restart is scheduled (back-off running).
+    pub restart_pending: bool,
+    /// Last exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitRecord>,
+    /// Exec processes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub execs: Vec<ExecInfo>,
+}
+
+/// One exec process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExecInfo {
+    /// Its name.
+    pub exec_id: String,
+    /// Host pid.
+    pub pid: i32,
+    /// Exit, once it has exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitRecord>,
+}
+
+/// Phase of the pod's plan.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PodPhase {
+    /// No plan was given (containers are driven one by one).
+    #[default]
+    None,
+    /// Init containers are running.
+    Initializing,
+    /// The app containers were started.
+    Running,
+    /// An init container failed for good, or an app container could not be created.
+    Failed,
+}
+
+/// The whole pod.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShimState {
+    /// The pod id the shim was started for.
+    pub pod: String,
+    /// Plan phase.
+    pub phase: PodPhase,
+    /// Why the pod failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Pid of the minimal init, if started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_pid: Option<i32>,
+    /// Containers, in creation order.
+    pub containers: Vec<ContainerInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_flat_json_with_version() {
+        let r = Request {
+            v: VERSION,
+            op: Op::Kill {
+                id: "c".into(),
+                exec_id: None,
+                signal: 15,
+                all: false,
+            },
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"op":"kill","id":"c","signal":15,"all":false}"#
+        );
+        let back: Request = serde_json::from_str(r#"{"v":1,"op":"state"}"#).unwrap();
+        assert!(matches!(back.op, Op::State));
+    }
+
+    #[test]
+    fn responses_name_their_kind() {
+        let e = Response::Error(RemoteError {
+            kind: ErrorKind::NotFound,
+            message: "x".into(),
+        });
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"error":{"kind":"not_found","message":"x"}}"#
+        );
+        let ok: Response = serde_json::from_str(r#"{"ok":{"pid":7}}"#).unwrap();
+        assert!(matches!(ok, Response::Ok(Reply::Pid(7))));
+    }
+}

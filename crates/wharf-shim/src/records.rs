@@ -1,0 +1,288 @@
+//! What the shim keeps on disk, so that an engine started later (or after the shim died)
+//! knows what happened without asking it.
+//!
+//! ```text
+//! <state-dir>/shim.sock                       the shim's socket
+//! <state-dir>/shim.pid                        "<pid> <start time in clock ticks>\n"
+//! <state-dir>/shim.log                        the shim's own warnings and errors
+//! <state-dir>/pod.json                        PodRecord: plan phase, failure, minimal init
+//! <state-dir>/containers/<id>/spec.json       the ContainerSpec it was created from
+//! <state-dir>/containers/<id>/status.json     ContainerRecord: status, pid, restarts
+//! <state-dir>/containers/<id>/exit.json       ExitRecord of the last exit
+//! <state-dir>/containers/<id>/execs/<exec>.json  ExitRecord of an exec process
+//! ```
+//!
+//! Every file is replaced atomically and durably (temp file, fsync, rename, fsync of the
+//! directory): an exit record is on disk before any client hears of the exit.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::error::{Result, ShimError};
+use crate::protocol::{ContainerSpec, ExitRecord, PodPhase, Status};
+
+/// Socket file name.
+pub const SOCKET: &str = "shim.sock";
+/// Pid file name.
+pub const PID_FILE: &str = "shim.pid";
+/// The shim's own log.
+pub const SHIM_LOG: &str = "shim.log";
+const POD: &str = "pod.json";
+const CONTAINERS: &str = "containers";
+
+/// A container's persisted status.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContainerRecord {
+    /// Status when last written.
+    pub status: Status,
+    /// Host pid of the init (created or running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// Start time of that pid (clock ticks since boot), against pid reuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start_time: Option<u64>,
+    /// When the current run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Restarts so far.
+    pub restart_count: u32,
+}
+
+/// The pod's persisted state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PodRecord {
+    /// Pod id.
+    pub pod: String,
+    /// Plan phase.
+    pub phase: PodPhase,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// The minimal init: pid and start time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<(i32, u64)>,
+}
+
+/// Paths of one state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// The state directory at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        StateDir { root: root.into() }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/containers/<id>`.
+    pub fn container(&self, id: &str) -> PathBuf {
+        self.root.join(CONTAINERS).join(id)
+    }
+
+    /// Ids of every container with a directory, sorted.
+    pub fn container_ids(&self) -> Result<Vec<String>> {
+        let dir = self.root.join(CONTAINERS);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(ShimError::io(format!("read {}", dir.display()), e)),
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The last exit of container `id`, if recorded.
+    pub fn exit(&self, id: &str) -> Result<Option<ExitRecord>> {
+        read_json(&self.container(id).join("exit.json"))
+    }
+
+    /// Record the exit of container `id` (durably).
+    pub fn write_exit(&self, id: &str, exit: &ExitRecord) -> Result<()> {
+        write_json(&self.container(id).join("exit.json"), exit)
+    }
+
+    /// The exit of exec process `exec_id` of container `id`, if recorded.
+    pub fn exec_exit(&self, id: &str, exec_id: &str) -> Result<Option<ExitRecord>> {
+        read_json(&self.exec_path(id, exec_id))
+    }
+
+    /// Record the exit of an exec process (durably).
+    pub fn write_exec_exit(&self, id: &str, exec_id: &str, exit: &ExitRecord) -> Result<()> {
+        let path = self.exec_path(id, exec_id);
+        if let Some(dir) = path.parent() {
+            create_dir(dir)?;
+        }
+        write_json(&path, exit)
+    }
+
+    fn exec_path(&self, id: &str, exec_id: &str) -> PathBuf {
+        self.container(id)
+            .join("execs")
+            .join(format!("{exec_id}.json"))
+    }
+
+    /// The status record of container `id`.
+    pub fn status(&self, id: &str) -> Result<Option<ContainerRecord>> {
+        read_json(&self.container(id).join("status.json"))
+    }
+
+    /// Write the status record of container `id` (durably).
+    pub fn write_status(&self, id: &str, rec: &ContainerRecord) -> Result<()> {
+        write_json(&self.container(id).join("status.json"), rec)
+    }
+
+    /// The spec container `id` was created from.
+    pub fn spec(&self, id: &str) -> Result<Option<ContainerSpec>> {
+        read_json(&self.container(id).join("spec.json"))
+    }
+
+    /// Make the container's directory and store its spec.
+    pub fn write_spec(&self, spec: &ContainerSpec) -> Result<()> {
+        let dir = self.container(&spec.id);
+        create_dir(&dir)?;
+        write_json(&dir.join("spec.json"), spec)
+    }
+
+    /// Forget container `id`.
+    pub fn remove_container(&self, id: &str) -> Result<()> {
+        let dir = self.container(id);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ShimError::io(format!("remove {}", dir.display()), e)),
+        }
+    }
+
+    /// The pod record.
+    pub fn pod(&self) -> Result<Option<PodRecord>> {
+        read_json(&self.root.join(POD))
+    }
+
+    /// Write the pod record (durably).
+    pub fn write_pod(&self, rec: &PodRecord) -> Result<()> {
+        write_json(&self.root.join(POD), rec)
+    }
+
+    /// The shim's pid and start time from `shim.pid`.
+    pub fn shim_pid(&self) -> Option<(i32, u64)> {
+        let text = std::fs::read_to_string(self.root.join(PID_FILE)).ok()?;
+        let mut it = text.split_whitespace();
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    }
+
+    /// Whether the shim recorded in `shim.pid` still runs (same pid, same start time, not
+    /// a zombie).
+    pub fn shim_alive(&self) -> bool {
+        self.shim_pid()
+            .is_some_and(|(pid, start)| process_is(pid, start))
+    }
+}
+
+/// Whether `pid` is alive and started at `start` (not a reused pid, not a zombie).
+pub fn process_is(pid: i32, start: u64) -> bool {
+    pid > 0
+        && wharf_runtime::sys::process_start_time(pid).ok() == Some(start)
+        && !matches!(
+            wharf_runtime::sys::process_state(pid),
+            Some('Z') | Some('X') | None
+        )
+}
+
+/// Create a directory (and parents), mode 0700 for new ones.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| ShimError::io(format!("create {}", dir.display()), e))
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|e| ShimError::Corrupt(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ShimError::io(format!("read {}", path.display()), e)),
+    }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let data = serde_json::to_vec(value)
+        .map_err(|e| ShimError::Corrupt(format!("serialise {}: {e}", path.display())))?;
+    write_durable(path, &data)
+}
+
+/// Replace `path` with `data` atomically and durably: a temp file in the same directory,
+/// fsync, rename over `path`, fsync of the directory.
+pub fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(ShimError::io(format!("write {}", path.display()), e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_records_round_trip() {
+        let t = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(t.path());
+        assert_eq!(sd.exit("c1").unwrap(), None);
+        create_dir(&sd.container("c1")).unwrap();
+        let rec = ExitRecord {
+            exit_code: 137,
+            signal: Some(9),
+            started_at: None,
+            finished_at: "2026-11-29T21:00:00.000000001Z".into(),
+            oom_killed: true,
+            reason: "OOMKilled".into(),
+            message: None,
+        };
+        sd.write_exit("c1", &rec).unwrap();
+        assert_eq!(sd.exit("c1").unwrap(), Some(rec));
+        assert_eq!(sd.container_ids().unwrap(), vec!["c1".to_string()]);
+        std::fs::write(sd.container("c1").join("exit.json"), "{").unwrap();
+        assert!(matches!(sd.exit("c1"), Err(ShimError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_dead_or_reused_pid_is_not_the_shim() {
+        let t = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(t.path());
+        assert!(!sd.shim_alive());
+        let me = std::process::id() as i32;
+        let start = wharf_runtime::sys::process_start_time(me).unwrap();
+        std::fs::write(t.path().join(PID_FILE), format!("{me} {start}\n")).unwrap();
+        assert!(sd.shim_alive());
+        std::fs::write(t.path().join(PID_FILE), format!("{me} {}\n", start + 1)).unwrap();
+        assert!(!sd.shim_alive());
+    }
+}
