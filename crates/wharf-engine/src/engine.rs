@@ -116,11 +116,27 @@ impl Engine {
         // The name is reserved first: a concurrent create with the same name fails here,
         // before anything exists.
         self.db.insert_pod(&row)?;
+        crate::paths::timing("pod row inserted");
         match sandbox::create(&self.setup(), &id, &row.name, spec) {
             Ok(sb) => {
                 row.sandbox = sb;
                 row.state = "created".into();
-                if let Err(e) = self.db.update_pod(&id, &row.sandbox, &row.state) {
+                // The pod's supervisor starts with it (and its minimal init, when the pod
+                // shares its PID namespace).
+                let started = self
+                    .db
+                    .update_pod(&id, &row.sandbox, &row.state)
+                    .and_then(|()| self.shim(&row).map(|_| ()))
+                    .and_then(|()| {
+                        if spec.share_pid {
+                            self.start_pause(&mut row)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                crate::paths::timing("shim started");
+                if let Err(e) = started {
+                    self.shutdown_shim(&row);
                     let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
                     let _ = self.db.delete_pod(&id);
                     return Err(e);
@@ -154,7 +170,11 @@ impl Engine {
             }
         }
         self.db.update_pod(&pod.id, &pod.sandbox, "removing")?;
+        crate::paths::timing("pod: removing");
+        self.shutdown_shim(&pod);
+        crate::paths::timing("pod: shim shut down");
         sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)?;
+        crate::paths::timing("pod: sandbox destroyed");
         self.db.delete_pod(&pod.id)?;
         let _ = self
             .db
@@ -258,8 +278,10 @@ impl Engine {
     /// rootfs mount, snapshot, bundle, logs and record.
     pub fn remove_container(&self, key: &str, force: bool) -> Result<()> {
         let row = self.db.find_container(key)?;
-        self.supervisor_remove(&row, force)?;
+        self.shim_remove(&row, force)?;
+        crate::paths::timing("container: deleted in shim");
         self.unmake_bundle(&row.id);
+        crate::paths::timing("container: bundle removed");
         self.db.delete_container(&row.id)?;
         let _ = self.db.event(
             "removed",
@@ -268,11 +290,6 @@ impl Engine {
             &row.name,
             serde_json::json!({}),
         );
-        Ok(())
-    }
-
-    /// Hook for the shim (filled in by the supervisor module).
-    fn supervisor_remove(&self, _row: &ContainerRow, _force: bool) -> Result<()> {
         Ok(())
     }
 

@@ -14,7 +14,9 @@ pub mod paths;
 pub mod sandbox;
 mod seccomp_default;
 pub mod specgen;
+mod supervisor;
 pub mod tree;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
+pub use supervisor::StdioMode;

@@ -128,6 +128,20 @@ pub fn valid_name(name: &str) -> bool {
         && name.len() <= 128
 }
 
+/// Phase timing on stderr when WHARF_TIMING is set (profiling aid for the engine's steps).
+pub fn timing(what: &str) {
+    use std::sync::OnceLock;
+    static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
+    if let Some(t) =
+        START.get_or_init(|| std::env::var_os("WHARF_TIMING").map(|_| std::time::Instant::now()))
+    {
+        eprintln!(
+            "    [{:>8.3} ms] {what}",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

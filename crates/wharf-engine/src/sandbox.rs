@@ -176,6 +176,7 @@ fn create_steps(
     let run = s.paths.pod_run(id);
     std::fs::create_dir_all(run.join("ns")).ctx(|| format!("create {}", run.display()))?;
     std::fs::create_dir_all(s.paths.shim_dir(id)).ctx(|| "create the shim directory".into())?;
+    crate::paths::timing("dirs");
     // Cgroup: the pod's limits apply to all its containers together.
     let layout = wharf_runtime::cgroups::detect()?;
     let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
@@ -183,11 +184,13 @@ fn create_steps(
     if let Some(res) = &spec.resources {
         wharf_runtime::cgroups::apply_resources(&cg, res)?;
     }
+    crate::paths::timing("cgroup");
     // IPC and UTS namespaces, pinned.
     let ipc = (!spec.host_ipc).then(|| run.join("ns/ipc"));
     let uts = run.join("ns/uts");
     let flags = libc::CLONE_NEWUTS | if ipc.is_some() { libc::CLONE_NEWIPC } else { 0 };
     pin_namespaces(flags, ipc.as_deref(), Some(&uts), &hostname)?;
+    crate::paths::timing("pinned ipc/uts");
     sb.ipcns = ipc.map(|p| p.display().to_string());
     sb.utsns = Some(uts.display().to_string());
     // /dev/shm of the pod.
@@ -206,11 +209,13 @@ fn create_steps(
         .ctx(|| format!("mount the pod's /dev/shm at {}", shm.display()))?;
         sb.shm = Some(shm.display().to_string());
     }
+    crate::paths::timing("shm");
     // Network.
     let mut ips = Vec::new();
     if spec.network != NetworkMode::Host {
         let ns = wharf_net::netns::create(&s.paths.run, id)?;
         sb.netns = Some(ns.path.display().to_string());
+        crate::paths::timing("netns");
         if let Some(net) = network(s.paths, s.net, &spec.network)? {
             let opts = wharf_net::AttachOptions {
                 port_mappings: spec
@@ -249,6 +254,7 @@ fn create_steps(
         }
     }
     sb.ips = ips.iter().map(|i| i.to_string()).collect();
+    crate::paths::timing("network attached");
     // Name files.
     let etc = s.paths.pod_etc(id);
     let mut names = wharf_net::dns::PodNames::new(hostname, ips);
@@ -276,6 +282,7 @@ fn create_steps(
         }
     }
     wharf_net::dns::write_files(&etc, &names)?;
+    crate::paths::timing("dns files");
     sb.etc_dir = Some(etc.display().to_string());
     Ok(())
 }
@@ -290,6 +297,7 @@ pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<
         }
     };
     if spec.network != NetworkMode::Host {
+        crate::paths::timing("destroy: start");
         if let Ok(Some(net)) = network(s.paths, s.net, &spec.network) {
             keep(
                 net.detach(id, sb.netns.as_deref().map(Path::new))
@@ -300,7 +308,9 @@ pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<
             .netns
             .clone()
             .unwrap_or_else(|| s.paths.netns_dir().join(id).display().to_string());
+        crate::paths::timing("destroy: network detached");
         keep(wharf_net::netns::remove_path(Path::new(&path)).map_err(Into::into));
+        crate::paths::timing("destroy: netns removed");
     }
     let run = s.paths.pod_run(id);
     for p in [run.join("ns/ipc"), run.join("ns/uts")] {

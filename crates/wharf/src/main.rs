@@ -5,6 +5,7 @@
 //! Each subsystem's command line lives in its own module with its own `main(argv) -> i32`;
 //! this file only routes the first word to it.
 
+mod engine_cli;
 mod image_cli;
 mod net_cli;
 mod runtime_cli;
@@ -28,6 +29,10 @@ fn main() {
         Some("runtime") => runtime_cli::main(sub_argv("wharf runtime", &args[at + 1..])),
         Some("net") => net_cli::main(sub_argv("wharf net", &args[at + 1..])),
         Some("shim") => wharf_shim::daemon::main(sub_argv("wharf shim", &args[at + 1..])),
+        Some(
+            "run" | "create" | "start" | "ps" | "logs" | "exec" | "attach" | "stop" | "kill" | "rm"
+            | "wait" | "inspect" | "stats" | "top" | "pod" | "events" | "play",
+        ) => engine_cli::main(args.clone()),
         Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
             image_cli::main(args.clone())
         }

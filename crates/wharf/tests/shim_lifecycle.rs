@@ -3,7 +3,6 @@
 
 mod shim_support;
 
-
 use shim_support::*;
 
 #[test]

@@ -5,7 +5,7 @@
 //! usage errors exit 2.
 
 mod args;
-mod progress;
+pub(crate) mod progress;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use wharf_image::PullEvent;
 use wharf_image::digest::Digest;
 
-/// Prints pull progress to stdout.
+/// Prints pull progress to stdout (or stderr, for `wharf run`, whose stdout is the
+/// container's).
 pub struct Display {
+    stderr: bool,
     tty: bool,
     state: Mutex<State>,
 }
@@ -90,8 +92,17 @@ impl Display {
     /// `tty`: redraw lines in place; else print each state change once.
     pub fn new(tty: bool) -> Display {
         Display {
+            stderr: false,
             tty,
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Progress on stderr.
+    pub fn on_stderr(tty: bool) -> Display {
+        Display {
+            stderr: true,
+            ..Display::new(tty)
         }
     }
 
@@ -102,7 +113,11 @@ impl Display {
         }
         let layer = s.layers.entry(d.clone()).or_default();
         f(layer);
-        let mut out = std::io::stdout().lock();
+        let mut out: Box<dyn Write> = if self.stderr {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
         if self.tty {
             let due = s
                 .last_draw

@@ -5,6 +5,7 @@
 //! `--log`, which containerd reads back) and exit with status 1.
 
 mod args;
+pub use args::parse_signal;
 mod cgroup_cmds;
 mod exec;
 mod logging;

@@ -1,0 +1,391 @@
+//! The engine's side of the per-pod shim: spawning it with the pod, asking it to create,
+//! start, stop, kill and delete containers, attaching, exec, and reading its exit records
+//! (which exist on disk even when the shim or the engine is gone).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wharf_shim::protocol::{self as proto, Backoff, StdioSpec};
+use wharf_shim::{ShimClient, ShimError};
+
+use crate::db::{ContainerRow, PodRow};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{ContainerState, ExitInfo, RestartPolicy};
+
+impl From<ShimError> for Error {
+    fn from(e: ShimError) -> Self {
+        match e {
+            // The shim's message names the container and the cause already.
+            ShimError::Remote { message, .. } => Error::Other(message),
+            e => Error::Other(e.to_string()),
+        }
+    }
+}
+
+/// How a container's stdio is wired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StdioMode {
+    /// A terminal.
+    pub tty: bool,
+    /// Stdin kept open for attached clients.
+    pub stdin: bool,
+}
+
+pub(crate) fn exit_info(e: &proto::ExitRecord) -> ExitInfo {
+    ExitInfo {
+        code: e.exit_code,
+        signal: e.signal,
+        finished_at: e.finished_at.clone(),
+        oom_killed: e.oom_killed,
+        reason: Some(e.reason.clone()).filter(|r| !r.is_empty()),
+    }
+}
+
+fn restart(p: RestartPolicy) -> proto::RestartPolicy {
+    match p {
+        RestartPolicy::Always => proto::RestartPolicy::Always,
+        RestartPolicy::OnFailure => proto::RestartPolicy::OnFailure,
+        RestartPolicy::Never => proto::RestartPolicy::Never,
+    }
+}
+
+impl Engine {
+    fn shim_dir(&self, pod: &PodRow) -> PathBuf {
+        if pod.sandbox.shim_dir.is_empty() {
+            self.paths.shim_dir(&pod.id)
+        } else {
+            PathBuf::from(&pod.sandbox.shim_dir)
+        }
+    }
+
+    /// A client of the pod's shim, starting the shim if it is not running.
+    pub fn shim(&self, pod: &PodRow) -> Result<ShimClient> {
+        let dir = self.shim_dir(pod);
+        let records = wharf_shim::records::StateDir::new(&dir);
+        if records.shim_alive()
+            && let Ok(c) = ShimClient::connect(&dir)
+        {
+            return Ok(c);
+        }
+        let mut opts = wharf_shim::SpawnOptions::new(&pod.id, &dir, self.paths.runtime_root());
+        if let Some(bin) = &self.opts.wharf_bin {
+            opts.binary = bin.clone();
+        }
+        Ok(wharf_shim::spawn(&opts)?)
+    }
+
+    /// The pod's shim if it runs (without starting one).
+    pub fn running_shim(&self, pod: &PodRow) -> Option<ShimClient> {
+        let dir = self.shim_dir(pod);
+        let records = wharf_shim::records::StateDir::new(&dir);
+        if !records.shim_alive() {
+            return None;
+        }
+        ShimClient::connect(&dir).ok()
+    }
+
+    /// Start the pod's minimal init (shared PID namespace) and record its pid.
+    pub(crate) fn start_pause(&self, pod: &mut PodRow) -> Result<()> {
+        let shim = self.shim(pod)?;
+        let pid = shim.pause_init(&proto::PauseSpec {
+            network: pod.sandbox.netns.as_ref().map(PathBuf::from),
+            ipc: pod.sandbox.ipcns.as_ref().map(PathBuf::from),
+            uts: pod.sandbox.utsns.as_ref().map(PathBuf::from),
+        })?;
+        pod.sandbox.pause_pid = Some(pid);
+        self.db.update_pod(&pod.id, &pod.sandbox, &pod.state)?;
+        Ok(())
+    }
+
+    fn shim_spec(
+        &self,
+        pod: &PodRow,
+        row: &ContainerRow,
+        stdio: StdioMode,
+        backoff: Option<Backoff>,
+    ) -> proto::ContainerSpec {
+        proto::ContainerSpec {
+            id: row.id.clone(),
+            bundle: self.paths.bundle(&row.id),
+            stdio: StdioSpec {
+                terminal: stdio.tty,
+                stdin: stdio.stdin,
+                log: Some(self.paths.log(&row.id)),
+            },
+            restart: if row.spec.init {
+                // Init containers that fail are retried only under Always/OnFailure.
+                restart(match pod.spec.restart {
+                    RestartPolicy::Never => RestartPolicy::Never,
+                    _ => RestartPolicy::OnFailure,
+                })
+            } else {
+                restart(pod.spec.restart)
+            },
+            backoff: backoff.unwrap_or_default(),
+            init: row.spec.init,
+        }
+    }
+
+    /// Create a container in its pod's shim (runtime create), ready to start.
+    pub fn create_in_shim(
+        &self,
+        key: &str,
+        stdio: StdioMode,
+    ) -> Result<(ContainerRow, ShimClient)> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let shim = self.shim(&pod)?;
+        shim.create(&self.shim_spec(&pod, &row, stdio, self.backoff()))?;
+        Ok((row, shim))
+    }
+
+    /// Start a container created with [`Engine::create_in_shim`].
+    pub fn start_created(&self, row: &ContainerRow, shim: &ShimClient) -> Result<()> {
+        shim.start(&row.id)?;
+        let now = wharf_runtime::clock::now_rfc3339_nano();
+        self.db.update_container(
+            &row.id,
+            ContainerState::Running,
+            Some(&now),
+            None,
+            row.restart_count,
+        )?;
+        let _ = self.db.event(
+            "started",
+            "container",
+            &row.id,
+            &row.name,
+            serde_json::json!({}),
+        );
+        Ok(())
+    }
+
+    /// Create (in the shim) and start a container.
+    pub fn start_container(&self, key: &str, stdio: StdioMode) -> Result<ContainerRow> {
+        let (row, shim) = self.create_in_shim(key, stdio)?;
+        self.start_created(&row, &shim)?;
+        Ok(row)
+    }
+
+    /// Run all of a pod's containers through its shim: init containers in order, then the
+    /// app containers (the shim keeps doing it, restarts included, without the engine).
+    pub fn run_pod(&self, key: &str) -> Result<()> {
+        let pod = self.db.find_pod(key)?;
+        let shim = self.shim(&pod)?;
+        let containers = self.db.containers(Some(&pod.id))?;
+        let stdio = |c: &ContainerRow| StdioMode {
+            tty: c.spec.tty,
+            stdin: c.spec.stdin,
+        };
+        let plan = proto::PodPlan {
+            init: containers
+                .iter()
+                .filter(|c| c.spec.init)
+                .map(|c| self.shim_spec(&pod, c, stdio(c), self.backoff()))
+                .collect(),
+            containers: containers
+                .iter()
+                .filter(|c| !c.spec.init)
+                .map(|c| self.shim_spec(&pod, c, stdio(c), self.backoff()))
+                .collect(),
+        };
+        shim.run_pod(&plan)?;
+        let now = wharf_runtime::clock::now_rfc3339_nano();
+        for c in &containers {
+            self.db
+                .update_container(&c.id, ContainerState::Running, Some(&now), None, 0)?;
+        }
+        self.db.update_pod(&pod.id, &pod.sandbox, "running")?;
+        let _ = self
+            .db
+            .event("started", "pod", &pod.id, &pod.name, serde_json::json!({}));
+        Ok(())
+    }
+
+    /// Restart back-off for the shim (WHARF_RESTART_BACKOFF_MS overrides kubelet's 10 s
+    /// start, for tests and impatient users).
+    fn backoff(&self) -> Option<Backoff> {
+        let ms: u64 = std::env::var("WHARF_RESTART_BACKOFF_MS")
+            .ok()?
+            .parse()
+            .ok()?;
+        Some(Backoff {
+            initial_ms: ms,
+            max_ms: ms.saturating_mul(30),
+        })
+    }
+
+    /// Attach to a container's stdio (or an exec process's).
+    pub fn attach(&self, key: &str, exec_id: Option<&str>) -> Result<wharf_shim::Attach> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let shim = self.running_shim(&pod).ok_or_else(|| {
+            Error::Invalid(format!(
+                "container {} is not running (its pod's shim is gone)",
+                row.name
+            ))
+        })?;
+        Ok(shim.attach(&row.id, exec_id)?)
+    }
+
+    /// Wait for a container to exit; records the exit.
+    pub fn wait(&self, key: &str) -> Result<ExitInfo> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let exit = match self.running_shim(&pod) {
+            Some(shim) => exit_info(&shim.wait(&row.id, None)?),
+            None => self.exit_on_disk(&pod, &row.id).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "container {} is not running and has no exit record",
+                    row.name
+                ))
+            })?,
+        };
+        self.record_exit(&row, &exit)?;
+        Ok(exit)
+    }
+
+    /// The exit record the shim wrote, if any.
+    pub fn exit_on_disk(&self, pod: &PodRow, id: &str) -> Option<ExitInfo> {
+        let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
+        records.exit(id).ok().flatten().map(|e| exit_info(&e))
+    }
+
+    fn record_exit(&self, row: &ContainerRow, exit: &ExitInfo) -> Result<()> {
+        if row.state != ContainerState::Exited || row.exit.as_ref() != Some(exit) {
+            self.db.update_container(
+                &row.id,
+                ContainerState::Exited,
+                None,
+                Some(exit),
+                row.restart_count,
+            )?;
+            let _ = self.db.event(
+                if exit.oom_killed { "oom" } else { "exited" },
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({"exitCode": exit.code, "reason": exit.reason}),
+            );
+        }
+        Ok(())
+    }
+
+    /// The container's current state, from its shim's records (no shim round trip).
+    pub fn refresh(&self, row: &ContainerRow) -> Result<ContainerRow> {
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let mut row = row.clone();
+        if matches!(row.state, ContainerState::Running | ContainerState::Paused) {
+            let records = wharf_shim::records::StateDir::new(self.shim_dir(&pod));
+            let status = records.status(&row.id).ok().flatten();
+            if let Some(st) = &status {
+                row.restart_count = st.restart_count as i64;
+            }
+            let restarting = status
+                .as_ref()
+                .is_some_and(|s| s.status == proto::Status::Running);
+            if let Some(exit) = self.exit_on_disk(&pod, &row.id)
+                && !restarting
+            {
+                self.record_exit(&row, &exit)?;
+                row.state = ContainerState::Exited;
+                row.exit = Some(exit);
+            } else if !records.shim_alive() {
+                // Its supervisor is gone and no exit was recorded: reap it.
+                self.reap_pod(&pod)?;
+                return self.db.find_container(&row.id);
+            }
+        }
+        Ok(row)
+    }
+
+    /// Send a signal to a container.
+    pub fn kill(&self, key: &str, signal: i32) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let shim = self
+            .running_shim(&pod)
+            .ok_or_else(|| Error::Invalid(format!("container {} is not running", row.name)))?;
+        shim.kill(&row.id, signal, false)?;
+        Ok(())
+    }
+
+    /// Stop a container: its stop signal, SIGKILL after `timeout`; no restarts.
+    pub fn stop(&self, key: &str, timeout: Option<Duration>) -> Result<ExitInfo> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let Some(shim) = self.running_shim(&pod) else {
+            return self
+                .exit_on_disk(&pod, &row.id)
+                .ok_or_else(|| Error::Invalid(format!("container {} is not running", row.name)));
+        };
+        let image = self.images.resolve(&row.image_id).ok();
+        let signal = image
+            .as_ref()
+            .map(|i| crate::specgen::stop_signal(&row.spec, &i.config))
+            .unwrap_or(libc::SIGTERM);
+        let grace = timeout.unwrap_or(Duration::from_secs(row.spec.stop_timeout.unwrap_or(10)));
+        shim.stop(&row.id, signal, grace)?;
+        let exit = exit_info(&shim.wait(&row.id, None)?);
+        self.record_exit(&row, &exit)?;
+        Ok(exit)
+    }
+
+    /// The shim's part of removing a container: delete it in the runtime.
+    pub(crate) fn shim_remove(&self, row: &ContainerRow, force: bool) -> Result<()> {
+        let pod = self.db.find_pod(&row.pod_id)?;
+        if let Some(shim) = self.running_shim(&pod) {
+            match shim.delete(&row.id, force) {
+                Ok(()) => {}
+                Err(ShimError::Remote {
+                    kind: proto::ErrorKind::NotFound,
+                    ..
+                }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            // No shim: make sure nothing of the container survives in the runtime.
+            let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+            match rt.delete(&row.id, true) {
+                Ok(()) | Err(wharf_runtime::Error::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let _ = wharf_shim::records::StateDir::new(self.shim_dir(&pod)).remove_container(&row.id);
+        Ok(())
+    }
+
+    /// Record the containers of a pod whose shim died: their exits ("ShimDied" where the
+    /// shim left none), and clean up what the runtime still holds.
+    pub fn reap_pod(&self, pod: &PodRow) -> Result<()> {
+        let dir = self.shim_dir(pod);
+        let reaped = wharf_shim::reap_dead_shim(&dir, &self.paths.runtime_root())?;
+        for r in reaped {
+            if let Ok(row) = self.db.find_container(&r.id) {
+                self.record_exit(&row, &exit_info(&r.exit))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop the pod's shim once its containers are gone.
+    pub(crate) fn shutdown_shim(&self, pod: &PodRow) {
+        if let Some(shim) = self.running_shim(pod) {
+            let _ = shim.shutdown();
+            // Give it a moment to exit, so its pause process and socket are gone too.
+            let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
+            for _ in 0..200 {
+                if !records.shim_alive() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// The shim state directory of a pod.
+    pub fn shim_state_dir(&self, pod: &PodRow) -> PathBuf {
+        self.shim_dir(pod)
+    }
+}

@@ -1,0 +1,359 @@
+//! Command-line grammar of Wharf's container and pod commands (docker/podman habits).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Container and pod commands.
+#[derive(Parser, Debug)]
+#[command(name = "wharf", version, about = "Wharf: pods and containers")]
+pub struct Cli {
+    /// State directory (images, containers, metadata).
+    #[arg(long, global = true, env = "WHARF_ROOT", default_value = wharf_engine::paths::DEFAULT_ROOT)]
+    pub root: PathBuf,
+    /// Runtime directory (mounts, pinned namespaces, runtime state).
+    #[arg(long = "run-dir", global = true, env = "WHARF_RUN", default_value = wharf_engine::paths::DEFAULT_RUN)]
+    pub run: PathBuf,
+    /// Wharf's config file (registry mirrors and insecure hosts).
+    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_image::config::DEFAULT_CONFIG_PATH)]
+    pub config: PathBuf,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// `wharf run` / `wharf create` flags.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Keep stdin open (attach it).
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Allocate a terminal.
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// Remove the container (and its pod) when it exits.
+    #[arg(long)]
+    pub rm: bool,
+    /// Run in the background and print the container id.
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// Container name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Environment variables (KEY=VALUE, or KEY to copy it from here).
+    #[arg(short = 'e', long = "env")]
+    pub env: Vec<String>,
+    /// Files of KEY=VALUE lines.
+    #[arg(long = "env-file")]
+    pub env_file: Vec<PathBuf>,
+    /// Bind mounts host:container[:ro].
+    #[arg(short = 'v', long = "volume")]
+    pub volumes: Vec<String>,
+    /// Published ports [ip:]host:container[/tcp|udp].
+    #[arg(short = 'p', long = "publish")]
+    pub publish: Vec<String>,
+    /// Network: default, none, host, or a CNI network name.
+    #[arg(long, default_value = "default")]
+    pub network: String,
+    /// user[:group] by name or id.
+    #[arg(short = 'u', long)]
+    pub user: Option<String>,
+    /// Working directory.
+    #[arg(short = 'w', long)]
+    pub workdir: Option<String>,
+    /// Replace the image's entrypoint (a command, split on spaces).
+    #[arg(long)]
+    pub entrypoint: Option<String>,
+    /// Hostname.
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// Memory limit (e.g. 64m, 1g).
+    #[arg(short = 'm', long)]
+    pub memory: Option<String>,
+    /// CPU limit (e.g. 0.5).
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// Max processes.
+    #[arg(long = "pids-limit")]
+    pub pids_limit: Option<i64>,
+    /// Add capabilities.
+    #[arg(long = "cap-add")]
+    pub cap_add: Vec<String>,
+    /// Drop capabilities.
+    #[arg(long = "cap-drop")]
+    pub cap_drop: Vec<String>,
+    /// All capabilities and devices, no seccomp.
+    #[arg(long)]
+    pub privileged: bool,
+    /// Read-only root filesystem.
+    #[arg(long = "read-only")]
+    pub read_only: bool,
+    /// Run in this existing pod instead of a pod of its own.
+    #[arg(long)]
+    pub pod: Option<String>,
+    /// Restart policy: no, always, on-failure.
+    #[arg(long, default_value = "no")]
+    pub restart: String,
+    /// Pull policy: missing, always, never.
+    #[arg(long, default_value = "missing")]
+    pub pull: String,
+    /// Stop signal.
+    #[arg(long = "stop-signal")]
+    pub stop_signal: Option<String>,
+    /// Seconds to wait before killing at stop.
+    #[arg(long = "stop-timeout")]
+    pub stop_timeout: Option<u64>,
+    /// Seccomp: "unconfined" or a profile file (security-opt seccomp=...).
+    #[arg(long = "security-opt")]
+    pub security_opt: Vec<String>,
+    /// Detach key sequence (default ctrl-p,ctrl-q).
+    #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
+    pub detach_keys: String,
+    /// Image.
+    pub image: String,
+    /// Command and arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// `wharf exec` flags.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Keep stdin open.
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Allocate a terminal.
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// Run in the background.
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// Environment variables.
+    #[arg(short = 'e', long = "env")]
+    pub env: Vec<String>,
+    /// user[:group].
+    #[arg(short = 'u', long)]
+    pub user: Option<String>,
+    /// Working directory.
+    #[arg(short = 'w', long)]
+    pub workdir: Option<String>,
+    /// Extended privileges.
+    #[arg(long)]
+    pub privileged: bool,
+    /// Container.
+    pub container: String,
+    /// Command and arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Pod subcommands.
+#[derive(Subcommand, Debug)]
+pub enum PodCmd {
+    /// Create an empty pod.
+    Create {
+        /// Name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Hostname.
+        #[arg(long)]
+        hostname: Option<String>,
+        /// Network: default, none, host, or a CNI network.
+        #[arg(long, default_value = "default")]
+        network: String,
+        /// Published ports.
+        #[arg(short = 'p', long = "publish")]
+        publish: Vec<String>,
+        /// Share one PID namespace between the pod's containers.
+        #[arg(long = "share-pid")]
+        share_pid: bool,
+        /// Restart policy of its containers.
+        #[arg(long, default_value = "no")]
+        restart: String,
+    },
+    /// List pods.
+    #[command(alias = "list", alias = "ps")]
+    Ls {
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Ids only.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Show pods as JSON.
+    Inspect {
+        /// Pods.
+        #[arg(required = true)]
+        pods: Vec<String>,
+    },
+    /// Stop a pod's containers.
+    Stop {
+        /// Seconds before SIGKILL.
+        #[arg(short = 't', long)]
+        time: Option<u64>,
+        /// Pods.
+        #[arg(required = true)]
+        pods: Vec<String>,
+    },
+    /// Remove pods.
+    Rm {
+        /// Stop and remove their containers too.
+        #[arg(short, long)]
+        force: bool,
+        /// Pods.
+        #[arg(required = true)]
+        pods: Vec<String>,
+    },
+}
+
+/// Commands.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run a command in a new container.
+    Run(RunArgs),
+    /// Create a container without starting it.
+    Create(RunArgs),
+    /// Start created containers.
+    Start {
+        /// Attach to its output.
+        #[arg(short, long)]
+        attach: bool,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// List containers.
+    Ps {
+        /// Show all containers (default: running only).
+        #[arg(short, long)]
+        all: bool,
+        /// Ids only.
+        #[arg(short, long)]
+        quiet: bool,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Only this pod's.
+        #[arg(long)]
+        pod: Option<String>,
+    },
+    /// Print a container's output.
+    Logs {
+        /// Keep following it.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long)]
+        tail: Option<usize>,
+        /// Only lines since (RFC 3339 time or a duration like 10m).
+        #[arg(long)]
+        since: Option<String>,
+        /// Prefix lines with their timestamps.
+        #[arg(short, long)]
+        timestamps: bool,
+        /// Container.
+        container: String,
+    },
+    /// Run a command in a running container.
+    Exec(ExecArgs),
+    /// Attach to a running container's stdio.
+    Attach {
+        /// Detach key sequence.
+        #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
+        detach_keys: String,
+        /// Do not forward stdin.
+        #[arg(long = "no-stdin")]
+        no_stdin: bool,
+        /// Container.
+        container: String,
+    },
+    /// Stop containers (stop signal, then SIGKILL).
+    Stop {
+        /// Seconds before SIGKILL.
+        #[arg(short = 't', long)]
+        time: Option<u64>,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// Send a signal to containers.
+    Kill {
+        /// Signal (default KILL).
+        #[arg(short, long, default_value = "KILL")]
+        signal: String,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// Remove containers.
+    Rm {
+        /// Kill running ones first.
+        #[arg(short, long)]
+        force: bool,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// Wait for containers to exit and print their codes.
+    Wait {
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// Show containers (or pods) as JSON, or a pod's process tree.
+    Inspect {
+        /// The pod as the kernel sees it: processes, namespaces, cgroups, mounts.
+        #[arg(long)]
+        tree: bool,
+        /// With --tree: JSON instead of a tree.
+        #[arg(long, default_value = "text")]
+        format: String,
+        /// Containers or pods.
+        #[arg(required = true)]
+        objects: Vec<String>,
+    },
+    /// Live resource usage of containers.
+    Stats {
+        /// One sample, then exit.
+        #[arg(long = "no-stream")]
+        no_stream: bool,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Containers (default: all running).
+        containers: Vec<String>,
+    },
+    /// A container's processes.
+    Top {
+        /// Container.
+        container: String,
+    },
+    /// Pods.
+    Pod {
+        #[command(subcommand)]
+        cmd: PodCmd,
+    },
+    /// Engine events.
+    Events {
+        /// Keep printing new events.
+        #[arg(short, long)]
+        follow: bool,
+        /// text or json.
+        #[arg(long, default_value = "text")]
+        format: String,
+        /// Only events since (RFC 3339 time or duration).
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Run a Kubernetes Pod manifest (with its ConfigMaps and Secrets).
+    Play {
+        /// Stop and remove what the manifest created.
+        #[arg(long)]
+        down: bool,
+        /// Publish host ports from the manifest's hostPort fields.
+        #[arg(long = "network", default_value = "default")]
+        network: String,
+        /// The manifest (`-` for stdin).
+        file: PathBuf,
+    },
+}

@@ -1,0 +1,267 @@
+//! From command-line flags to the engine's pod and container specs.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use wharf_engine::model::{
+    ContainerSpec, NetworkMode, PodSpec, PortMapping, RestartPolicy, SeccompMode, VolumeMount,
+};
+
+use super::args::{ExecArgs, RunArgs};
+
+/// `--network`.
+pub fn network(s: &str) -> NetworkMode {
+    match s {
+        "" | "default" | "bridge" => NetworkMode::Default,
+        "none" => NetworkMode::None,
+        "host" => NetworkMode::Host,
+        name => NetworkMode::Named(name.to_string()),
+    }
+}
+
+/// `--restart`.
+pub fn restart(s: &str) -> Result<RestartPolicy> {
+    Ok(match s.split(':').next().unwrap_or("") {
+        "no" | "never" | "" => RestartPolicy::Never,
+        "always" | "unless-stopped" => RestartPolicy::Always,
+        "on-failure" => RestartPolicy::OnFailure,
+        other => bail!("invalid --restart {other:?}: no, always or on-failure"),
+    })
+}
+
+/// `-p [ip:]host:container[/proto]`.
+pub fn port(s: &str) -> Result<PortMapping> {
+    let (spec, proto) = match s.split_once('/') {
+        Some((a, p)) => (a, p.to_ascii_lowercase()),
+        None => (s, "tcp".to_string()),
+    };
+    if proto != "tcp" && proto != "udp" && proto != "sctp" {
+        bail!("invalid port mapping {s:?}: protocol must be tcp, udp or sctp");
+    }
+    let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
+    let (ip, host, ctr) = match parts.as_slice() {
+        [ctr, host] => (None, *host, *ctr),
+        [ctr, host, ip] => (Some(ip.trim_matches(['[', ']']).to_string()), *host, *ctr),
+        _ => bail!("invalid port mapping {s:?}: use [ip:]hostPort:containerPort[/proto]"),
+    };
+    let parse = |p: &str| {
+        p.parse::<u16>()
+            .with_context(|| format!("invalid port {p:?} in {s:?}"))
+    };
+    Ok(PortMapping {
+        host_port: parse(host)?,
+        container_port: parse(ctr)?,
+        protocol: proto,
+        host_ip: ip.filter(|i| !i.is_empty()),
+    })
+}
+
+/// Sizes like docker's: 64m, 1g, 512k, plain bytes.
+pub fn size(s: &str) -> Result<i64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('b') => return size(&s[..s.len() - 1]),
+        Some('k') => (&s[..s.len() - 1], 1i64 << 10),
+        Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: f64 = num.parse().with_context(|| format!("invalid size {s:?}"))?;
+    Ok((n * mul as f64) as i64)
+}
+
+/// `-v host:container[:ro|rw]`.
+pub fn volume(s: &str) -> Result<VolumeMount> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (src, dst, opts) = match parts.as_slice() {
+        [src, dst] => (*src, *dst, ""),
+        [src, dst, opts] => (*src, *dst, *opts),
+        _ => bail!("invalid volume {s:?}: use /host/path:/container/path[:ro]"),
+    };
+    if !src.starts_with('/') {
+        bail!(
+            "invalid volume {s:?}: the host path must be absolute (named volumes are not supported)"
+        );
+    }
+    if !dst.starts_with('/') {
+        bail!("invalid volume {s:?}: the container path must be absolute");
+    }
+    if !std::path::Path::new(src).exists() {
+        bail!("volume {s:?}: host path {src} does not exist");
+    }
+    let mut readonly = false;
+    for o in opts.split(',').filter(|o| !o.is_empty()) {
+        match o {
+            "ro" => readonly = true,
+            "rw" => readonly = false,
+            "z" | "Z" => {}
+            other => bail!("invalid volume option {other:?} in {s:?}"),
+        }
+    }
+    Ok(VolumeMount {
+        source: PathBuf::from(src),
+        destination: PathBuf::from(dst),
+        readonly,
+        kind: "bind".into(),
+        options: Vec::new(),
+    })
+}
+
+fn env(a: &RunArgs) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for f in &a.env_file {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("read env file {}", f.display()))?;
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            out.push(kv(line));
+        }
+    }
+    for e in &a.env {
+        out.push(kv(e));
+    }
+    Ok(out)
+}
+
+fn kv(s: &str) -> (String, String) {
+    match s.split_once('=') {
+        Some((k, v)) => (k.to_string(), v.to_string()),
+        None => (s.to_string(), std::env::var(s).unwrap_or_default()),
+    }
+}
+
+/// The container spec of `wharf run`.
+pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
+    let mut seccomp = SeccompMode::RuntimeDefault;
+    for o in &a.security_opt {
+        match o.split_once('=').or_else(|| o.split_once(':')) {
+            Some(("seccomp", "unconfined")) => seccomp = SeccompMode::Unconfined,
+            Some(("seccomp", path)) => seccomp = SeccompMode::Localhost(path.into()),
+            Some(("no-new-privileges", "true")) | None if o == "no-new-privileges" => {}
+            _ => bail!(
+                "unsupported --security-opt {o:?} (seccomp=unconfined|<file>, no-new-privileges)"
+            ),
+        }
+    }
+    Ok(ContainerSpec {
+        name: a.name.clone(),
+        image: a.image.clone(),
+        entrypoint: a
+            .entrypoint
+            .as_ref()
+            .map(|e| e.split_whitespace().map(String::from).collect()),
+        command: (!a.command.is_empty()).then(|| a.command.clone()),
+        env: env(a)?,
+        workdir: a.workdir.clone(),
+        user: a.user.clone(),
+        tty: a.tty,
+        stdin: a.interactive,
+        mounts: a.volumes.iter().map(|v| volume(v)).collect::<Result<_>>()?,
+        memory: a.memory.as_deref().map(size).transpose()?,
+        cpus: a.cpus,
+        pids_limit: a.pids_limit,
+        privileged: a.privileged,
+        cap_add: a.cap_add.clone(),
+        cap_drop: a.cap_drop.clone(),
+        read_only: a.read_only,
+        no_new_privileges: a
+            .security_opt
+            .iter()
+            .any(|o| o.starts_with("no-new-privileges")),
+        seccomp,
+        stop_signal: a.stop_signal.clone(),
+        stop_timeout: a.stop_timeout,
+        ..Default::default()
+    })
+}
+
+/// The pod of a standalone `wharf run` container.
+pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
+    Ok(PodSpec {
+        name: a.name.clone(),
+        hostname: a.hostname.clone(),
+        network: network(&a.network),
+        ports: a.publish.iter().map(|p| port(p)).collect::<Result<_>>()?,
+        restart: restart(&a.restart)?,
+        // Made for this container: removed with it.
+        labels: [(STANDALONE.to_string(), "true".to_string())].into(),
+        ..Default::default()
+    })
+}
+
+/// Label of a pod made for one container by `wharf run`/`create` (removed with it).
+pub const STANDALONE: &str = "io.wharf.standalone";
+
+/// The process of `wharf exec`: the container's own (user, env, capabilities, cwd) with the
+/// command line's changes.
+pub fn exec_process(
+    config: &serde_json::Value,
+    e: &ExecArgs,
+) -> Result<oci_spec::runtime::Process> {
+    let mut p = config["process"].clone();
+    p["args"] = serde_json::json!(e.command);
+    p["terminal"] = serde_json::json!(e.tty);
+    if let Some(w) = &e.workdir {
+        p["cwd"] = serde_json::json!(w);
+    }
+    let mut env: Vec<String> = p["env"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    for kvs in &e.env {
+        let (k, v) = kv(kvs);
+        env.retain(|x| !x.starts_with(&format!("{k}=")));
+        env.push(format!("{k}={v}"));
+    }
+    p["env"] = serde_json::json!(env);
+    if let Some(u) = &e.user {
+        let (uid, gid) = match u.split_once(':') {
+            Some((u, g)) => (u.parse::<u32>().ok(), g.parse::<u32>().ok()),
+            None => (u.parse::<u32>().ok(), None),
+        };
+        let Some(uid) = uid else {
+            bail!("wharf exec --user takes numeric ids (uid[:gid])");
+        };
+        p["user"]["uid"] = serde_json::json!(uid);
+        if let Some(g) = gid {
+            p["user"]["gid"] = serde_json::json!(g);
+        }
+    }
+    if e.privileged {
+        let all: Vec<&str> =
+            wharf_runtime::caps::NAMES[..=wharf_runtime::caps::last_cap() as usize].to_vec();
+        p["capabilities"] =
+            serde_json::json!({"bounding": all, "effective": all, "permitted": all});
+    }
+    serde_json::from_value(p).context("the container's process in config.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_sizes_volumes() {
+        let p = port("127.0.0.1:8080:80/udp").unwrap();
+        assert_eq!(
+            (p.host_port, p.container_port, p.protocol.as_str()),
+            (8080, 80, "udp")
+        );
+        assert_eq!(p.host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(port("80:8080").unwrap().host_ip, None);
+        assert!(port("x:80").is_err());
+        assert_eq!(size("64m").unwrap(), 64 << 20);
+        assert_eq!(size("1.5g").unwrap(), 3 << 29);
+        assert_eq!(size("512").unwrap(), 512);
+        assert!(volume("rel:/x").is_err());
+        let v = volume("/tmp:/data:ro").unwrap();
+        assert!(v.readonly);
+    }
+}

@@ -1,0 +1,486 @@
+//! Wharf's container and pod commands: `run`, `create`, `start`, `ps`, `logs`, `exec`,
+//! `attach`, `stop`, `kill`, `rm`, `wait`, `inspect`, `stats`, `top`, `pod ...`, `events`,
+//! `play`, over the engine (no daemon: every command opens the engine's state on disk).
+//!
+//! Errors print as one line on stderr (`wharf: ...`) and exit 1 (125 when `run` itself
+//! fails before the container runs, as docker does); usage errors exit 2.
+
+mod args;
+mod convert;
+mod output;
+mod relay;
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use wharf_engine::model::ContainerState;
+use wharf_engine::{Engine, EngineOptions, StdioMode};
+
+use args::{Cli, Cmd, PodCmd, RunArgs};
+
+/// Entry point; `argv` is the whole command line.
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "wharf: {e:#}");
+            if matches!(cli.cmd, Cmd::Run(_)) {
+                125
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// Engine options from the command line and the environment.
+pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
+    let mut opts = EngineOptions {
+        root: cli.root.clone(),
+        run: cli.run.clone(),
+        registries: wharf_image::config::RegistriesConfig::load(&cli.config)?,
+        ..Default::default()
+    };
+    let list = |v: &str| -> Vec<PathBuf> {
+        v.split(':')
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect()
+    };
+    if let Ok(v) = std::env::var("WHARF_CGROUP_PARENT") {
+        opts.cgroup_parent = v;
+    }
+    if let Ok(v) = std::env::var("WHARF_CNI_CONF_DIR") {
+        opts.net.cni_conf_dirs = Some(list(&v));
+    }
+    if let Ok(v) = std::env::var("WHARF_CNI_BIN_DIR") {
+        opts.net.cni_bin_dirs = Some(list(&v));
+    }
+    if let Ok(v) = std::env::var("WHARF_CNI_CACHE_DIR") {
+        opts.net.cni_cache_dir = Some(v.into());
+    }
+    if let Ok(v) = std::env::var("WHARF_NET_HOST_NS") {
+        opts.net.host_netns = Some(v.into());
+    }
+    Ok(opts)
+}
+
+fn open(cli: &Cli) -> Result<Engine> {
+    let opts = engine_options(cli)?;
+    Engine::open(opts).with_context(|| format!("opening Wharf's state in {}", cli.root.display()))
+}
+
+fn dispatch(cli: &Cli) -> Result<i32> {
+    match &cli.cmd {
+        Cmd::Run(a) => run(cli, a, true),
+        Cmd::Create(a) => run(cli, a, false),
+        Cmd::Start { attach, containers } => start(cli, *attach, containers),
+        Cmd::Ps {
+            all,
+            quiet,
+            format,
+            pod,
+        } => output::ps(&open(cli)?, *all, *quiet, format, pod.as_deref()),
+        Cmd::Logs {
+            follow,
+            tail,
+            since,
+            timestamps,
+            container,
+        } => output::logs(
+            &open(cli)?,
+            container,
+            *follow,
+            *tail,
+            since.as_deref(),
+            *timestamps,
+        ),
+        Cmd::Exec(e) => exec(cli, e),
+        Cmd::Attach {
+            detach_keys,
+            no_stdin,
+            container,
+        } => attach(cli, container, detach_keys, !*no_stdin),
+        Cmd::Stop { time, containers } => {
+            let engine = open(cli)?;
+            for c in containers {
+                engine.stop(c, time.map(Duration::from_secs))?;
+                println!("{c}");
+            }
+            Ok(0)
+        }
+        Cmd::Kill { signal, containers } => {
+            let engine = open(cli)?;
+            let sig = crate::runtime_cli::parse_signal(signal)?;
+            for c in containers {
+                engine.kill(c, sig)?;
+                println!("{c}");
+            }
+            Ok(0)
+        }
+        Cmd::Rm { force, containers } => {
+            let engine = open(cli)?;
+            let mut code = 0;
+            for c in containers {
+                match remove(&engine, c, *force) {
+                    Ok(()) => println!("{c}"),
+                    Err(e) => {
+                        eprintln!("wharf: {e:#}");
+                        code = 1;
+                    }
+                }
+            }
+            Ok(code)
+        }
+        Cmd::Wait { containers } => {
+            let engine = open(cli)?;
+            for c in containers {
+                println!("{}", engine.wait(c)?.code);
+            }
+            Ok(0)
+        }
+        Cmd::Inspect {
+            tree,
+            format,
+            objects,
+        } => output::inspect(&open(cli)?, objects, *tree, format),
+        Cmd::Stats {
+            no_stream,
+            format,
+            containers,
+        } => output::stats(&open(cli)?, containers, *no_stream, format),
+        Cmd::Top { container } => output::top(&open(cli)?, container),
+        Cmd::Pod { cmd } => pod(cli, cmd),
+        Cmd::Events {
+            follow,
+            format,
+            since,
+        } => output::events(&open(cli)?, *follow, format, since.as_deref()),
+        Cmd::Play {
+            down,
+            network,
+            file,
+        } => play(cli, file, *down, network),
+    }
+}
+
+/// Remove a container, and its pod when it was the pod's only container and the pod was
+/// made for it (`wharf run` without `--pod`).
+fn remove(engine: &Engine, key: &str, force: bool) -> Result<()> {
+    let row = engine.db().find_container(key)?;
+    let row = engine.refresh(&row)?;
+    if row.state == ContainerState::Running && !force {
+        bail!(
+            "container {} is running: stop it first or use --force",
+            row.name
+        );
+    }
+    engine.remove_container(&row.id, force)?;
+    let pod = engine.db().find_pod(&row.pod_id)?;
+    let own = pod.spec.labels.contains_key(convert::STANDALONE);
+    if own && engine.db().containers(Some(&pod.id))?.is_empty() {
+        engine.remove_pod(&pod.id, true)?;
+    }
+    Ok(())
+}
+
+/// Make sure the image is in the store (pull per `policy`: missing, always, never).
+pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
+    let present = engine.images().resolve(image).is_ok();
+    match policy {
+        "never" if !present => bail!("image {image} is not in the store and --pull=never"),
+        "never" => return Ok(()),
+        "missing" if present => return Ok(()),
+        "missing" | "always" => {}
+        other => bail!("invalid --pull {other:?}: missing, always or never"),
+    }
+    let display = crate::image_cli::progress::Display::on_stderr(std::io::stderr().is_terminal());
+    engine
+        .images()
+        .pull(image, &wharf_image::PullOptions::default(), &display)
+        .with_context(|| format!("pulling {image}"))?;
+    Ok(())
+}
+
+/// Phase timings on stderr when WHARF_TIMING is set (for profiling `wharf run`).
+struct Timer(Option<std::time::Instant>);
+
+impl Timer {
+    fn new() -> Timer {
+        Timer(std::env::var_os("WHARF_TIMING").map(|_| std::time::Instant::now()))
+    }
+    fn mark(&self, what: &str) {
+        if let Some(t) = self.0 {
+            eprintln!("[{:>8.3} ms] {what}", t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+}
+
+fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
+    let timer = Timer::new();
+    let engine = open(cli)?;
+    timer.mark("engine opened");
+    ensure_image(&engine, &a.image, &a.pull)?;
+    // A standalone container's pod is named (and its hostname defaults) after it.
+    let mut a = a.clone();
+    if a.name.is_none() {
+        a.name = Some(wharf_engine::paths::generated_name(&a.image));
+    }
+    let a = &a;
+    let spec = convert::container_spec(a)?;
+    timer.mark("image resolved");
+    let (pod_id, own_pod) = match &a.pod {
+        Some(p) => (engine.db().find_pod(p)?.id, false),
+        None => {
+            let pod_spec = convert::pod_spec(a)?;
+            (engine.create_pod(&pod_spec)?.id, true)
+        }
+    };
+    let cleanup = |engine: &Engine, id: Option<&str>| {
+        if let Some(id) = id {
+            let _ = engine.remove_container(id, true);
+        }
+        if own_pod {
+            let _ = engine.remove_pod(&pod_id, true);
+        }
+    };
+    timer.mark("pod created");
+    let row = match engine.create_container(&pod_id, &spec) {
+        Ok(r) => r,
+        Err(e) => {
+            cleanup(&engine, None);
+            return Err(e.into());
+        }
+    };
+    timer.mark("container created");
+    if !start {
+        println!("{}", row.id);
+        return Ok(0);
+    }
+    let stdio = StdioMode {
+        tty: a.tty,
+        stdin: a.interactive,
+    };
+    let started = (|| -> Result<_> {
+        let (row, shim) = engine.create_in_shim(&row.id, stdio)?;
+        let attach = if a.detach {
+            None
+        } else {
+            Some(shim.attach(&row.id, None)?)
+        };
+        engine.start_created(&row, &shim)?;
+        Ok((shim, attach))
+    })();
+    timer.mark("started");
+    let (shim, attach) = match started {
+        Ok(v) => v,
+        Err(e) => {
+            if a.rm {
+                cleanup(&engine, Some(&row.id));
+            }
+            return Err(e);
+        }
+    };
+    let Some(attach) = attach else {
+        println!("{}", row.id);
+        return Ok(0);
+    };
+    let keys = relay::parse_keys(&a.detach_keys)?;
+    let ended = relay::relay(
+        attach,
+        a.tty,
+        a.interactive,
+        &keys,
+        shim.state_dir().to_path_buf(),
+        row.id.clone(),
+    )?;
+    let code = match ended {
+        relay::Ended::Exited(code) => {
+            let _ = engine.wait(&row.id);
+            code
+        }
+        relay::Ended::Lost => engine.wait(&row.id).map(|e| e.code).unwrap_or(255),
+    };
+    timer.mark("exited");
+    if a.rm {
+        engine.remove_container(&row.id, true)?;
+        timer.mark("container removed");
+        if own_pod {
+            engine.remove_pod(&pod_id, true)?;
+        }
+        timer.mark("pod removed");
+    }
+    Ok(code)
+}
+
+fn start(cli: &Cli, attach: bool, containers: &[String]) -> Result<i32> {
+    let engine = open(cli)?;
+    let mut code = 0;
+    for c in containers {
+        let row = engine.db().find_container(c)?;
+        let stdio = StdioMode {
+            tty: row.spec.tty,
+            stdin: row.spec.stdin,
+        };
+        let (row, shim) = engine.create_in_shim(&row.id, stdio)?;
+        if attach && containers.len() == 1 {
+            let at = shim.attach(&row.id, None)?;
+            engine.start_created(&row, &shim)?;
+            let ended = relay::relay(
+                at,
+                row.spec.tty,
+                row.spec.stdin,
+                &relay::parse_keys("ctrl-p,ctrl-q")?,
+                shim.state_dir().to_path_buf(),
+                row.id.clone(),
+            )?;
+            code = match ended {
+                relay::Ended::Exited(c) => c,
+                relay::Ended::Lost => engine.wait(&row.id).map(|e| e.code).unwrap_or(255),
+            };
+        } else {
+            engine.start_created(&row, &shim)?;
+            println!("{c}");
+        }
+    }
+    Ok(code)
+}
+
+fn exec(cli: &Cli, e: &args::ExecArgs) -> Result<i32> {
+    let engine = open(cli)?;
+    let row = engine.db().find_container(&e.container)?;
+    let row = engine.refresh(&row)?;
+    if row.state != ContainerState::Running {
+        bail!("container {} is not running", row.name);
+    }
+    let pod = engine.db().find_pod(&row.pod_id)?;
+    let shim = engine
+        .running_shim(&pod)
+        .with_context(|| format!("container {}: its pod's shim is not running", row.name))?;
+    let config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(engine.bundle_dir(&row.id).join("config.json"))
+            .context("read the container's config.json")?,
+    )?;
+    let process = convert::exec_process(&config, e)?;
+    let exec_id = format!("exec-{}", &wharf_engine::paths::new_id()[..12]);
+    let stdio = wharf_shim::protocol::StdioSpec {
+        terminal: e.tty,
+        stdin: e.interactive,
+        log: None,
+    };
+    if e.detach {
+        shim.exec(&row.id, &exec_id, &process, &stdio)?;
+        return Ok(0);
+    }
+    let (_pid, attach) = shim.exec_attach(&row.id, &exec_id, &process, &stdio)?;
+    let ended = relay::relay(
+        attach,
+        e.tty,
+        e.interactive,
+        &relay::parse_keys("ctrl-p,ctrl-q")?,
+        shim.state_dir().to_path_buf(),
+        row.id.clone(),
+    )?;
+    Ok(match ended {
+        relay::Ended::Exited(c) => c,
+        relay::Ended::Lost => shim
+            .wait_exec(&row.id, &exec_id, Some(Duration::from_secs(5)))
+            .map(|e| e.exit_code)
+            .unwrap_or(255),
+    })
+}
+
+fn attach(cli: &Cli, container: &str, detach_keys: &str, stdin: bool) -> Result<i32> {
+    let engine = open(cli)?;
+    let row = engine.db().find_container(container)?;
+    let pod = engine.db().find_pod(&row.pod_id)?;
+    let at = engine.attach(container, None)?;
+    let dir = engine.shim_state_dir(&pod);
+    let ended = relay::relay(
+        at,
+        row.spec.tty,
+        stdin && row.spec.stdin,
+        &relay::parse_keys(detach_keys)?,
+        dir,
+        row.id.clone(),
+    )?;
+    Ok(match ended {
+        relay::Ended::Exited(c) => c,
+        relay::Ended::Lost => 0,
+    })
+}
+
+fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
+    let engine = open(cli)?;
+    match cmd {
+        PodCmd::Create {
+            name,
+            hostname,
+            network,
+            publish,
+            share_pid,
+            restart,
+        } => {
+            let spec = wharf_engine::model::PodSpec {
+                name: name.clone(),
+                hostname: hostname.clone(),
+                network: convert::network(network),
+                ports: publish
+                    .iter()
+                    .map(|p| convert::port(p))
+                    .collect::<Result<_>>()?,
+                share_pid: *share_pid,
+                restart: convert::restart(restart)?,
+                ..Default::default()
+            };
+            println!("{}", engine.create_pod(&spec)?.id);
+        }
+        PodCmd::Ls { format, quiet } => output::pods(&engine, format, *quiet)?,
+        PodCmd::Inspect { pods } => output::inspect_pods(&engine, pods)?,
+        PodCmd::Stop { time, pods } => {
+            for p in pods {
+                let pod = engine.db().find_pod(p)?;
+                for c in engine.db().containers(Some(&pod.id))? {
+                    if engine.refresh(&c)?.state == ContainerState::Running {
+                        engine.stop(&c.id, time.map(Duration::from_secs))?;
+                    }
+                }
+                println!("{p}");
+            }
+        }
+        PodCmd::Rm { force, pods } => {
+            for p in pods {
+                let pod = engine.db().find_pod(p)?;
+                if !*force {
+                    for c in engine.db().containers(Some(&pod.id))? {
+                        if engine.refresh(&c)?.state == ContainerState::Running {
+                            bail!(
+                                "pod {} has running containers: stop it first or use --force",
+                                pod.name
+                            );
+                        }
+                    }
+                }
+                engine.remove_pod(&pod.id, true)?;
+                println!("{p}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn play(_cli: &Cli, _file: &std::path::Path, _down: bool, _network: &str) -> Result<i32> {
+    bail!("wharf play is not available yet")
+}

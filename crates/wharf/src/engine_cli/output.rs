@@ -1,0 +1,560 @@
+//! What the read-only commands print: `ps`, `logs`, `inspect`, `stats`, `top`, `pod ls`,
+//! `pod inspect`, `events`.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use wharf_engine::Engine;
+use wharf_engine::db::ContainerRow;
+use wharf_engine::model::ContainerState;
+
+/// Seconds since the epoch of an RFC 3339 time.
+fn epoch(t: &str) -> Option<u64> {
+    wharf_shim::logs::parse_rfc3339(t)?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
+fn ago(t: &str) -> String {
+    let Some(then) = epoch(t) else {
+        return t.to_string();
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let s = now.saturating_sub(then);
+    match s {
+        0..=1 => "Less than a second".into(),
+        2..=59 => format!("{s} seconds"),
+        60..=119 => "About a minute".into(),
+        120..=3599 => format!("{} minutes", s / 60),
+        3600..=7199 => "About an hour".into(),
+        7200..=172_799 => format!("{} hours", s / 3600),
+        _ => format!("{} days", s / 86_400),
+    }
+}
+
+fn status(c: &ContainerRow) -> String {
+    match c.state {
+        ContainerState::Running => format!(
+            "Up {}",
+            c.started_at.as_deref().map(ago).unwrap_or_default()
+        ),
+        ContainerState::Exited => match &c.exit {
+            Some(e) => format!(
+                "Exited ({}){} {} ago",
+                e.code,
+                if e.oom_killed { " OOMKilled" } else { "" },
+                ago(&e.finished_at)
+            ),
+            None => "Exited".into(),
+        },
+        ContainerState::Created => "Created".into(),
+        ContainerState::Paused => "Paused".into(),
+        ContainerState::Unknown => "Unknown".into(),
+    }
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.first().map(Vec::len).unwrap_or(0);
+    let mut widths = vec![0usize; cols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == cols {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}   ", w = widths[i]));
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn container_json(engine: &Engine, c: &ContainerRow) -> Value {
+    let pod = engine.db().find_pod(&c.pod_id).ok();
+    json!({
+        "Id": c.id,
+        "Name": c.name,
+        "Pod": pod.as_ref().map(|p| p.name.clone()),
+        "PodId": c.pod_id,
+        "Image": c.image_name,
+        "ImageId": c.image_id,
+        "Created": c.created_at,
+        "State": {
+            "Status": c.state.to_string(),
+            "StartedAt": c.started_at,
+            "ExitCode": c.exit.as_ref().map(|e| e.code),
+            "Signal": c.exit.as_ref().and_then(|e| e.signal),
+            "FinishedAt": c.exit.as_ref().map(|e| e.finished_at.clone()),
+            "OOMKilled": c.exit.as_ref().is_some_and(|e| e.oom_killed),
+            "Reason": c.exit.as_ref().and_then(|e| e.reason.clone()),
+            "RestartCount": c.restart_count,
+        },
+        "Config": c.spec,
+        "Bundle": engine.bundle_dir(&c.id),
+        "LogPath": engine.paths().log(&c.id),
+        "NetworkSettings": pod.as_ref().map(|p| json!({"Network": p.sandbox.network, "IPs": p.sandbox.ips})),
+    })
+}
+
+/// `wharf ps`.
+pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&str>) -> Result<i32> {
+    let pod_id = match pod {
+        Some(p) => Some(engine.db().find_pod(p)?.id),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for c in engine.db().containers(pod_id.as_deref())? {
+        let c = engine.refresh(&c)?;
+        if all || c.state == ContainerState::Running {
+            rows.push(c);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if quiet {
+        for c in &rows {
+            writeln!(out, "{}", &c.id[..12])?;
+        }
+        return Ok(0);
+    }
+    match format {
+        "json" => {
+            let v: Vec<Value> = rows.iter().map(|c| container_json(engine, c)).collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        }
+        "table" => {
+            let mut t = vec![
+                [
+                    "CONTAINER ID",
+                    "IMAGE",
+                    "COMMAND",
+                    "CREATED",
+                    "STATUS",
+                    "NAMES",
+                    "POD",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ];
+            for c in &rows {
+                let pod = engine
+                    .db()
+                    .find_pod(&c.pod_id)
+                    .map(|p| p.name)
+                    .unwrap_or_default();
+                let cmd = c
+                    .spec
+                    .command
+                    .clone()
+                    .or(c.spec.entrypoint.clone())
+                    .unwrap_or_default()
+                    .join(" ");
+                let cmd = if cmd.chars().count() > 20 {
+                    format!("{}…", cmd.chars().take(19).collect::<String>())
+                } else {
+                    cmd
+                };
+                t.push(vec![
+                    c.id[..12].to_string(),
+                    c.image_name.clone(),
+                    format!("\"{cmd}\""),
+                    format!("{} ago", ago(&c.created_at)),
+                    status(c),
+                    c.name.clone(),
+                    pod,
+                ]);
+            }
+            write!(out, "{}", table(&t))?;
+        }
+        other => bail!("invalid --format {other:?}: table or json"),
+    }
+    Ok(0)
+}
+
+fn since_time(s: &str) -> Result<SystemTime> {
+    if let Some(t) = wharf_shim::logs::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("invalid time {s:?}: RFC 3339 or a duration like 10m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => bail!("invalid time {s:?}: RFC 3339 or a duration like 10m"),
+    };
+    Ok(SystemTime::now() - Duration::from_secs(secs))
+}
+
+/// `wharf logs`.
+pub fn logs(
+    engine: &Engine,
+    key: &str,
+    follow: bool,
+    tail: Option<usize>,
+    since: Option<&str>,
+    timestamps: bool,
+) -> Result<i32> {
+    let row = engine.db().find_container(key)?;
+    let opts = wharf_shim::logs::ReadOptions {
+        tail,
+        since: since.map(since_time).transpose()?,
+        follow,
+    };
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut on_entry = |e: &wharf_shim::logs::LogEntry| {
+        let mut line = Vec::new();
+        if timestamps {
+            line.extend_from_slice(e.time.as_bytes());
+            line.push(b' ');
+        }
+        line.extend_from_slice(&e.content);
+        if !e.partial {
+            line.push(b'\n');
+        }
+        if e.stream == "stderr" {
+            stderr.lock().write_all(&line).is_ok()
+        } else {
+            let mut o = stdout.lock();
+            o.write_all(&line).is_ok() && o.flush().is_ok()
+        }
+    };
+    let id = row.id.clone();
+    let mut keep = || {
+        engine
+            .db()
+            .find_container(&id)
+            .ok()
+            .and_then(|r| engine.refresh(&r).ok())
+            .is_some_and(|r| r.state == ContainerState::Running)
+    };
+    wharf_shim::logs::read(
+        &engine.paths().log(&row.id),
+        &opts,
+        &mut on_entry,
+        &mut keep,
+    )
+    .with_context(|| format!("reading the logs of {}", row.name))?;
+    Ok(0)
+}
+
+/// `wharf inspect`.
+pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) -> Result<i32> {
+    if tree {
+        for o in objects {
+            let pod = match engine.db().find_pod(o) {
+                Ok(p) => p,
+                Err(_) => engine
+                    .db()
+                    .find_pod(&engine.db().find_container(o)?.pod_id)?,
+            };
+            let dir = engine.shim_state_dir(&pod);
+            let shim_pid = wharf_shim::records::StateDir::new(&dir)
+                .shim_pid()
+                .map(|(p, _)| p)
+                .with_context(|| format!("pod {} has no running shim", pod.name))?;
+            let t = wharf_engine::tree::build(shim_pid, &pod.sandbox)
+                .with_context(|| format!("pod {}: its shim ({shim_pid}) is gone", pod.name))?;
+            if format == "json" {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"pod": pod.name, "id": pod.id, "sandbox": pod.sandbox, "tree": t})
+                    )?
+                );
+            } else {
+                let mut s = format!("pod {} ({})\n", pod.name, &pod.id[..12]);
+                s.push_str(&format!(
+                    "sandbox: net {} ipc {} uts {}{}\n",
+                    pod.sandbox.netns.as_deref().unwrap_or("host"),
+                    pod.sandbox.ipcns.as_deref().unwrap_or("host"),
+                    pod.sandbox.utsns.as_deref().unwrap_or("-"),
+                    pod.sandbox
+                        .pause_pid
+                        .map(|p| format!(" pid /proc/{p}/ns/pid (shared)"))
+                        .unwrap_or_default()
+                ));
+                wharf_engine::tree::render(&t, &mut s, "", true, true);
+                print!("{s}");
+            }
+        }
+        return Ok(0);
+    }
+    let mut out = Vec::new();
+    for o in objects {
+        match engine.db().find_container(o) {
+            Ok(c) => out.push(container_json(engine, &engine.refresh(&c)?)),
+            Err(_) => out.push(pod_json(
+                engine,
+                &engine
+                    .db()
+                    .find_pod(o)
+                    .with_context(|| format!("no such container or pod: {o}"))?,
+            )?),
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(0)
+}
+
+fn pod_json(engine: &Engine, p: &wharf_engine::db::PodRow) -> Result<Value> {
+    let containers: Vec<Value> = engine
+        .db()
+        .containers(Some(&p.id))?
+        .iter()
+        .map(|c| json!({"Id": c.id, "Name": c.name, "Init": c.spec.init}))
+        .collect();
+    Ok(json!({
+        "Id": p.id, "Name": p.name, "Created": p.created_at, "State": p.state,
+        "Spec": p.spec, "Sandbox": p.sandbox, "Containers": containers,
+    }))
+}
+
+/// `wharf pod inspect`.
+pub fn inspect_pods(engine: &Engine, pods: &[String]) -> Result<()> {
+    let v: Vec<Value> = pods
+        .iter()
+        .map(|p| pod_json(engine, &engine.db().find_pod(p)?))
+        .collect::<Result<_>>()?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// `wharf pod ls`.
+pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
+    let pods = engine.db().pods()?;
+    if quiet {
+        for p in &pods {
+            println!("{}", &p.id[..12]);
+        }
+        return Ok(());
+    }
+    match format {
+        "json" => {
+            let v: Vec<Value> = pods
+                .iter()
+                .map(|p| pod_json(engine, p))
+                .collect::<Result<_>>()?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        "table" => {
+            let mut t = vec![
+                [
+                    "POD ID",
+                    "NAME",
+                    "STATUS",
+                    "CREATED",
+                    "IP",
+                    "# OF CONTAINERS",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ];
+            for p in &pods {
+                let n = engine.db().containers(Some(&p.id))?.len();
+                t.push(vec![
+                    p.id[..12].to_string(),
+                    p.name.clone(),
+                    p.state.clone(),
+                    format!("{} ago", ago(&p.created_at)),
+                    p.sandbox.ips.join(","),
+                    n.to_string(),
+                ]);
+            }
+            print!("{}", table(&t));
+        }
+        other => bail!("invalid --format {other:?}: table or json"),
+    }
+    Ok(())
+}
+
+fn cgroup_stats(engine: &Engine, c: &ContainerRow) -> Option<Value> {
+    let pod = engine.db().find_pod(&c.pod_id).ok()?;
+    let rt = wharf_runtime::Runtime::new(engine.paths().runtime_root());
+    let stats = rt.stats(&c.id).ok()?;
+    let _ = pod;
+    serde_json::to_value(stats).ok()
+}
+
+/// `wharf stats`.
+pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) -> Result<i32> {
+    let mut prev: std::collections::HashMap<String, (u64, std::time::Instant)> = Default::default();
+    loop {
+        let rows: Vec<ContainerRow> = if keys.is_empty() {
+            engine
+                .db()
+                .containers(None)?
+                .into_iter()
+                .filter_map(|c| engine.refresh(&c).ok())
+                .filter(|c| c.state == ContainerState::Running)
+                .collect()
+        } else {
+            keys.iter()
+                .map(|k| engine.db().find_container(k))
+                .collect::<Result<_, _>>()?
+        };
+        let mut t = vec![
+            ["CONTAINER ID", "NAME", "CPU %", "MEM USAGE / LIMIT", "PIDS"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        let mut js = Vec::new();
+        for c in &rows {
+            let Some(s) = cgroup_stats(engine, c) else {
+                continue;
+            };
+            let cpu_total = s["cpu"]["usage"]["total"].as_u64().unwrap_or(0);
+            let now = std::time::Instant::now();
+            let cpu_pct = match prev.get(&c.id) {
+                Some((p, t)) => {
+                    let dt = now.duration_since(*t).as_nanos().max(1) as f64;
+                    (cpu_total.saturating_sub(*p) as f64) / dt * 100.0
+                }
+                None => 0.0,
+            };
+            prev.insert(c.id.clone(), (cpu_total, now));
+            let usage = s["memory"]["usage"]["usage"].as_u64().unwrap_or(0);
+            let limit = s["memory"]["usage"]["limit"].as_u64().unwrap_or(0);
+            let pids = s["pids"]["current"].as_u64().unwrap_or(0);
+            let lim = if limit == 0 || limit >= 1 << 62 {
+                "max".to_string()
+            } else {
+                human(limit)
+            };
+            t.push(vec![
+                c.id[..12].to_string(),
+                c.name.clone(),
+                format!("{cpu_pct:.2}%"),
+                format!("{} / {lim}", human(usage)),
+                pids.to_string(),
+            ]);
+            js.push(json!({"id": c.id, "name": c.name, "cpu_percent": cpu_pct, "memory_usage": usage, "memory_limit": limit, "pids": pids, "raw": s}));
+        }
+        if format == "json" {
+            println!("{}", serde_json::to_string(&js)?);
+        } else {
+            if !no_stream {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{}", table(&t));
+        }
+        std::io::stdout().flush()?;
+        if no_stream {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn human(n: u64) -> String {
+    let f = n as f64;
+    if f >= 1_073_741_824.0 {
+        format!("{:.2}GiB", f / 1_073_741_824.0)
+    } else if f >= 1_048_576.0 {
+        format!("{:.2}MiB", f / 1_048_576.0)
+    } else if f >= 1024.0 {
+        format!("{:.2}KiB", f / 1024.0)
+    } else {
+        format!("{n}B")
+    }
+}
+
+/// `wharf top`.
+pub fn top(engine: &Engine, key: &str) -> Result<i32> {
+    let row = engine.db().find_container(key)?;
+    let rt = wharf_runtime::Runtime::new(engine.paths().runtime_root());
+    let pids = rt
+        .pids(&row.id)
+        .with_context(|| format!("container {} is not running", row.name))?;
+    let mut t = vec![
+        ["PID", "USER", "TIME", "COMMAND"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
+        let f: Vec<&str> = after.split(' ').collect();
+        let (ut, st) = (
+            f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0),
+            f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0),
+        );
+        let secs = (ut + st) / tick.max(1);
+        let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Uid:")
+                    .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+            })
+            .unwrap_or_default();
+        let cmd = String::from_utf8_lossy(
+            &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
+        )
+        .replace('\0', " ");
+        t.push(vec![
+            pid.to_string(),
+            uid,
+            format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
+            cmd.trim().to_string(),
+        ]);
+    }
+    print!("{}", table(&t));
+    Ok(0)
+}
+
+/// `wharf events`.
+pub fn events(engine: &Engine, follow: bool, format: &str, since: Option<&str>) -> Result<i32> {
+    let since = since.map(since_time).transpose()?;
+    let mut seq = 0;
+    loop {
+        for e in engine.db().events_since(seq)? {
+            seq = e.seq;
+            if let (Some(since), Some(t)) = (since, wharf_shim::logs::parse_rfc3339(&e.time))
+                && t < since
+            {
+                continue;
+            }
+            if format == "json" {
+                println!("{}", serde_json::to_string(&e)?);
+            } else {
+                println!(
+                    "{} {} {} {} (name={})",
+                    e.time,
+                    e.object,
+                    e.kind_of_event,
+                    &e.id[..12.min(e.id.len())],
+                    e.name
+                );
+            }
+        }
+        std::io::stdout().flush()?;
+        if !follow {
+            return Ok(0);
+        }
+        // Exits recorded by shims while nobody asked: refresh running containers.
+        for c in engine.db().containers(None)? {
+            if c.state == ContainerState::Running {
+                let _ = engine.refresh(&c);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
