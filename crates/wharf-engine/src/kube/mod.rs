@@ -11,12 +11,12 @@
 //! 2. Create the pod from `plan.pod` (its name is the manifest's; containers are named
 //!    `<pod>-<container>`, see [`engine_name`], and labelled with [`LABEL_POD_NAME`],
 //!    [`LABEL_POD_NAMESPACE`] and [`LABEL_CONTAINER_NAME`]).
-//! 3. Create `plan.volumes` in a directory of the pod (e.g. `<root>/pods/<pod>/volumes`).
+//! 3. Create `plan.volumes` with [`create_volumes`] in a directory of the pod (e.g.
+//!    `<root>/pods/<pod>/volumes`); [`remove_volumes`] undoes it when the pod is removed.
 //! 4. If `plan.needs_pod_ip`, call [`PlayPlan::set_pod_ip`] with the pod's address once its
 //!    network is attached (the host's address for `hostNetwork` pods).
-//! 5. Replace every mount whose `kind` is [`VOLUME_MOUNT_KIND`] by a bind mount of the
-//!    volume's host path ([`volume_ref`] reads the volume name and subPath back; a subPath
-//!    must be resolved inside the volume without following symlinks out of it).
+//! 5. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
+//!    [`VOLUME_MOUNT_KIND`] into bind mounts of host paths (staging subPaths safely).
 //! 6. Run the init containers one after another, each to a zero exit, then start the app
 //!    containers; stop them with `plan.grace_period`.
 //!
@@ -32,6 +32,7 @@
 mod api;
 mod env;
 mod expand;
+mod host;
 mod manifest;
 mod plan;
 mod quantity;
@@ -42,6 +43,7 @@ mod volumes;
 mod warnings;
 
 pub use env::POD_IP_PLACEHOLDER;
+pub use host::{HostVolumes, create_volumes, remove_volumes};
 pub use manifest::{Manifest, parse};
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
