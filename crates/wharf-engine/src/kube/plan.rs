@@ -203,14 +203,10 @@ impl<'a> Planner<'a> {
         let spec = &pod.spec;
         let name = self.pp.name.as_str();
         self.warnings.extend(self.m.warnings.iter().cloned());
-        self.warnings.extend(
-            self.pp
-                .ignored
-                .iter()
-                // spec.volumes[i].<unsupported type> becomes an error in volumes::plan.
-                .filter(|p| !p.starts_with("spec.volumes["))
-                .map(|p| warnings::ignored(p)),
-        );
+        // (A volume of an unsupported type shows up here too, but volumes::plan turns it
+        // into an error.)
+        self.warnings
+            .extend(self.pp.ignored.iter().map(|p| warnings::ignored(p)));
         if spec.containers.is_empty() {
             return Err(invalid(
                 "spec.containers: a pod needs at least one container".into(),

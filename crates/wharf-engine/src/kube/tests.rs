@@ -520,6 +520,7 @@ spec:
   - name: data
     emptyDir:
       sizeLimit: 1Gi
+      medum: Memory
 status: {}
 "#,
     )
@@ -533,6 +534,7 @@ status: {}
         "spec.containers[0].securityContext.seLinuxOptions is not supported and is ignored: SELinux labels are not applied",
         "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
         "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",
+        "spec.volumes[0].emptyDir.medum is not supported and is ignored",
         "spec.volumes[0].emptyDir.sizeLimit is not enforced for a disk emptyDir and is ignored (it sizes medium: Memory volumes)",
         "spec.containers[0].stdinOnce is not supported and is ignored: stdin stays open while the container runs",
         "spec.serviceAccountName \"builder\" is not supported and is ignored: no service account token is mounted",
