@@ -1117,3 +1117,51 @@ fn the_examples_play_without_warnings() {
     let pair = play(include_str!("../../../../examples/pod-pair.yaml")).unwrap();
     assert!(pair.pod.share_pid);
 }
+
+#[test]
+fn quantities_and_modes_may_be_yaml_numbers() {
+    let plan = play(&pod(r#"  containers:
+  - name: c
+    image: i
+    resources:
+      limits: {cpu: 1.5, memory: 1e9}
+      requests: {cpu: 1, memory: 268435456}
+    volumeMounts: [{name: v, mountPath: /v}]
+  volumes:
+  - name: v
+    downwardAPI:
+      defaultMode: 420
+      items:
+      - {path: a, fieldRef: {fieldPath: metadata.name}, mode: 0}
+      - {path: b, fieldRef: {fieldPath: metadata.namespace}, mode: 0o600}
+"#))
+    .unwrap();
+    let c = &plan.containers[0];
+    assert_eq!(c.cpus, Some(1.5));
+    assert_eq!(c.memory, Some(1_000_000_000));
+    assert_eq!(c.cpu_shares, Some(1024));
+    assert_eq!(c.memory_reservation, Some(256 << 20));
+    match &plan.volumes[0].source {
+        VolumeSource::Files { files, .. } => {
+            assert_eq!(files[0].mode, 0);
+            assert_eq!(files[1].mode, 0o600);
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    resources: {limits: {cpu: 2 cores}}\n",
+    ));
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.limits.cpu: \"2 cores\" is not a quantity: unknown suffix (use Ki, Mi, Gi, m, k, M, G, ... or e<N>)"
+    );
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    env: [{name: N, value: 80}]\n",
+    ));
+    assert!(
+        e.ends_with(
+            "spec.containers[0].env[0].value: invalid type: integer `80`, expected a string"
+        ),
+        "{e}"
+    );
+}
