@@ -9,6 +9,7 @@
 pub mod db;
 mod engine;
 pub mod error;
+pub mod kube;
 pub mod model;
 pub mod paths;
 pub mod sandbox;

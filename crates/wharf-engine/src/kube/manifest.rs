@@ -1,0 +1,320 @@
+//! Reading a multi-document manifest: Pods, and the ConfigMaps and Secrets they use.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_norway::Value;
+
+use super::api;
+use super::validate;
+use super::warnings;
+use crate::error::{Error, Result};
+
+/// A parsed manifest: its Pods, ConfigMaps and Secrets, and warnings about what it holds
+/// that `wharf play` leaves out.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub(crate) pods: Vec<ParsedPod>,
+    pub(crate) objects: Vec<DataObject>,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// A Pod document and the paths of its fields that were skipped.
+#[derive(Debug, Clone)]
+pub(crate) struct ParsedPod {
+    pub pod: api::Pod,
+    pub name: String,
+    pub ignored: Vec<String>,
+}
+
+/// What a ConfigMap or Secret holds, decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct DataObject {
+    /// "ConfigMap" or "Secret".
+    pub kind: &'static str,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// Keys from a ConfigMap's binaryData: files in volumes, never environment variables.
+    pub binary_keys: BTreeSet<String>,
+}
+
+impl Manifest {
+    /// Names of the pods in the manifest, in document order (what `wharf play --down`
+    /// removes).
+    pub fn pod_names(&self) -> Vec<&str> {
+        self.pods.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// Warnings about documents and ConfigMap/Secret fields that are ignored (a plan adds
+    /// its pod's own).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The ConfigMap or Secret `name` that a pod in `namespace` sees.
+    pub(crate) fn object(&self, kind: &str, name: &str, namespace: &str) -> Lookup<'_> {
+        let mut elsewhere = None;
+        for o in self
+            .objects
+            .iter()
+            .filter(|o| o.kind == kind && o.name == name)
+        {
+            match &o.namespace {
+                None => return Lookup::Found(o),
+                Some(ns) if ns == namespace => return Lookup::Found(o),
+                Some(ns) => elsewhere = Some(ns.as_str()),
+            }
+        }
+        match elsewhere {
+            Some(ns) => Lookup::OtherNamespace(ns),
+            None => Lookup::Missing,
+        }
+    }
+}
+
+/// Result of looking up a ConfigMap or Secret.
+pub(crate) enum Lookup<'a> {
+    Found(&'a DataObject),
+    /// Only in another namespace (invisible to the pod, as in Kubernetes).
+    OtherNamespace(&'a str),
+    Missing,
+}
+
+fn invalid(msg: String) -> Error {
+    Error::Invalid(msg)
+}
+
+/// Parse a manifest: one or more YAML documents (`---`-separated), each a Kubernetes
+/// object. Pods, ConfigMaps, Secrets and Lists of them are read; other kinds are ignored
+/// with a warning; empty documents are skipped.
+pub fn parse(yaml: &str) -> Result<Manifest> {
+    let mut m = Manifest {
+        pods: Vec::new(),
+        objects: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
+        let where_ = format!("document {}", i + 1);
+        let value = Value::deserialize(doc)
+            .map_err(|e| invalid(format!("manifest {where_}: invalid YAML: {e}")))?;
+        add_object(&mut m, value, &where_)?;
+    }
+    if m.pods.is_empty() {
+        return Err(invalid(
+            "the manifest holds no Pod (wharf play runs a kind: Pod, apiVersion: v1 document)"
+                .into(),
+        ));
+    }
+    check_duplicates(&m)?;
+    Ok(m)
+}
+
+fn check_duplicates(m: &Manifest) -> Result<()> {
+    for (i, p) in m.pods.iter().enumerate() {
+        if m.pods[..i].iter().any(|q| q.name == p.name) {
+            return Err(invalid(format!(
+                "the manifest defines pod {:?} twice",
+                p.name
+            )));
+        }
+    }
+    for (i, o) in m.objects.iter().enumerate() {
+        if m.objects[..i]
+            .iter()
+            .any(|q| q.kind == o.kind && q.name == o.name && q.namespace == o.namespace)
+        {
+            return Err(invalid(format!(
+                "the manifest defines {} {:?} twice",
+                o.kind, o.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Deserialize `value` into `T`, collecting the paths of skipped fields; errors name the
+/// field.
+fn typed<T: serde::de::DeserializeOwned>(value: Value, where_: &str) -> Result<(T, Vec<String>)> {
+    let mut ignored = Vec::new();
+    let mut record = |p: serde_ignored::Path<'_>| ignored.push(warnings::path_string(&p));
+    let de = serde_ignored::Deserializer::new(value, &mut record);
+    let t = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            invalid(format!("manifest {where_}: {}", e.inner()))
+        } else {
+            invalid(format!("manifest {where_}: {path}: {}", e.inner()))
+        }
+    })?;
+    Ok((t, ignored))
+}
+
+fn check_api_version(v: &Option<String>, where_: &str, warnings: &mut Vec<String>) -> Result<()> {
+    match v.as_deref() {
+        Some("v1") => Ok(()),
+        None => {
+            warnings.push(format!("{where_} has no apiVersion; v1 is assumed"));
+            Ok(())
+        }
+        Some(other) => Err(invalid(format!(
+            "{where_}: apiVersion {other:?} is not supported (Pods, ConfigMaps and Secrets are v1)"
+        ))),
+    }
+}
+
+fn object_name(meta: &api::ObjectMeta, where_: &str) -> Result<String> {
+    let name = match (&meta.name, &meta.generate_name) {
+        (Some(n), _) => n.clone(),
+        (None, Some(_)) => {
+            return Err(invalid(format!(
+                "{where_}: metadata.generateName is not supported; give metadata.name"
+            )));
+        }
+        (None, None) => return Err(invalid(format!("{where_}: metadata.name is required"))),
+    };
+    if !validate::is_dns_subdomain(&name) {
+        return Err(invalid(format!(
+            "{where_}: metadata.name {name:?} is invalid: {}",
+            validate::dns_subdomain_hint()
+        )));
+    }
+    if let Some(ns) = &meta.namespace
+        && !validate::is_dns_label(ns)
+    {
+        return Err(invalid(format!(
+            "{where_}: metadata.namespace {ns:?} is invalid: {}",
+            validate::dns_label_hint()
+        )));
+    }
+    Ok(name)
+}
+
+fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
+    let map = match &value {
+        Value::Null => return Ok(()),
+        Value::Mapping(map) => map,
+        _ => {
+            return Err(invalid(format!(
+                "manifest {where_} is not a Kubernetes object (a mapping with apiVersion and kind)"
+            )));
+        }
+    };
+    let kind = match map.get("kind") {
+        Some(Value::String(k)) => k.clone(),
+        _ => {
+            return Err(invalid(format!(
+                "manifest {where_} has no kind (Pod, ConfigMap or Secret)"
+            )));
+        }
+    };
+    let name_hint = map
+        .get("metadata")
+        .and_then(|md| md.get("name"))
+        .and_then(Value::as_str)
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
+    let where_ = format!("{where_} ({kind}{name_hint})");
+    match kind.as_str() {
+        "Pod" => {
+            let (pod, ignored): (api::Pod, _) = typed(value, &where_)?;
+            check_api_version(&pod.api_version, &where_, &mut m.warnings)?;
+            let name = object_name(&pod.metadata, &where_)?;
+            m.pods.push(ParsedPod { pod, name, ignored });
+        }
+        "ConfigMap" => {
+            let (cm, ignored): (api::ConfigMap, Vec<String>) = typed(value, &where_)?;
+            check_api_version(&cm.api_version, &where_, &mut m.warnings)?;
+            let name = object_name(&cm.metadata, &where_)?;
+            let mut data = BTreeMap::new();
+            let binary_keys: BTreeSet<String> = cm.binary_data.keys().cloned().collect();
+            for (k, v) in cm.data {
+                data.insert(k, v.into_bytes());
+            }
+            for (k, v) in cm.binary_data {
+                let bytes = decode_base64(&v)
+                    .map_err(|e| invalid(format!("{where_}: binaryData.{k}: {e}")))?;
+                if data.insert(k.clone(), bytes).is_some() {
+                    return Err(invalid(format!(
+                        "{where_}: key {k:?} is in both data and binaryData"
+                    )));
+                }
+            }
+            check_keys(&data, &where_)?;
+            m.warnings.extend(
+                ignored
+                    .iter()
+                    .map(|p| format!("{where_}: {}", warnings::ignored(p))),
+            );
+            m.objects.push(DataObject {
+                kind: "ConfigMap",
+                name,
+                namespace: cm.metadata.namespace,
+                data,
+                binary_keys,
+            });
+        }
+        "Secret" => {
+            let (s, ignored): (api::Secret, Vec<String>) = typed(value, &where_)?;
+            check_api_version(&s.api_version, &where_, &mut m.warnings)?;
+            let name = object_name(&s.metadata, &where_)?;
+            let mut data = BTreeMap::new();
+            for (k, v) in s.data {
+                let bytes =
+                    decode_base64(&v).map_err(|e| invalid(format!("{where_}: data.{k}: {e}")))?;
+                data.insert(k, bytes);
+            }
+            for (k, v) in s.string_data {
+                data.insert(k, v.into_bytes());
+            }
+            check_keys(&data, &where_)?;
+            m.warnings.extend(
+                ignored
+                    .iter()
+                    .map(|p| format!("{where_}: {}", warnings::ignored(p))),
+            );
+            m.objects.push(DataObject {
+                kind: "Secret",
+                name,
+                namespace: s.metadata.namespace,
+                data,
+                binary_keys: BTreeSet::new(),
+            });
+        }
+        "List" => {
+            let (list, ignored): (api::List, Vec<String>) = typed(value, &where_)?;
+            m.warnings.extend(
+                ignored
+                    .iter()
+                    .map(|p| format!("{where_}: {}", warnings::ignored(p))),
+            );
+            for (j, item) in list.items.into_iter().enumerate() {
+                add_object(m, item, &format!("{where_} item {}", j + 1))?;
+            }
+        }
+        other => m.warnings.push(format!(
+            "{where_}: kind {other} is not supported and is ignored (wharf play runs Pods, with the ConfigMaps and Secrets they use)"
+        )),
+    }
+    Ok(())
+}
+
+fn check_keys(data: &BTreeMap<String, Vec<u8>>, where_: &str) -> Result<()> {
+    for k in data.keys() {
+        if !validate::is_config_key(k) {
+            return Err(invalid(format!(
+                "{where_}: key {k:?} is invalid: keys are 1-253 letters, digits, '-', '_' or '.'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Standard base64, with line breaks and spaces allowed (as in folded YAML strings).
+fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
+    let compact: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact.as_bytes())
+        .map_err(|e| format!("not valid base64: {e}"))
+}

@@ -1,0 +1,58 @@
+//! `wharf play`: Kubernetes v1 Pod manifests translated into the engine's specs.
+//!
+//! [`parse`] reads a multi-document YAML manifest (Pods, ConfigMaps, Secrets, Lists of
+//! them); [`plan`] turns its pod into a [`PlayPlan`]: a [`PodSpec`](crate::model::PodSpec),
+//! the init and app [`ContainerSpec`](crate::model::ContainerSpec)s, the [`Volume`]s to
+//! create, the images to pull, and a warning for every field that is left out. Both are pure:
+//! nothing on the host changes until the engine carries the plan out.
+//!
+//! # What the engine does with a plan
+//! 1. Pull `plan.images` per their [`PullPolicy`].
+//! 2. Create the pod from `plan.pod` (its name is the manifest's; containers are named
+//!    `<pod>-<container>`, see [`engine_name`], and labelled with [`LABEL_POD_NAME`],
+//!    [`LABEL_POD_NAMESPACE`] and [`LABEL_CONTAINER_NAME`]).
+//! 3. Create `plan.volumes` with [`create_volumes`] in a directory of the pod (e.g.
+//!    `<root>/pods/<pod>/volumes`); [`remove_volumes`] undoes it when the pod is removed.
+//! 4. If `plan.needs_pod_ip`, call [`PlayPlan::set_pod_ip`] with the pod's address once its
+//!    network is attached (the host's address for `hostNetwork` pods).
+//! 5. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
+//!    [`VOLUME_MOUNT_KIND`] into bind mounts of host paths (staging subPaths safely).
+//! 6. Run the init containers one after another, each to a zero exit, then start the app
+//!    containers; stop them with `plan.grace_period`.
+//!
+//! # Warnings
+//! Fields Wharf does not act on are never dropped silently: each becomes a warning naming
+//! its path (`spec.containers[0].livenessProbe is not supported and is ignored: probes are
+//! not run`). Fields whose omission would change what the containers see or can do (an
+//! unsupported volume type, an env source that cannot be resolved, a seccomp profile that
+//! cannot be found) are errors instead. Fields the API server writes into objects it returns
+//! (`metadata.creationTimestamp`, `status`, `terminationMessagePath`, ...) are accepted
+//! without a word.
+
+mod api;
+mod env;
+mod expand;
+mod host;
+mod manifest;
+mod plan;
+mod quantity;
+mod resources;
+mod security;
+mod validate;
+mod volumes;
+mod warnings;
+
+pub use env::POD_IP_PLACEHOLDER;
+pub use host::{HostVolumes, create_volumes, remove_volumes};
+pub use manifest::{Manifest, parse};
+pub use plan::{
+    DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
+    PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, substitute_pod_ip,
+};
+pub use quantity::{Quantity, QuantityError};
+pub use volumes::{
+    HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, volume_ref,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,731 @@
+//! From a parsed Pod to a [`PlayPlan`]: the pod spec, its containers, its volumes, the
+//! images to make present, and warnings for everything left out.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::api;
+use super::env::{self, POD_IP_PLACEHOLDER, PodInfo};
+use super::expand::expand;
+use super::manifest::{Manifest, ParsedPod};
+use super::resources::{self, Resources};
+use super::security;
+use super::validate;
+use super::volumes::{self, Volume};
+use super::warnings;
+use crate::error::{Error, Result};
+use crate::model::{ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy};
+
+/// Kubernetes' default terminationGracePeriodSeconds.
+pub const DEFAULT_GRACE_PERIOD: u64 = 30;
+
+/// Label with the pod's name on each container (as the CRI labels them).
+pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
+/// Label with the pod's namespace on each container.
+pub const LABEL_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+/// Label with the container's name in the manifest (its engine name is `<pod>-<name>`).
+pub const LABEL_CONTAINER_NAME: &str = "io.kubernetes.container.name";
+
+/// Facts about the host that a plan depends on.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Directory of Localhost seccomp profiles (`localhostProfile` is relative to it).
+    pub seccomp_dir: PathBuf,
+    /// The node's name (spec.nodeName in the downward API): the host name.
+    pub node_name: String,
+    /// CPUs of the host (limits.cpu of a container without a limit, downward API).
+    pub node_cpus: u32,
+    /// Memory of the host in bytes (limits.memory without a limit, downward API).
+    pub node_memory: u64,
+}
+
+impl PlanOptions {
+    /// Options for this host, with Localhost seccomp profiles under `<root>/seccomp`.
+    pub fn for_host(root: &std::path::Path) -> PlanOptions {
+        let node_name = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        let info = rustix::system::sysinfo();
+        PlanOptions {
+            seccomp_dir: root.join("seccomp"),
+            node_name,
+            node_cpus: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
+            node_memory: info.totalram as u64 * u64::from(info.mem_unit.max(1)),
+        }
+    }
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions::for_host(std::path::Path::new(crate::paths::DEFAULT_ROOT))
+    }
+}
+
+/// When to pull an image (imagePullPolicy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PullPolicy {
+    /// Never pull: the image must be in the store.
+    Never,
+    /// Pull when the image is not in the store.
+    IfNotPresent,
+    /// Pull every time (re-resolve the tag).
+    Always,
+}
+
+/// An image the pod needs, with the strictest pull policy of the containers using it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePull {
+    /// Reference as written in the manifest.
+    pub image: String,
+    /// What to do before creating the containers.
+    pub policy: PullPolicy,
+}
+
+/// Everything the engine does for `wharf play`, in order: make `images` present, create
+/// the pod from `pod`, create `volumes`, substitute the pod's IP, resolve the containers'
+/// volume mounts, create and run `init_containers` one after another to completion, then
+/// create and start `containers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlayPlan {
+    /// The pod: name = metadata.name; namespace; hostname; network; host ports; DNS;
+    /// namespaces shared with the host; restart policy; labels.
+    pub pod: PodSpec,
+    /// Init containers in order (`init: true`), each to run to success before the next.
+    pub init_containers: Vec<ContainerSpec>,
+    /// App containers (sidecar init containers first).
+    pub containers: Vec<ContainerSpec>,
+    /// Volumes to create before any container; mounts refer to them by name.
+    pub volumes: Vec<Volume>,
+    /// Images to make present, each once.
+    pub images: Vec<ImagePull>,
+    /// Seconds between SIGTERM and SIGKILL when the pod stops (also each container's
+    /// stop_timeout).
+    pub grace_period: Option<u64>,
+    /// Some container refers to the pod's IP ([`POD_IP_PLACEHOLDER`]): call
+    /// [`PlayPlan::set_pod_ip`] once the network is up.
+    pub needs_pod_ip: bool,
+    /// Every field left out or adjusted, with its path.
+    pub warnings: Vec<String>,
+}
+
+impl PlayPlan {
+    /// Replace [`POD_IP_PLACEHOLDER`] with `ip` in every container's env, entrypoint and
+    /// command.
+    pub fn set_pod_ip(&mut self, ip: &str) {
+        for c in self.init_containers.iter_mut().chain(&mut self.containers) {
+            substitute_pod_ip(c, ip);
+        }
+        self.needs_pod_ip = false;
+    }
+
+    /// Init containers, then app containers.
+    pub fn all_containers(&self) -> impl Iterator<Item = &ContainerSpec> {
+        self.init_containers.iter().chain(&self.containers)
+    }
+}
+
+/// Replace [`POD_IP_PLACEHOLDER`] with `ip` in a container's env, entrypoint and command.
+pub fn substitute_pod_ip(c: &mut ContainerSpec, ip: &str) {
+    let sub = |s: &mut String| {
+        if s.contains(POD_IP_PLACEHOLDER) {
+            *s = s.replace(POD_IP_PLACEHOLDER, ip);
+        }
+    };
+    c.env.iter_mut().for_each(|(_, v)| sub(v));
+    c.entrypoint.iter_mut().flatten().for_each(sub);
+    c.command.iter_mut().flatten().for_each(sub);
+}
+
+fn invalid(msg: String) -> Error {
+    Error::Invalid(msg)
+}
+
+/// Plan the manifest's only pod for this host.
+pub fn plan(m: &Manifest) -> Result<PlayPlan> {
+    plan_with(m, None, &PlanOptions::default())
+}
+
+/// Plan pod `pod` of the manifest (None: the manifest must hold exactly one pod).
+pub fn plan_with(m: &Manifest, pod: Option<&str>, opts: &PlanOptions) -> Result<PlayPlan> {
+    let pp = select(m, pod)?;
+    Planner::new(m, pp, opts).run()
+}
+
+fn select<'a>(m: &'a Manifest, pod: Option<&str>) -> Result<&'a ParsedPod> {
+    match pod {
+        Some(name) => m.pods.iter().find(|p| p.name == name).ok_or_else(|| {
+            invalid(format!(
+                "the manifest has no pod {name:?} (it has {})",
+                m.pod_names().join(", ")
+            ))
+        }),
+        None if m.pods.len() == 1 => Ok(&m.pods[0]),
+        None => Err(invalid(format!(
+            "the manifest holds {} pods ({}); wharf play runs one pod: name it",
+            m.pods.len(),
+            m.pod_names().join(", ")
+        ))),
+    }
+}
+
+struct Planner<'a> {
+    m: &'a Manifest,
+    pp: &'a ParsedPod,
+    opts: &'a PlanOptions,
+    namespace: String,
+    warnings: Vec<String>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(m: &'a Manifest, pp: &'a ParsedPod, opts: &'a PlanOptions) -> Self {
+        Planner {
+            m,
+            pp,
+            opts,
+            namespace: pp
+                .pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn run(mut self) -> Result<PlayPlan> {
+        let pod = &self.pp.pod;
+        let spec = &pod.spec;
+        let name = self.pp.name.as_str();
+        self.warnings.extend(self.m.warnings.iter().cloned());
+        // (A volume of an unsupported type shows up here too, but volumes::plan turns it
+        // into an error.)
+        self.warnings
+            .extend(self.pp.ignored.iter().map(|p| warnings::ignored(p)));
+        if spec.containers.is_empty() {
+            return Err(invalid(
+                "spec.containers: a pod needs at least one container".into(),
+            ));
+        }
+        self.check_container_names(spec)?;
+
+        let mut resources = BTreeMap::new();
+        for (path, c) in containers_with_paths(spec) {
+            resources.insert(
+                c.name.clone(),
+                resources::read(c.resources.as_ref(), &path, &mut self.warnings)?,
+            );
+        }
+        let service_account = spec
+            .service_account_name
+            .clone()
+            .or_else(|| spec.service_account.clone())
+            .unwrap_or_else(|| "default".into());
+        let namespace = self.namespace.clone();
+        let opts = self.opts;
+        let info = PodInfo {
+            name,
+            namespace: &namespace,
+            labels: &pod.metadata.labels,
+            annotations: &pod.metadata.annotations,
+            service_account: &service_account,
+            node_name: &opts.node_name,
+            node_cpus: opts.node_cpus,
+            node_memory: opts.node_memory,
+            manifest: self.m,
+            resources: &resources,
+        };
+        let fs_group = match spec.security_context.as_ref().and_then(|s| s.fs_group) {
+            Some(g) if !(0..=i64::from(i32::MAX)).contains(&g) => {
+                return Err(invalid(format!(
+                    "spec.securityContext.fsGroup: {g} is not a valid group id"
+                )));
+            }
+            g => g.map(|g| g as u32),
+        };
+        let volumes = volumes::plan(spec, &self.pp.ignored, &info, fs_group, &mut self.warnings)?;
+        let grace = spec
+            .termination_grace_period_seconds
+            .map(|s| s.max(0) as u64)
+            .unwrap_or(DEFAULT_GRACE_PERIOD);
+
+        let mut init_containers = Vec::new();
+        let mut sidecars = Vec::new();
+        let mut containers = Vec::new();
+        for (i, c) in spec.init_containers.iter().enumerate() {
+            let path = format!("spec.initContainers[{i}]");
+            let sidecar = match c.restart_policy.as_deref() {
+                None => false,
+                Some("Always") => {
+                    self.warnings.push(format!(
+                        "{path}.restartPolicy: Always (a sidecar) runs as an app container, started after the init containers rather than between them"
+                    ));
+                    true
+                }
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "{path}.restartPolicy {other:?} is invalid for an init container (only Always)"
+                    )));
+                }
+            };
+            let s = self.container(c, &path, !sidecar, &info, &volumes, grace)?;
+            if sidecar {
+                sidecars.push(s);
+            } else {
+                init_containers.push(s);
+            }
+        }
+        for (i, c) in spec.containers.iter().enumerate() {
+            let path = format!("spec.containers[{i}]");
+            if let Some(p) = &c.restart_policy {
+                self.warnings.push(format!(
+                    "{path}.restartPolicy {p:?} is not supported and is ignored: spec.restartPolicy applies"
+                ));
+            }
+            containers.push(self.container(c, &path, false, &info, &volumes, grace)?);
+        }
+        sidecars.extend(containers);
+        let containers = sidecars;
+
+        let pod_spec = self.pod_spec(spec)?;
+        let images = images(spec)?;
+        let needs_pod_ip = init_containers.iter().chain(&containers).any(uses_pod_ip);
+        Ok(PlayPlan {
+            pod: pod_spec,
+            init_containers,
+            containers,
+            volumes,
+            images,
+            grace_period: Some(grace),
+            needs_pod_ip,
+            warnings: self.warnings,
+        })
+    }
+
+    fn check_container_names(&self, spec: &api::PodSpec) -> Result<()> {
+        let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+        for (path, c) in containers_with_paths(spec) {
+            if !validate::is_dns_label(&c.name) {
+                return Err(invalid(format!(
+                    "{path}.name {:?} is invalid: {}",
+                    c.name,
+                    validate::dns_label_hint()
+                )));
+            }
+            if let Some(first) = seen.insert(&c.name, path.clone()) {
+                return Err(invalid(format!(
+                    "{path}.name: container name {:?} is already used by {first}",
+                    c.name
+                )));
+            }
+            let full = engine_name(&self.pp.name, &c.name);
+            if full.len() > 128 {
+                return Err(invalid(format!(
+                    "{path}.name: the container's engine name {full:?} is longer than 128 characters; shorten the pod or container name"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn container(
+        &mut self,
+        c: &api::Container,
+        path: &str,
+        init: bool,
+        info: &PodInfo<'_>,
+        volumes: &[Volume],
+        grace: u64,
+    ) -> Result<ContainerSpec> {
+        let image = c
+            .image
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| invalid(format!("{path}.image is required")))?;
+        let env = env::resolve(info, c, path, &mut self.warnings)?;
+        let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        // Kubernetes: command replaces the image's Entrypoint, args its Cmd; an empty
+        // list is the same as none.
+        let expand_all = |v: &Option<Vec<String>>| {
+            v.as_ref()
+                .filter(|v| !v.is_empty())
+                .map(|v| v.iter().map(|a| expand(a, lookup)).collect::<Vec<_>>())
+        };
+        let mut spec = ContainerSpec {
+            name: Some(engine_name(&self.pp.name, &c.name)),
+            image: image.to_string(),
+            entrypoint: expand_all(&c.command),
+            command: expand_all(&c.args),
+            workdir: c.working_dir.clone().filter(|w| !w.is_empty()),
+            tty: c.tty,
+            stdin: c.stdin,
+            init,
+            stop_timeout: Some(grace),
+            ..Default::default()
+        };
+        if c.stdin_once {
+            self.warnings.push(format!(
+                "{path}.stdinOnce is not supported and is ignored: stdin stays open while the container runs"
+            ));
+        }
+        security::apply(
+            &security::Inputs {
+                pod: self.pp.pod.spec.security_context.as_ref(),
+                container: c.security_context.as_ref(),
+                annotations: &self.pp.pod.metadata.annotations,
+                container_name: &c.name,
+                path,
+                seccomp_dir: &self.opts.seccomp_dir,
+            },
+            &mut spec,
+            &mut self.warnings,
+        )?;
+        let res: &Resources = &info.resources[&c.name];
+        resources::apply(res, path, &mut spec)?;
+        spec.mounts = volumes::mounts(c, path, volumes, &env, spec.privileged)?;
+        spec.env = env;
+        spec.labels = BTreeMap::from([
+            (LABEL_POD_NAME.to_string(), self.pp.name.clone()),
+            (LABEL_POD_NAMESPACE.to_string(), self.namespace.clone()),
+            (LABEL_CONTAINER_NAME.to_string(), c.name.clone()),
+        ]);
+        Ok(spec)
+    }
+
+    fn pod_spec(&mut self, spec: &api::PodSpec) -> Result<PodSpec> {
+        let name = self.pp.name.clone();
+        if spec.share_process_namespace && spec.host_pid {
+            return Err(invalid(
+                "spec: shareProcessNamespace and hostPID cannot both be true".into(),
+            ));
+        }
+        if let Some(h) = &spec.hostname
+            && !validate::is_dns_label(h)
+        {
+            return Err(invalid(format!(
+                "spec.hostname {h:?} is invalid: {}",
+                validate::dns_label_hint()
+            )));
+        }
+        if spec.subdomain.is_some() {
+            self.warnings.push(
+                "spec.subdomain is not supported and is ignored: there is no cluster DNS".into(),
+            );
+        }
+        if let Some(sa) = spec
+            .service_account_name
+            .as_deref()
+            .or(spec.service_account.as_deref())
+            .filter(|sa| *sa != "default")
+        {
+            self.warnings.push(format!(
+                "spec.serviceAccountName {sa:?} is not supported and is ignored: no service account token is mounted"
+            ));
+        }
+        if spec.automount_service_account_token == Some(true) {
+            self.warnings.push(
+                "spec.automountServiceAccountToken is not supported and is ignored: no service account token is mounted".into(),
+            );
+        }
+        if let Some(s) = spec
+            .scheduler_name
+            .as_deref()
+            .filter(|s| *s != "default-scheduler")
+        {
+            self.warnings.push(format!(
+                "spec.schedulerName {s:?} is not supported and is ignored: scheduling has no meaning on a single host"
+            ));
+        }
+        // Kubernetes: the hostname is spec.hostname, else the pod name cut to 63
+        // characters; a pod on the host's network has the host's.
+        let hostname = if spec.host_network {
+            if spec.hostname.is_some() {
+                self.warnings.push(
+                    "spec.hostname is ignored: a pod on the host's network has the host's name"
+                        .into(),
+                );
+            }
+            None
+        } else {
+            Some(spec.hostname.clone().unwrap_or_else(|| {
+                name.chars()
+                    .take(63)
+                    .collect::<String>()
+                    .trim_end_matches(['-', '.'])
+                    .to_string()
+            }))
+        };
+        let restart = match spec.restart_policy.as_deref() {
+            None | Some("Always") => RestartPolicy::Always,
+            Some("OnFailure") => RestartPolicy::OnFailure,
+            Some("Never") => RestartPolicy::Never,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "spec.restartPolicy {other:?} is invalid (Always, OnFailure or Never)"
+                )));
+            }
+        };
+        let mut extra_hosts = Vec::new();
+        for (i, a) in spec.host_aliases.iter().enumerate() {
+            if a.ip.parse::<IpAddr>().is_err() {
+                return Err(invalid(format!(
+                    "spec.hostAliases[{i}].ip {:?} is not an IP address",
+                    a.ip
+                )));
+            }
+            extra_hosts.push((a.ip.clone(), a.hostnames.clone()));
+        }
+        Ok(PodSpec {
+            name: Some(name),
+            hostname,
+            network: if spec.host_network {
+                NetworkMode::Host
+            } else {
+                NetworkMode::Default
+            },
+            ports: self.ports(spec)?,
+            dns: self.dns(spec)?,
+            extra_hosts,
+            share_pid: spec.share_process_namespace,
+            host_pid: spec.host_pid,
+            host_ipc: spec.host_ipc,
+            shm_size: None,
+            resources: None,
+            restart,
+            labels: self.pp.pod.metadata.labels.clone(),
+            namespace: Some(self.namespace.clone()),
+        })
+    }
+
+    fn ports(&mut self, spec: &api::PodSpec) -> Result<Vec<PortMapping>> {
+        let mut out: Vec<(PortMapping, String)> = Vec::new();
+        for (cpath, c) in containers_with_paths(spec) {
+            for (j, p) in c.ports.iter().enumerate() {
+                let path = format!("{cpath}.ports[{j}]");
+                if p.container_port == 0 {
+                    return Err(invalid(format!(
+                        "{path}.containerPort must be between 1 and 65535"
+                    )));
+                }
+                let protocol = match p.protocol.as_deref().unwrap_or("TCP") {
+                    "TCP" => "tcp",
+                    "UDP" => "udp",
+                    "SCTP" => {
+                        return Err(invalid(format!(
+                            "{path}.protocol SCTP is not supported (TCP or UDP)"
+                        )));
+                    }
+                    other => {
+                        return Err(invalid(format!(
+                            "{path}.protocol {other:?} is invalid (TCP or UDP)"
+                        )));
+                    }
+                };
+                let Some(host_port) = p.host_port.filter(|h| *h != 0) else {
+                    if p.host_ip.is_some() {
+                        self.warnings.push(format!(
+                            "{path}.hostIP is ignored: the port has no hostPort"
+                        ));
+                    }
+                    continue;
+                };
+                if let Some(ip) = &p.host_ip
+                    && ip.parse::<IpAddr>().is_err()
+                {
+                    return Err(invalid(format!(
+                        "{path}.hostIP {ip:?} is not an IP address"
+                    )));
+                }
+                if spec.host_network {
+                    if host_port != p.container_port {
+                        return Err(invalid(format!(
+                            "{path}.hostPort must equal containerPort on the host's network"
+                        )));
+                    }
+                    continue;
+                }
+                let host_ip = p
+                    .host_ip
+                    .clone()
+                    .filter(|ip| ip != "0.0.0.0" && ip != "::" && !ip.is_empty());
+                if let Some((_, first)) = out.iter().find(|(o, _)| {
+                    o.host_port == host_port
+                        && o.protocol == protocol
+                        && (o.host_ip.is_none() || host_ip.is_none() || o.host_ip == host_ip)
+                }) {
+                    return Err(invalid(format!(
+                        "{path}.hostPort {host_port}/{protocol} is already used by {first}"
+                    )));
+                }
+                out.push((
+                    PortMapping {
+                        host_port,
+                        container_port: p.container_port,
+                        protocol: protocol.to_string(),
+                        host_ip,
+                    },
+                    path,
+                ));
+            }
+        }
+        Ok(out.into_iter().map(|(p, _)| p).collect())
+    }
+
+    fn dns(&mut self, spec: &api::PodSpec) -> Result<DnsConfig> {
+        let policy = spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
+        let cfg = spec.dns_config.clone().unwrap_or_default();
+        match policy {
+            // Without cluster DNS the kubelet treats ClusterFirst as Default too.
+            "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" => {
+                if !cfg.nameservers.is_empty() {
+                    self.warnings.push(format!(
+                        "spec.dnsConfig.nameservers replace the host's name servers (with dnsPolicy {policy} Kubernetes would add them)"
+                    ));
+                }
+            }
+            "None" => {
+                if spec.dns_config.is_none() || cfg.nameservers.is_empty() {
+                    return Err(invalid(
+                        "spec.dnsConfig.nameservers: dnsPolicy None needs at least one name server"
+                            .into(),
+                    ));
+                }
+            }
+            other => {
+                return Err(invalid(format!(
+                    "spec.dnsPolicy {other:?} is invalid (ClusterFirst, ClusterFirstWithHostNet, Default or None)"
+                )));
+            }
+        }
+        if cfg.nameservers.len() > 3 {
+            return Err(invalid(
+                "spec.dnsConfig.nameservers: at most 3 name servers".into(),
+            ));
+        }
+        for (i, s) in cfg.nameservers.iter().enumerate() {
+            if s.parse::<IpAddr>().is_err() {
+                return Err(invalid(format!(
+                    "spec.dnsConfig.nameservers[{i}] {s:?} is not an IP address"
+                )));
+            }
+        }
+        if cfg.searches.len() > 32 {
+            return Err(invalid(
+                "spec.dnsConfig.searches: at most 32 search domains".into(),
+            ));
+        }
+        let mut options = Vec::new();
+        for (i, o) in cfg.options.iter().enumerate() {
+            if o.name.is_empty() || o.name.contains(char::is_whitespace) {
+                return Err(invalid(format!(
+                    "spec.dnsConfig.options[{i}].name {:?} is invalid",
+                    o.name
+                )));
+            }
+            options.push(match &o.value {
+                Some(v) => format!("{}:{v}", o.name),
+                None => o.name.clone(),
+            });
+        }
+        Ok(DnsConfig {
+            servers: cfg.nameservers,
+            searches: cfg.searches,
+            options,
+        })
+    }
+}
+
+/// `<pod>-<container>`: container names are global in the engine, so a manifest's
+/// container names are scoped by their pod (as podman does).
+pub fn engine_name(pod: &str, container: &str) -> String {
+    format!("{pod}-{container}")
+}
+
+fn containers_with_paths(spec: &api::PodSpec) -> impl Iterator<Item = (String, &api::Container)> {
+    spec.init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c))
+        .chain(
+            spec.containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
+        )
+}
+
+fn uses_pod_ip(c: &ContainerSpec) -> bool {
+    c.env.iter().any(|(_, v)| v.contains(POD_IP_PLACEHOLDER))
+        || c.entrypoint
+            .iter()
+            .chain(&c.command)
+            .flatten()
+            .any(|a| a.contains(POD_IP_PLACEHOLDER))
+}
+
+/// Kubernetes' default pull policy: Always for `:latest` or no tag, else IfNotPresent.
+fn default_policy(image: &str) -> PullPolicy {
+    if image.contains('@') {
+        return PullPolicy::IfNotPresent;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, "latest")) | None => PullPolicy::Always,
+        Some(_) => PullPolicy::IfNotPresent,
+    }
+}
+
+fn images(spec: &api::PodSpec) -> Result<Vec<ImagePull>> {
+    let mut out: Vec<ImagePull> = Vec::new();
+    for (path, c) in containers_with_paths(spec) {
+        let image = c.image.as_deref().unwrap_or("").trim();
+        let policy = match c.image_pull_policy.as_deref() {
+            None | Some("") => default_policy(image),
+            Some("Always") => PullPolicy::Always,
+            Some("IfNotPresent") => PullPolicy::IfNotPresent,
+            Some("Never") => PullPolicy::Never,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "{path}.imagePullPolicy {other:?} is invalid (Always, IfNotPresent or Never)"
+                )));
+            }
+        };
+        match out.iter_mut().find(|p| p.image == image) {
+            Some(p) => p.policy = p.policy.max(policy),
+            None => out.push(ImagePull {
+                image: image.to_string(),
+                policy,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_pull_policies() {
+        assert_eq!(default_policy("busybox"), PullPolicy::Always);
+        assert_eq!(default_policy("busybox:latest"), PullPolicy::Always);
+        assert_eq!(
+            default_policy("127.0.0.1:35000/fixtures/busybox"),
+            PullPolicy::Always
+        );
+        assert_eq!(
+            default_policy("127.0.0.1:35000/fixtures/busybox:1.36"),
+            PullPolicy::IfNotPresent
+        );
+        assert_eq!(
+            default_policy("busybox@sha256:0123"),
+            PullPolicy::IfNotPresent
+        );
+    }
+}

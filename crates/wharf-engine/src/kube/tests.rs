@@ -1,0 +1,1167 @@
+//! Whole manifests through `parse` and `plan`.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::model::{NetworkMode, RestartPolicy, SeccompMode, VolumeMount};
+
+fn opts() -> PlanOptions {
+    PlanOptions {
+        seccomp_dir: "/var/lib/wharf/seccomp".into(),
+        node_name: "node-1".into(),
+        node_cpus: 4,
+        node_memory: 8 << 30,
+    }
+}
+
+fn play(yaml: &str) -> crate::Result<PlayPlan> {
+    plan_with(&parse(yaml)?, None, &opts())
+}
+
+fn err(yaml: &str) -> String {
+    match play(yaml) {
+        Ok(p) => panic!("expected an error, got a plan: {p:#?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn env<'a>(c: &'a crate::model::ContainerSpec, name: &str) -> Option<&'a str> {
+    c.env
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn vol_mount(source: &str, dest: &str, readonly: bool) -> VolumeMount {
+    VolumeMount {
+        source: source.into(),
+        destination: dest.into(),
+        readonly,
+        kind: VOLUME_MOUNT_KIND.into(),
+        options: vec![],
+    }
+}
+
+const FULL: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  LOG_LEVEL: debug
+  index.html: "<h1>hi</h1>\n"
+  feature.flag: "on"
+binaryData:
+  logo.png: iVBORw0K
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+type: Opaque
+data:
+  password: czNjcjN0
+  user: YWRtaW4=
+stringData:
+  user: root
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: shop
+  namespace: prod
+  labels:
+    app: shop
+  annotations:
+    team: payments
+spec:
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 10
+  shareProcessNamespace: true
+  hostname: shop-host
+  securityContext:
+    runAsUser: 1000
+    runAsGroup: 1000
+    runAsNonRoot: true
+    fsGroup: 2000
+    seccompProfile:
+      type: RuntimeDefault
+  initContainers:
+  - name: init-content
+    image: registry.local/tools:1.2
+    command: ["sh", "-c", "cp /config/index.html /www/"]
+    volumeMounts:
+    - name: www
+      mountPath: /www
+    - name: config
+      mountPath: /config
+  containers:
+  - name: web
+    image: registry.local/httpd:latest
+    imagePullPolicy: IfNotPresent
+    command: ["httpd"]
+    args: ["-f", "-p", "$(PORT)", "-h", "/www"]
+    workingDir: /www
+    ports:
+    - containerPort: 80
+      hostPort: 8080
+    - containerPort: 81
+      hostPort: 8081
+      hostIP: 127.0.0.1
+      protocol: UDP
+    - containerPort: 9090
+    env:
+    - name: PORT
+      value: "80"
+    - name: URL
+      value: http://$(MY_IP):$(PORT)/
+    - name: MY_IP
+      valueFrom:
+        fieldRef:
+          fieldPath: status.podIP
+    - name: DB_PASSWORD
+      valueFrom:
+        secretKeyRef:
+          name: db
+          key: password
+    - name: POD
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    - name: NS
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    - name: TEAM
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.annotations['team']
+    - name: CPU_MILLI
+      valueFrom:
+        resourceFieldRef:
+          resource: limits.cpu
+          divisor: 1m
+    envFrom:
+    - prefix: CFG_
+      configMapRef:
+        name: web-config
+    resources:
+      limits:
+        cpu: 500m
+        memory: 128Mi
+      requests:
+        cpu: 250m
+        memory: 64Mi
+    securityContext:
+      runAsUser: 1001
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      capabilities:
+        add: [NET_BIND_SERVICE]
+        drop: [ALL]
+    volumeMounts:
+    - name: www
+      mountPath: /www
+      readOnly: true
+    - name: config
+      mountPath: /etc/web/log-level
+      subPath: LOG_LEVEL
+    - name: secrets
+      mountPath: /run/secrets/db
+    - name: cache
+      mountPath: /cache
+  - name: logger
+    image: registry.local/tools:1.2
+    imagePullPolicy: Always
+    stdin: true
+    tty: true
+    command: ["sh", "-c", "tail -F /www/access.log"]
+    env:
+    - name: DB_USER
+      valueFrom:
+        secretKeyRef:
+          name: db
+          key: user
+    volumeMounts:
+    - name: www
+      mountPath: /www
+    securityContext:
+      privileged: true
+      seccompProfile:
+        type: Unconfined
+  volumes:
+  - name: www
+    emptyDir: {}
+  - name: cache
+    emptyDir:
+      medium: Memory
+      sizeLimit: 64Mi
+  - name: config
+    configMap:
+      name: web-config
+      items:
+      - key: index.html
+        path: index.html
+      - key: LOG_LEVEL
+        path: LOG_LEVEL
+        mode: 0600
+  - name: secrets
+    secret:
+      secretName: db
+      defaultMode: 0400
+  - name: host-logs
+    hostPath:
+      path: /var/log/shop
+      type: DirectoryOrCreate
+"#;
+
+#[test]
+fn a_full_pod_translates_field_by_field() {
+    let plan = play(FULL).unwrap();
+    assert!(plan.warnings.is_empty(), "{:#?}", plan.warnings);
+
+    // The pod.
+    let pod = &plan.pod;
+    assert_eq!(pod.name.as_deref(), Some("shop"));
+    assert_eq!(pod.namespace.as_deref(), Some("prod"));
+    assert_eq!(pod.hostname.as_deref(), Some("shop-host"));
+    assert_eq!(pod.network, NetworkMode::Default);
+    assert!(pod.share_pid && !pod.host_pid && !pod.host_ipc);
+    assert_eq!(pod.restart, RestartPolicy::OnFailure);
+    assert_eq!(pod.labels.get("app").map(String::as_str), Some("shop"));
+    assert_eq!(
+        pod.ports,
+        vec![
+            crate::model::PortMapping {
+                host_port: 8080,
+                container_port: 80,
+                protocol: "tcp".into(),
+                host_ip: None
+            },
+            crate::model::PortMapping {
+                host_port: 8081,
+                container_port: 81,
+                protocol: "udp".into(),
+                host_ip: Some("127.0.0.1".into())
+            },
+        ]
+    );
+    assert_eq!(plan.grace_period, Some(10));
+
+    // The init container.
+    assert_eq!(plan.init_containers.len(), 1);
+    let init = &plan.init_containers[0];
+    assert!(init.init);
+    assert_eq!(init.name.as_deref(), Some("shop-init-content"));
+    assert_eq!(
+        init.entrypoint,
+        Some(vec![
+            "sh".into(),
+            "-c".into(),
+            "cp /config/index.html /www/".into()
+        ])
+    );
+    assert_eq!(init.command, None);
+    assert_eq!(init.user.as_deref(), Some("1000:1000"));
+    assert_eq!(init.groups, vec![2000]);
+    assert!(init.run_as_non_root);
+    assert_eq!(
+        init.mounts,
+        vec![
+            vol_mount("www", "/www", false),
+            vol_mount("config", "/config", true)
+        ]
+    );
+    assert_eq!(init.stop_timeout, Some(10));
+    assert_eq!(
+        init.labels.get(LABEL_CONTAINER_NAME).map(String::as_str),
+        Some("init-content")
+    );
+    assert_eq!(
+        init.labels.get(LABEL_POD_NAMESPACE).map(String::as_str),
+        Some("prod")
+    );
+
+    // The web container.
+    assert_eq!(plan.containers.len(), 2);
+    let web = &plan.containers[0];
+    assert!(!web.init);
+    assert_eq!(web.name.as_deref(), Some("shop-web"));
+    assert_eq!(web.image, "registry.local/httpd:latest");
+    assert_eq!(web.entrypoint, Some(vec!["httpd".into()]));
+    assert_eq!(
+        web.command,
+        Some(["-f", "-p", "80", "-h", "/www"].map(String::from).to_vec())
+    );
+    assert_eq!(web.workdir.as_deref(), Some("/www"));
+    // envFrom first (prefixed), then env; $(VAR) only sees earlier variables.
+    let names: Vec<&str> = web.env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "CFG_LOG_LEVEL",
+            "CFG_feature.flag",
+            "CFG_index.html",
+            "PORT",
+            "URL",
+            "MY_IP",
+            "DB_PASSWORD",
+            "POD",
+            "NS",
+            "TEAM",
+            "CPU_MILLI"
+        ]
+    );
+    assert_eq!(env(web, "CFG_LOG_LEVEL"), Some("debug"));
+    // binaryData keys are files, never variables (as in the kubelet).
+    assert_eq!(env(web, "CFG_logo.png"), None);
+    assert_eq!(env(web, "URL"), Some("http://$(MY_IP):80/"));
+    assert_eq!(env(web, "MY_IP"), Some(POD_IP_PLACEHOLDER));
+    assert_eq!(env(web, "DB_PASSWORD"), Some("s3cr3t"));
+    assert_eq!(env(web, "POD"), Some("shop"));
+    assert_eq!(env(web, "NS"), Some("prod"));
+    assert_eq!(env(web, "TEAM"), Some("payments"));
+    assert_eq!(env(web, "CPU_MILLI"), Some("500"));
+    assert_eq!(web.memory, Some(128 << 20));
+    assert_eq!(web.cpus, Some(0.5));
+    assert_eq!(web.cpu_shares, Some(256));
+    assert_eq!(web.memory_reservation, Some(64 << 20));
+    assert_eq!(web.user.as_deref(), Some("1001:1000"));
+    assert!(web.read_only && web.no_new_privileges && !web.privileged);
+    assert_eq!(web.cap_add, vec!["CAP_NET_BIND_SERVICE"]);
+    assert_eq!(web.cap_drop, vec!["ALL"]);
+    assert_eq!(web.seccomp, SeccompMode::RuntimeDefault);
+    assert_eq!(
+        web.mounts,
+        vec![
+            vol_mount("www", "/www", true),
+            vol_mount("config/LOG_LEVEL", "/etc/web/log-level", true),
+            vol_mount("secrets", "/run/secrets/db", true),
+            vol_mount("cache", "/cache", false),
+        ]
+    );
+    let r = volume_ref(&web.mounts[1]).unwrap();
+    assert_eq!(r.volume, "config");
+    assert_eq!(r.sub_path, Some(std::path::Path::new("LOG_LEVEL")));
+    assert_eq!(
+        volume_ref(&web.mounts[0]),
+        Some(VolumeRef {
+            volume: "www",
+            sub_path: None
+        })
+    );
+
+    // The logger: stringData wins over data; privileged and unconfined.
+    let logger = &plan.containers[1];
+    assert_eq!(env(logger, "DB_USER"), Some("root"));
+    assert!(logger.privileged && logger.stdin && logger.tty);
+    assert_eq!(logger.seccomp, SeccompMode::Unconfined);
+    assert_eq!(logger.memory, None);
+
+    // Volumes.
+    let by_name = |n: &str| plan.volumes.iter().find(|v| v.name == n).unwrap();
+    assert_eq!(plan.volumes.len(), 5);
+    assert_eq!(
+        by_name("www").source,
+        VolumeSource::EmptyDir {
+            memory: false,
+            size_limit: None
+        }
+    );
+    assert_eq!(by_name("www").fs_group, Some(2000));
+    assert_eq!(
+        by_name("cache").source,
+        VolumeSource::EmptyDir {
+            memory: true,
+            size_limit: Some(64 << 20)
+        }
+    );
+    assert_eq!(
+        by_name("config").source,
+        VolumeSource::Files {
+            origin: "ConfigMap web-config".into(),
+            files: vec![
+                VolumeFile {
+                    path: "index.html".into(),
+                    data: b"<h1>hi</h1>\n".to_vec(),
+                    mode: 0o644
+                },
+                VolumeFile {
+                    path: "LOG_LEVEL".into(),
+                    data: b"debug".to_vec(),
+                    mode: 0o600
+                },
+            ],
+            in_memory: false,
+        }
+    );
+    match &by_name("secrets").source {
+        VolumeSource::Files {
+            files, in_memory, ..
+        } => {
+            assert!(in_memory);
+            let listed: Vec<(PathBuf, &[u8], u32)> = files
+                .iter()
+                .map(|f| (f.path.clone(), f.data.as_slice(), f.mode))
+                .collect();
+            assert_eq!(
+                listed,
+                vec![
+                    (PathBuf::from("password"), &b"s3cr3t"[..], 0o400),
+                    (PathBuf::from("user"), &b"root"[..], 0o400)
+                ]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        by_name("host-logs").source,
+        VolumeSource::HostPath {
+            path: "/var/log/shop".into(),
+            kind: HostPathType::DirectoryOrCreate
+        }
+    );
+    assert_eq!(by_name("host-logs").fs_group, None);
+
+    // Images: each once, the strictest policy wins.
+    assert_eq!(
+        plan.images,
+        vec![
+            ImagePull {
+                image: "registry.local/tools:1.2".into(),
+                policy: PullPolicy::Always
+            },
+            ImagePull {
+                image: "registry.local/httpd:latest".into(),
+                policy: PullPolicy::IfNotPresent
+            },
+        ]
+    );
+
+    // The pod IP is substituted by the engine.
+    assert!(plan.needs_pod_ip);
+    let mut plan = plan;
+    plan.set_pod_ip("10.88.0.7");
+    assert_eq!(env(&plan.containers[0], "MY_IP"), Some("10.88.0.7"));
+    assert!(!plan.needs_pod_ip);
+}
+
+#[test]
+fn a_minimal_pod_gets_kubernetes_defaults() {
+    let plan = play(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a-fairly-long-pod-name.with-dots.and-parts-that-go-on-past-six-three-chars\nspec:\n  containers:\n  - name: c\n    image: busybox\n",
+    )
+    .unwrap();
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    assert_eq!(plan.pod.restart, RestartPolicy::Always);
+    assert_eq!(plan.grace_period, Some(DEFAULT_GRACE_PERIOD));
+    assert_eq!(plan.pod.namespace.as_deref(), Some("default"));
+    // The hostname is the pod name cut to 63 characters, without a trailing '-'.
+    let h = plan.pod.hostname.as_deref().unwrap();
+    // Cut to 63 characters ("...-six-"), then without the trailing '-'.
+    assert_eq!(
+        h,
+        "a-fairly-long-pod-name.with-dots.and-parts-that-go-on-past-six"
+    );
+    assert!(plan.pod.dns == Default::default());
+    let c = &plan.containers[0];
+    assert_eq!((c.entrypoint.as_ref(), c.command.as_ref()), (None, None));
+    assert_eq!(c.user, None);
+    assert_eq!(c.seccomp, SeccompMode::RuntimeDefault);
+    assert_eq!(c.stop_timeout, Some(DEFAULT_GRACE_PERIOD));
+    assert!(c.env.is_empty() && c.mounts.is_empty());
+    assert_eq!(plan.images[0].policy, PullPolicy::Always);
+    assert!(!plan.needs_pod_ip);
+}
+
+#[test]
+fn unknown_and_unsupported_fields_are_warned_about_by_path() {
+    let plan = play(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data: {a: b}
+extra: 1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  creationTimestamp: null
+spec:
+  nodeSelector: {disk: ssd}
+  serviceAccountName: builder
+  dnsPolicy: ClusterFirst
+  enableServiceLinks: true
+  schedulerName: default-scheduler
+  containers:
+  - name: web
+    image: nginx:1.25
+    imagePulPolicy: Never
+    terminationMessagePath: /dev/termination-log
+    livenessProbe:
+      httpGet: {path: /, port: 80}
+    stdinOnce: true
+    resources:
+      limits: {nvidia.com/gpu: 1}
+    securityContext:
+      seLinuxOptions: {level: "s0:c1"}
+    volumeMounts:
+    - name: data
+      mountPath: /data
+      mountPropagaton: None
+  volumes:
+  - name: data
+    emptyDir:
+      sizeLimit: 1Gi
+      medum: Memory
+status: {}
+"#,
+    )
+    .unwrap();
+    let expected = [
+        "document 1 (Service web): kind Service is not supported and is ignored (wharf play runs Pods, with the ConfigMaps and Secrets they use)",
+        "document 2 (ConfigMap cfg): extra is not supported and is ignored",
+        "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
+        "spec.containers[0].imagePulPolicy is not supported and is ignored",
+        "spec.containers[0].livenessProbe is not supported and is ignored: probes are not run",
+        "spec.containers[0].securityContext.seLinuxOptions is not supported and is ignored: SELinux labels are not applied",
+        "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
+        "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",
+        "spec.volumes[0].emptyDir.medum is not supported and is ignored",
+        "spec.volumes[0].emptyDir.sizeLimit is not enforced for a disk emptyDir and is ignored (it sizes medium: Memory volumes)",
+        "spec.containers[0].stdinOnce is not supported and is ignored: stdin stays open while the container runs",
+        "spec.serviceAccountName \"builder\" is not supported and is ignored: no service account token is mounted",
+    ];
+    for e in expected {
+        assert!(
+            plan.warnings.iter().any(|w| w == e),
+            "missing warning {e:?} in {:#?}",
+            plan.warnings
+        );
+    }
+    assert_eq!(plan.warnings.len(), expected.len(), "{:#?}", plan.warnings);
+}
+
+const POD_HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n";
+
+fn pod(spec: &str) -> String {
+    format!("{POD_HEAD}{spec}")
+}
+
+#[test]
+fn missing_references_are_errors_unless_optional() {
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n      valueFrom:\n        configMapKeyRef: {name: nope, key: k}\n",
+    ));
+    assert_eq!(
+        e,
+        "spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap \"nope\" is not in the manifest (add it, or set optional: true)"
+    );
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n---\n";
+    let e = err(&format!(
+        "{cm}{}",
+        pod(
+            "  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n      valueFrom:\n        configMapKeyRef: {name: cm, key: other}\n"
+        )
+    ));
+    assert_eq!(
+        e,
+        "spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap \"cm\" has no key \"other\" (set optional: true if it may be missing)"
+    );
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    envFrom:\n    - secretRef: {name: s}\n",
+    ));
+    assert!(
+        e.starts_with(
+            "spec.containers[0].envFrom[0].secretRef: Secret \"s\" is not in the manifest"
+        ),
+        "{e}"
+    );
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: v\n    secret: {secretName: s}\n",
+    ));
+    assert!(
+        e.starts_with("spec.volumes[0].secret.secretName: Secret \"s\" is not in the manifest"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{cm}{}",
+        pod(
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: v\n    configMap:\n      name: cm\n      items: [{key: x, path: x}]\n"
+        )
+    ));
+    assert_eq!(
+        e,
+        "spec.volumes[0].configMap.items[0].key: ConfigMap \"cm\" has no key \"x\""
+    );
+    // Objects in another namespace are invisible, as in Kubernetes.
+    let e = err(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: other}}\nstringData: {{k: v}}\n---\n{}",
+        pod("  containers:\n  - name: c\n    image: i\n    envFrom:\n    - secretRef: {name: s}\n")
+    ));
+    assert!(
+        e.contains("is in namespace \"other\", not the pod's namespace \"default\""),
+        "{e}"
+    );
+
+    // Optional: the variable or volume content is simply absent.
+    let plan = play(&format!(
+        "{cm}{}",
+        pod("  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n      valueFrom:\n        configMapKeyRef: {name: cm, key: other, optional: true}\n    - name: B\n      valueFrom:\n        secretKeyRef: {name: nope, key: k, optional: true}\n    envFrom:\n    - configMapRef: {name: nope, optional: true}\n  volumes:\n  - name: v\n    secret: {secretName: nope, optional: true}\n")
+    ))
+    .unwrap();
+    assert!(plan.containers[0].env.is_empty());
+    assert_eq!(
+        plan.volumes[0].source,
+        VolumeSource::Files {
+            origin: "Secret nope".into(),
+            files: vec![],
+            in_memory: true
+        }
+    );
+}
+
+#[test]
+fn invalid_pods_are_errors_naming_the_field() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "  containers:\n  - name: web\n    image: i\n  - name: web\n    image: i\n",
+            "spec.containers[1].name: container name \"web\" is already used by spec.containers[0]",
+        ),
+        (
+            "  initContainers:\n  - name: web\n    image: i\n  containers:\n  - name: web\n    image: i\n",
+            "spec.containers[0].name: container name \"web\" is already used by spec.initContainers[0]",
+        ),
+        (
+            "  containers:\n  - name: Web_1\n    image: i\n",
+            "spec.containers[0].name \"Web_1\" is invalid: must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit",
+        ),
+        (
+            "  containers:\n  - name: c\n",
+            "spec.containers[0].image is required",
+        ),
+        (
+            "  containers: []\n",
+            "spec.containers: a pod needs at least one container",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /data}\n",
+            "spec.containers[0].volumeMounts[0].name: no volume named \"data\" in spec.volumes",
+        ),
+        (
+            "  containers:\n  - name: a\n    image: i\n    ports: [{containerPort: 80, hostPort: 8080}]\n  - name: b\n    image: i\n    ports: [{containerPort: 81, hostPort: 8080, hostIP: 127.0.0.1}]\n",
+            "spec.containers[1].ports[0].hostPort 8080/tcp is already used by spec.containers[0].ports[0]",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    ports: [{containerPort: 80, protocol: SCTP, hostPort: 1}]\n",
+            "spec.containers[0].ports[0].protocol SCTP is not supported (TCP or UDP)",
+        ),
+        (
+            "  restartPolicy: Sometimes\n  containers:\n  - name: c\n    image: i\n",
+            "spec.restartPolicy \"Sometimes\" is invalid (Always, OnFailure or Never)",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: v, mountPath: /v, subPath: ../../etc}\n  volumes:\n  - {name: v, emptyDir: {}}\n",
+            "spec.containers[0].volumeMounts[0].subPath \"../../etc\" must be a relative path without '..'",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
+            "spec.volumes[0] (data): persistentVolumeClaim volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI)",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - {name: v, emptyDir: {}, hostPath: {path: /x}}\n",
+            "spec.volumes[0] (v): a volume must have exactly one source",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - {name: v, hostPath: {path: /x/../etc}}\n",
+            "spec.volumes[0].hostPath.path \"/x/../etc\" must be an absolute path without '..'",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    ports: [{containerPort: 70000}]\n",
+            "manifest document 1 (Pod p): spec.containers[0].ports[0].containerPort: invalid value: integer `70000`, expected u16",
+        ),
+        (
+            "  shareProcessNamespace: true\n  hostPID: true\n  containers:\n  - name: c\n    image: i\n",
+            "spec: shareProcessNamespace and hostPID cannot both be true",
+        ),
+        (
+            "  dnsPolicy: None\n  containers:\n  - name: c\n    image: i\n",
+            "spec.dnsConfig.nameservers: dnsPolicy None needs at least one name server",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n      value: x\n      valueFrom:\n        fieldRef: {fieldPath: metadata.name}\n",
+            "spec.containers[0].env[0]: value and valueFrom cannot both be set",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    env:\n    - name: A\n      valueFrom:\n        fieldRef: {fieldPath: status.hostIP}\n",
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath \"status.hostIP\" is not supported here",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: v, mountPath: /v}\n    - {name: v, mountPath: /v}\n  volumes:\n  - {name: v, emptyDir: {}}\n",
+            "spec.containers[0].volumeMounts[1].mountPath \"/v\" is mounted twice in the container",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - {name: v, emptyDir: {}}\n  - {name: v, emptyDir: {}}\n",
+            "spec.volumes[1].name: volume \"v\" is defined twice",
+        ),
+        (
+            "  hostNetwork: true\n  containers:\n  - name: c\n    image: i\n    ports: [{containerPort: 80, hostPort: 8080}]\n",
+            "spec.containers[0].ports[0].hostPort must equal containerPort on the host's network",
+        ),
+    ];
+    for (spec, want) in cases {
+        let e = err(&pod(spec));
+        assert!(
+            e.starts_with(want),
+            "for\n{spec}\nwant {want:?}\ngot  {e:?}"
+        );
+    }
+}
+
+#[test]
+fn manifest_level_errors() {
+    let e = parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap_err();
+    assert!(e.to_string().contains("holds no Pod"), "{e}");
+    let e = parse("kind: Pod\nmetadata: {name: a}\nspec:\n  containers: [\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("manifest document 1: invalid YAML: "),
+        "{e}"
+    );
+    assert!(e.to_string().contains("line"), "{e}");
+    let e = parse("apiVersion: apps/v1\nkind: Pod\nmetadata: {name: a}\nspec: {}\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("apiVersion \"apps/v1\" is not supported"),
+        "{e}"
+    );
+    let e =
+        parse("apiVersion: v1\nkind: Pod\nmetadata: {generateName: a-}\nspec: {}\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("metadata.generateName is not supported"),
+        "{e}"
+    );
+    let e = parse("- a\n- b\n").unwrap_err();
+    assert!(e.to_string().contains("is not a Kubernetes object"), "{e}");
+    let e = parse("apiVersion: v1\nmetadata: {name: a}\n").unwrap_err();
+    assert!(e.to_string().contains("has no kind"), "{e}");
+    let e = parse(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: '%%%'}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {}\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("data.k: not valid base64"), "{e}");
+
+    // Two pods: plan needs a name; --down gets both.
+    let two = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: c, image: i}]}\n";
+    let m = parse(two).unwrap();
+    assert_eq!(m.pod_names(), vec!["a", "b"]);
+    let e = plan_with(&m, None, &opts()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "the manifest holds 2 pods (a, b); wharf play runs one pod: name it"
+    );
+    assert_eq!(
+        plan_with(&m, Some("b"), &opts())
+            .unwrap()
+            .pod
+            .name
+            .as_deref(),
+        Some("b")
+    );
+    let e = plan_with(&m, Some("c"), &opts()).unwrap_err().to_string();
+    assert_eq!(e, "the manifest has no pod \"c\" (it has a, b)");
+    let e = parse(&format!("{two}---\n{}", two.split("---\n").next().unwrap())).unwrap_err();
+    assert_eq!(e.to_string(), "the manifest defines pod \"a\" twice");
+}
+
+#[test]
+fn env_expansion_downward_api_and_the_pod_ip() {
+    let plan = play(&pod(r#"  containers:
+  - name: app
+    image: i
+    command: ["/app", "--listen=$(POD_IP):$(PORT)", "--escaped=$$(PORT)", "--unknown=$(NOPE)"]
+    args: ["$(NODE)"]
+    env:
+    - name: LATER
+      value: "$(PORT)"
+    - name: PORT
+      value: "8080"
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+    - name: NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+    - name: SA
+      valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}
+    - name: LABEL
+      valueFrom: {fieldRef: {fieldPath: "metadata.labels['missing']"}}
+    - name: MEM
+      valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}
+    - name: SIDE_CPU
+      valueFrom: {resourceFieldRef: {containerName: side, resource: requests.cpu, divisor: 1m}}
+    - name: PORT
+      value: "9090"
+  - name: side
+    image: i
+    resources: {limits: {cpu: "1.5"}}
+"#))
+    .unwrap();
+    let c = &plan.containers[0];
+    // A reference to a later variable is not expanded; a redefinition keeps the first
+    // position with the last value.
+    assert_eq!(env(c, "LATER"), Some("$(PORT)"));
+    assert_eq!(env(c, "PORT"), Some("9090"));
+    assert_eq!(c.env.iter().filter(|(k, _)| k == "PORT").count(), 1);
+    assert_eq!(env(c, "NODE"), Some("node-1"));
+    assert_eq!(env(c, "SA"), Some("default"));
+    assert_eq!(env(c, "LABEL"), Some(""));
+    // No limit: the host's memory.
+    assert_eq!(env(c, "MEM"), Some("8192"));
+    // The side container's request defaults to its limit.
+    assert_eq!(env(c, "SIDE_CPU"), Some("1500"));
+    assert_eq!(
+        c.entrypoint.as_deref().unwrap(),
+        [
+            "/app".to_string(),
+            format!("--listen={POD_IP_PLACEHOLDER}:9090"),
+            "--escaped=$(PORT)".into(),
+            "--unknown=$(NOPE)".into()
+        ]
+    );
+    assert_eq!(c.command.as_deref().unwrap(), ["node-1".to_string()]);
+    assert!(plan.needs_pod_ip);
+    let mut plan = plan;
+    plan.set_pod_ip("10.0.0.9");
+    assert_eq!(
+        plan.containers[0].entrypoint.as_ref().unwrap()[1],
+        "--listen=10.0.0.9:9090"
+    );
+    assert_eq!(env(&plan.containers[0], "POD_IP"), Some("10.0.0.9"));
+}
+
+#[test]
+fn secrets_config_maps_and_file_modes() {
+    let plan = play(&format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: tls}}
+type: kubernetes.io/tls
+data:
+  tls.crt: |
+    LS0tLS1CRUdJTiBD
+    RVJUSUZJQ0FURS0t
+  tls.key: AAEC/w==
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg}}
+data:
+  a: "1"
+  nested: x
+---
+{}"#,
+        pod(r#"  containers:
+  - name: c
+    image: i
+    volumeMounts:
+    - {name: tls, mountPath: /tls}
+    - {name: cfg, mountPath: /cfg}
+    - {name: info, mountPath: /info}
+  volumes:
+  - name: tls
+    secret:
+      secretName: tls
+      defaultMode: 256
+      items:
+      - {key: tls.crt, path: certs/server.crt, mode: 0444}
+      - {key: tls.key, path: private/server.key}
+  - name: cfg
+    configMap:
+      name: cfg
+      defaultMode: 0o755
+  - name: info
+    downwardAPI:
+      defaultMode: 0600
+      items:
+      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: mem, resourceFieldRef: {containerName: c, resource: limits.memory}}
+"#)
+    ))
+    .unwrap();
+    let files = |n: &str| match &plan.volumes.iter().find(|v| v.name == n).unwrap().source {
+        VolumeSource::Files { files, .. } => files
+            .iter()
+            .map(|f| (f.path.to_str().unwrap().to_string(), f.data.clone(), f.mode))
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        files("tls"),
+        vec![
+            (
+                "certs/server.crt".into(),
+                b"-----BEGIN CERTIFICATE--".to_vec(),
+                0o444
+            ),
+            ("private/server.key".into(), vec![0, 1, 2, 255], 0o400),
+        ]
+    );
+    assert_eq!(
+        files("cfg"),
+        vec![
+            ("a".into(), b"1".to_vec(), 0o755),
+            ("nested".into(), b"x".to_vec(), 0o755)
+        ]
+    );
+    assert_eq!(
+        files("info"),
+        vec![
+            ("name".into(), b"p".to_vec(), 0o600),
+            ("mem".into(), (8u64 << 30).to_string().into_bytes(), 0o600)
+        ]
+    );
+    // Projected volumes are mounted read-only even without readOnly.
+    assert!(plan.containers[0].mounts.iter().all(|m| m.readonly));
+
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: v\n    configMap: {name: x, optional: true, defaultMode: 0999}\n",
+    ));
+    assert!(
+        e.contains(
+            "spec.volumes[0].configMap.defaultMode: file mode \"0999\" is not an octal mode"
+        ),
+        "{e}"
+    );
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: v\n    configMap: {name: x, optional: true, defaultMode: 1000}\n",
+    ));
+    assert!(e.contains("outside 0..0777"), "{e}");
+}
+
+#[test]
+fn host_namespaces_sidecars_dns_and_hosts() {
+    let plan = play(&pod(r#"  hostNetwork: true
+  hostIPC: true
+  hostPID: true
+  hostname: ignored
+  dnsPolicy: None
+  dnsConfig:
+    nameservers: [192.0.2.53]
+    searches: [svc.example]
+    options:
+    - {name: ndots, value: "2"}
+    - {name: edns0}
+  hostAliases:
+  - {ip: 192.0.2.10, hostnames: [db, db.local]}
+  initContainers:
+  - name: setup
+    image: i
+  - name: proxy
+    image: i
+    restartPolicy: Always
+  containers:
+  - name: app
+    image: i
+    ports: [{containerPort: 8080, hostPort: 8080}]
+"#))
+    .unwrap();
+    assert_eq!(plan.pod.network, NetworkMode::Host);
+    assert!(plan.pod.host_ipc && plan.pod.host_pid && !plan.pod.share_pid);
+    assert_eq!(plan.pod.hostname, None);
+    assert!(plan.pod.ports.is_empty(), "the host's ports are the pod's");
+    assert_eq!(plan.pod.dns.servers, vec!["192.0.2.53"]);
+    assert_eq!(plan.pod.dns.searches, vec!["svc.example"]);
+    assert_eq!(plan.pod.dns.options, vec!["ndots:2", "edns0"]);
+    assert_eq!(
+        plan.pod.extra_hosts,
+        vec![(
+            "192.0.2.10".to_string(),
+            vec!["db".to_string(), "db.local".into()]
+        )]
+    );
+    let names: Vec<_> = plan
+        .init_containers
+        .iter()
+        .map(|c| c.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["p-setup"]);
+    let names: Vec<_> = plan
+        .containers
+        .iter()
+        .map(|c| c.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["p-proxy", "p-app"]);
+    assert!(!plan.containers[0].init);
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.initContainers[1].restartPolicy: Always (a sidecar)"))
+    );
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.hostname is ignored"))
+    );
+}
+
+#[test]
+fn lists_and_empty_documents() {
+    let plan = play(
+        r#"---
+# a comment-only document
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: cm}
+  data: {k: v}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: listed}
+  spec:
+    containers:
+    - name: c
+      image: i
+      env:
+      - name: K
+        valueFrom: {configMapKeyRef: {name: cm, key: k}}
+...
+"#,
+    )
+    .unwrap();
+    assert_eq!(plan.pod.name.as_deref(), Some("listed"));
+    assert_eq!(env(&plan.containers[0], "K"), Some("v"));
+}
+
+#[test]
+fn seccomp_localhost_profiles_and_subpath_expr() {
+    let plan = play(&pod(r#"  securityContext:
+    seccompProfile: {type: Localhost, localhostProfile: profiles/strict.json}
+  containers:
+  - name: c
+    image: i
+    env:
+    - name: POD
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    volumeMounts:
+    - {name: logs, mountPath: /logs, subPathExpr: "$(POD)/logs"}
+    - {name: host, mountPath: /host, readOnly: true, mountPropagation: HostToContainer}
+  volumes:
+  - {name: logs, emptyDir: {}}
+  - {name: host, hostPath: {path: /srv, type: Directory}}
+"#))
+    .unwrap();
+    let c = &plan.containers[0];
+    assert_eq!(
+        c.seccomp,
+        SeccompMode::Localhost("/var/lib/wharf/seccomp/profiles/strict.json".into())
+    );
+    assert_eq!(c.mounts[0].source, PathBuf::from("logs/p/logs"));
+    assert_eq!(c.mounts[1].options, vec!["rslave"]);
+    assert!(c.mounts[1].readonly);
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: v, mountPath: /v, mountPropagation: Bidirectional}\n  volumes:\n  - {name: v, emptyDir: {}}\n",
+    ));
+    assert!(
+        e.contains("Bidirectional needs a privileged container"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_examples_play_without_warnings() {
+    for (name, yaml) in [
+        (
+            "pod-web.yaml",
+            include_str!("../../../../examples/pod-web.yaml"),
+        ),
+        (
+            "pod-config.yaml",
+            include_str!("../../../../examples/pod-config.yaml"),
+        ),
+        (
+            "pod-pair.yaml",
+            include_str!("../../../../examples/pod-pair.yaml"),
+        ),
+    ] {
+        let plan = play(yaml).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(plan.warnings.is_empty(), "{name}: {:#?}", plan.warnings);
+        assert!(
+            plan.all_containers().all(|c| c.image == "busybox:latest"),
+            "{name}: every image is substitutable"
+        );
+    }
+    let web = play(include_str!("../../../../examples/pod-web.yaml")).unwrap();
+    assert_eq!(web.pod.ports.len(), 1);
+    assert_eq!(web.pod.ports[0].host_port, 8080);
+    assert_eq!(
+        web.init_containers[0].entrypoint.as_ref().unwrap()[2],
+        "echo \"hello from web\" > /www/index.html"
+    );
+    let config = play(include_str!("../../../../examples/pod-config.yaml")).unwrap();
+    let c = &config.containers[0];
+    assert_eq!(env(c, "greeting"), Some("hello"));
+    assert_eq!(env(c, "PASSWORD"), Some("s3cr3t"));
+    assert_eq!(env(c, "MEMORY_LIMIT_MI"), Some("64"));
+    assert_eq!(c.user.as_deref(), Some("1000:1000"));
+    assert_eq!(c.groups, vec![3000, 2000]);
+    let pair = play(include_str!("../../../../examples/pod-pair.yaml")).unwrap();
+    assert!(pair.pod.share_pid);
+}
+
+#[test]
+fn quantities_and_modes_may_be_yaml_numbers() {
+    let plan = play(&pod(r#"  containers:
+  - name: c
+    image: i
+    resources:
+      limits: {cpu: 1.5, memory: 1e9}
+      requests: {cpu: 1, memory: 268435456}
+    volumeMounts: [{name: v, mountPath: /v}]
+  volumes:
+  - name: v
+    downwardAPI:
+      defaultMode: 420
+      items:
+      - {path: a, fieldRef: {fieldPath: metadata.name}, mode: 0}
+      - {path: b, fieldRef: {fieldPath: metadata.namespace}, mode: 0o600}
+"#))
+    .unwrap();
+    let c = &plan.containers[0];
+    assert_eq!(c.cpus, Some(1.5));
+    assert_eq!(c.memory, Some(1_000_000_000));
+    assert_eq!(c.cpu_shares, Some(1024));
+    assert_eq!(c.memory_reservation, Some(256 << 20));
+    match &plan.volumes[0].source {
+        VolumeSource::Files { files, .. } => {
+            assert_eq!(files[0].mode, 0);
+            assert_eq!(files[1].mode, 0o600);
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    resources: {limits: {cpu: 2 cores}}\n",
+    ));
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.limits.cpu: \"2 cores\" is not a quantity: unknown suffix (use Ki, Mi, Gi, m, k, M, G, ... or e<N>)"
+    );
+    let e = err(&pod(
+        "  containers:\n  - name: c\n    image: i\n    env: [{name: N, value: 80}]\n",
+    ));
+    assert!(
+        e.ends_with(
+            "spec.containers[0].env[0].value: invalid type: integer `80`, expected a string"
+        ),
+        "{e}"
+    );
+}
