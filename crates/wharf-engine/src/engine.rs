@@ -173,6 +173,9 @@ impl Engine {
         crate::paths::timing("pod: removing");
         self.shutdown_shim(&pod);
         crate::paths::timing("pod: shim shut down");
+        // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
+        // unmounted before the pod's directory is deleted, never deleted through.
+        crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
         sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)?;
         crate::paths::timing("pod: sandbox destroyed");
         self.db.delete_pod(&pod.id)?;

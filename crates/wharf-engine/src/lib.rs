@@ -12,6 +12,7 @@ pub mod error;
 pub mod kube;
 pub mod model;
 pub mod paths;
+mod play;
 pub mod sandbox;
 mod seccomp_default;
 pub mod specgen;
@@ -20,4 +21,5 @@ pub mod tree;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
+pub use play::PlayedPod;
 pub use supervisor::StdioMode;

@@ -328,6 +328,15 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         }
     }
     for v in &spec.mounts {
+        if v.kind != "tmpfs" && v.kind != "bind" {
+            // e.g. a manifest's volume mount that was not resolved to a host path.
+            return Err(Error::Invalid(format!(
+                "container {}: mount of {} has kind {:?}; only bind and tmpfs mounts can be created",
+                spec.name.as_deref().unwrap_or(i.id),
+                v.destination.display(),
+                v.kind
+            )));
+        }
         let mut options: Vec<String> = Vec::new();
         if v.kind == "tmpfs" {
             options.extend(["nosuid".into(), "nodev".into()]);

@@ -313,23 +313,76 @@ impl Engine {
 
     /// Stop a container: its stop signal, SIGKILL after `timeout`; no restarts.
     pub fn stop(&self, key: &str, timeout: Option<Duration>) -> Result<ExitInfo> {
-        let row = self.db.find_container(key)?;
-        let pod = self.db.find_pod(&row.pod_id)?;
-        let Some(shim) = self.running_shim(&pod) else {
-            return self
-                .exit_on_disk(&pod, &row.id)
-                .ok_or_else(|| Error::Invalid(format!("container {} is not running", row.name)));
-        };
-        let image = self.images.resolve(&row.image_id).ok();
-        let signal = image
-            .as_ref()
-            .map(|i| crate::specgen::stop_signal(&row.spec, &i.config))
-            .unwrap_or(libc::SIGTERM);
-        let grace = timeout.unwrap_or(Duration::from_secs(row.spec.stop_timeout.unwrap_or(10)));
-        shim.stop(&row.id, signal, grace)?;
-        let exit = exit_info(&shim.wait(&row.id, None)?);
-        self.record_exit(&row, &exit)?;
-        Ok(exit)
+        let mut exits = self.stop_many(&[key], timeout)?;
+        Ok(exits.pop().expect("one container, one exit"))
+    }
+
+    /// Stop containers together (each gets its stop signal at once, then SIGKILL after
+    /// `timeout` or its own stop timeout) and wait for all of them: stopping a pod takes
+    /// one grace period, not one per container.
+    pub fn stop_many(&self, keys: &[&str], timeout: Option<Duration>) -> Result<Vec<ExitInfo>> {
+        let mut pending = Vec::new();
+        for key in keys {
+            let row = self.db.find_container(key)?;
+            let pod = self.db.find_pod(&row.pod_id)?;
+            let Some(shim) = self.running_shim(&pod) else {
+                pending.push((row, None, Duration::ZERO));
+                continue;
+            };
+            let image = self.images.resolve(&row.image_id).ok();
+            let signal = image
+                .as_ref()
+                .map(|i| crate::specgen::stop_signal(&row.spec, &i.config))
+                .unwrap_or(libc::SIGTERM);
+            let grace = timeout.unwrap_or(Duration::from_secs(row.spec.stop_timeout.unwrap_or(10)));
+            shim.stop(&row.id, signal, grace)?;
+            pending.push((row, Some(shim), grace));
+        }
+        let mut exits = Vec::new();
+        for (row, shim, grace) in pending {
+            let exit = match shim {
+                // The shim kills it after `grace`; the margin covers a container that was
+                // never started (waiting for init containers), which has no exit to report.
+                Some(shim) => match shim.wait(&row.id, Some(grace + Duration::from_secs(5))) {
+                    Ok(e) => Some(exit_info(&e)),
+                    Err(ShimError::Connection { cause, .. })
+                        if matches!(
+                            cause.kind(),
+                            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(e) => return Err(e.into()),
+                },
+                None => {
+                    let pod = self.db.find_pod(&row.pod_id)?;
+                    self.exit_on_disk(&pod, &row.id)
+                }
+            };
+            let exit = match exit {
+                Some(e) => e,
+                None if matches!(row.state, ContainerState::Created | ContainerState::Unknown) => {
+                    // Never ran: nothing to stop.
+                    ExitInfo {
+                        code: 0,
+                        signal: None,
+                        finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+                        oom_killed: false,
+                        reason: Some("NotStarted".into()),
+                    }
+                }
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "container {} is not running",
+                        row.name
+                    )));
+                }
+            };
+            self.record_exit(&row, &exit)?;
+            exits.push(exit);
+        }
+        Ok(exits)
     }
 
     /// The shim's part of removing a container: delete it in the runtime.

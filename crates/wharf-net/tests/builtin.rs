@@ -130,7 +130,7 @@ fn mapped_host_ports_reach_pods_from_outside_the_host_and_the_pods_themselves() 
     net.attach("pod-b", &b, &AttachOptions::default()).unwrap();
 
     // outside, the host itself, another pod, and the pod itself (hairpin).
-    let srv = serve(listen_tcp(&a, "0.0.0.0:80"), 4, "served by a");
+    let srv = serve(listen_tcp(&a, "0.0.0.0:80"), 5, "served by a");
     let target = format!("{HOST_IP}:8080");
     assert_eq!(
         tcp_get(&topo.outside, &target).unwrap(),
@@ -141,6 +141,11 @@ fn mapped_host_ports_reach_pods_from_outside_the_host_and_the_pods_themselves() 
         tcp_get(&topo.host, &target).unwrap(),
         "served by a",
         "from the host"
+    );
+    assert_eq!(
+        tcp_get(&topo.host, "127.0.0.1:8080").unwrap(),
+        "served by a",
+        "from the host's localhost"
     );
     assert_eq!(
         tcp_get(&b, &target).unwrap(),
@@ -155,7 +160,12 @@ fn mapped_host_ports_reach_pods_from_outside_the_host_and_the_pods_themselves() 
         "DNAT keeps the client's address"
     );
     assert_eq!(
-        peers[3].ip().to_string(),
+        peers[2].ip().to_string(),
+        "10.88.0.1",
+        "localhost is masqueraded"
+    );
+    assert_eq!(
+        peers[4].ip().to_string(),
         "10.88.0.1",
         "hairpin is masqueraded"
     );
@@ -189,6 +199,78 @@ fn mapped_host_ports_reach_pods_from_outside_the_host_and_the_pods_themselves() 
     let rules = ruleset(&w, &topo.host);
     assert!(!rules.contains("8080"), "{rules}");
     net.detach("pod-b", Some(&b)).unwrap();
+}
+
+/// CVE-2020-8558: route_localnet on the bridge (for host ports on 127.0.0.1) must not let
+/// a pod reach the host's services bound to 127.0.0.1.
+#[test]
+fn pods_cannot_reach_services_on_the_hosts_localhost() {
+    let mut w = World::new("builtin-localnet");
+    let topo = w.topology();
+    let net = network(&w, &topo);
+    let a = w.netns("a").path;
+    net.attach("pod-a", &a, &AttachOptions::default()).unwrap();
+    let sysctl = |key: &str| {
+        std::fs::read_to_string(format!("/proc/sys/{key}")).map(|s| s.trim().to_string())
+    };
+    assert_eq!(
+        in_ns(&topo.host, || sysctl("net/ipv4/conf/wharf0/route_localnet")).unwrap(),
+        "1"
+    );
+    // A hostile pod routes 127.0.0.1 to its gateway (it needs its own route_localnet and
+    // no local routes for 127/8).
+    w.exec_ok(
+        &a,
+        &["sysctl", "-qw", "net.ipv4.conf.eth0.route_localnet=1"],
+    );
+    for local in ["127.0.0.0/8", "127.0.0.1"] {
+        w.exec_ok(
+            &a,
+            &[
+                "ip", "route", "del", "local", local, "dev", "lo", "table", "local",
+            ],
+        );
+    }
+    w.exec_ok(
+        &a,
+        &[
+            "ip",
+            "route",
+            "add",
+            "127.0.0.1/32",
+            "via",
+            "10.88.0.1",
+            "dev",
+            "eth0",
+        ],
+    );
+    // UDP: one datagram shows whether the host's 127.0.0.1 socket is reachable at all.
+    let host_sock = in_ns(&topo.host, || std::net::UdpSocket::bind("127.0.0.1:9999")).unwrap();
+    host_sock
+        .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let send = || {
+        in_ns(&a, || {
+            std::net::UdpSocket::bind("0.0.0.0:0")?.send_to(b"knock", "127.0.0.1:9999")
+        })
+        .unwrap()
+    };
+    send();
+    let mut buf = [0u8; 16];
+    assert!(
+        host_sock.recv_from(&mut buf).is_err(),
+        "a pod's datagram reached a service on the host's 127.0.0.1"
+    );
+    // Without the guard the same datagram does arrive: the test can fail.
+    w.exec_ok(
+        &topo.host,
+        &["nft", "delete", "chain", "inet", "wharf", "localnet_guard"],
+    );
+    send();
+    let (n, from) = host_sock.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"knock");
+    assert_eq!(from.ip().to_string(), "10.88.0.2");
+    net.detach("pod-a", Some(&a)).unwrap();
 }
 
 #[test]

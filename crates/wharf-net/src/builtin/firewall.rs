@@ -9,8 +9,14 @@
 //!   address;
 //! - port mappings: packets to a local address of the host (`fib daddr type local`) on a
 //!   mapped port are DNATed to the pod, from outside (prerouting) and from the host itself
-//!   (output, except loopback addresses). The mappings live in maps keyed by port (and by
-//!   host address for mappings bound to one), so the rule count does not grow with pods;
+//!   (output). The mappings live in maps keyed by port (and by host address for mappings
+//!   bound to one), so the rule count does not grow with pods;
+//! - localhost: IPv4 connections from the host to 127.0.0.1:<host port> reach the pod too
+//!   (as with CNI's portmap and podman): they are DNATed in output and masqueraded behind
+//!   the gateway, which needs `route_localnet` on the bridge. Because that sysctl would also
+//!   let pods send packets to the host's 127.0.0.0/8 services (CVE-2020-8558), such packets
+//!   arriving from the bridge are dropped before connection tracking sees them. IPv6 has no
+//!   `route_localnet`: ::1 is left alone;
 //! - hairpin: DNATed traffic from a pod to a pod (also to itself) is masqueraded behind the
 //!   gateway, so replies come back through the host and match the connection.
 
@@ -24,6 +30,8 @@ use crate::types::{PortMapping, Protocol};
 pub struct Spec<'a> {
     /// The table name (in family inet).
     pub table: &'a str,
+    /// The bridge (packets from pods arrive on it).
+    pub bridge: &'a str,
     /// IPv4 subnet of the network.
     pub subnet: IpNet,
     /// IPv6 subnet, if the network is dual-stack.
@@ -129,7 +137,12 @@ pub fn ruleset(spec: &Spec<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        "  chain output {{\n    type nat hook output priority -100; policy accept;\n    ip daddr 127.0.0.0/8 return\n    ip6 daddr ::1 return\n    fib daddr type local jump portmaps\n  }}"
+        "  chain output {{\n    type nat hook output priority -100; policy accept;\n    ip6 daddr ::1 return\n    fib daddr type local jump portmaps\n  }}"
+    );
+    let _ = writeln!(
+        s,
+        "  chain localnet_guard {{\n    type filter hook prerouting priority raw; policy accept;\n    iifname \"{}\" ip daddr 127.0.0.0/8 drop\n  }}",
+        spec.bridge
     );
     let _ = writeln!(
         s,
@@ -141,6 +154,12 @@ pub fn ruleset(spec: &Spec<'_>) -> String {
             s,
             "    {kw} saddr {net} {kw} daddr {net} ct status dnat masquerade\n    {kw} saddr {net} {kw} daddr != {net} masquerade"
         );
+        if !v6 {
+            let _ = writeln!(
+                s,
+                "    ip saddr 127.0.0.0/8 ip daddr {net} ct status dnat masquerade"
+            );
+        }
     }
     let _ = writeln!(s, "  }}\n}}");
     s
@@ -243,6 +262,7 @@ mod tests {
         }];
         let spec = Spec {
             table: "wharf",
+            bridge: "wharf0",
             subnet: "10.88.0.0/16".parse().unwrap(),
             subnet6: Some("fd00::/64".parse().unwrap()),
             pods: &pods,

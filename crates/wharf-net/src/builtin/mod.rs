@@ -506,6 +506,8 @@ impl BuiltinNetwork {
                 .map_err(|e| e.ctx(format!("bring up {name}")))?;
         }
         crate::sysctl::ensure("net/ipv4/ip_forward", "1")?;
+        // Host ports reachable on 127.0.0.1 (see the firewall's localnet guard).
+        crate::sysctl::ensure(&format!("net/ipv4/conf/{name}/route_localnet"), "1")?;
         if self.cfg.subnet6.is_some() {
             crate::sysctl::ensure("net/ipv6/conf/all/forwarding", "1")?;
         }
@@ -579,6 +581,7 @@ impl BuiltinNetwork {
     fn fw_spec<'a>(&'a self, pods: &'a [PodRecord]) -> firewall::Spec<'a> {
         firewall::Spec {
             table: &self.cfg.nft_table,
+            bridge: &self.cfg.bridge,
             subnet: self.families[0].subnet,
             subnet6: self.families.get(1).map(|f| f.subnet),
             pods,

@@ -481,6 +481,73 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
     Ok(0)
 }
 
-fn play(_cli: &Cli, _file: &std::path::Path, _down: bool, _network: &str) -> Result<i32> {
-    bail!("wharf play is not available yet")
+fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<i32> {
+    use wharf_engine::kube::{self, PlanOptions, PullPolicy};
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("read the manifest from stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?
+    };
+    let manifest = kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
+    let engine = open(cli)?;
+    let opts = PlanOptions::for_host(&cli.root);
+    let mut plans = Vec::new();
+    for name in manifest.pod_names() {
+        let plan = kube::plan_with(&manifest, Some(name), &opts)
+            .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
+        plans.push(plan);
+    }
+    for w in manifest.warnings() {
+        eprintln!("wharf: warning: {w}");
+    }
+    if down {
+        for plan in &plans {
+            let name = plan.pod.name.clone().unwrap_or_default();
+            match engine.play_down(&name, plan.grace_period.map(Duration::from_secs)) {
+                Ok(pod) => println!("{}", pod.id),
+                Err(wharf_engine::Error::NotFound { .. }) => {
+                    eprintln!("wharf: pod {name} does not exist")
+                }
+                Err(e) => return Err(e).with_context(|| format!("taking pod {name} down")),
+            }
+        }
+        return Ok(0);
+    }
+    let mut made: Vec<String> = Vec::new();
+    let result = (|| -> Result<()> {
+        for mut plan in plans {
+            let name = plan.pod.name.clone().unwrap_or_default();
+            for w in &plan.warnings {
+                eprintln!("wharf: warning: pod {name}: {w}");
+            }
+            if network != "default" && plan.pod.network != wharf_engine::model::NetworkMode::Host {
+                plan.pod.network = convert::network(network);
+            }
+            for img in &plan.images {
+                let policy = match img.policy {
+                    PullPolicy::Always => "always",
+                    PullPolicy::IfNotPresent => "missing",
+                    PullPolicy::Never => "never",
+                };
+                ensure_image(&engine, &img.image, policy).with_context(|| format!("pod {name}"))?;
+            }
+            let played = engine
+                .play(plan)
+                .with_context(|| format!("playing pod {name}"))?;
+            made.push(played.pod.id.clone());
+            println!("Pod:\n{}\nContainers:", played.pod.id);
+            for c in &played.containers {
+                println!("{}", c.id);
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // All or nothing: the manifest's pods that did come up go again.
+        for id in made {
+            let _ = engine.play_down(&id, Some(Duration::ZERO));
+        }
+        return Err(e);
+    }
+    Ok(0)
 }

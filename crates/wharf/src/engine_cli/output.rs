@@ -153,12 +153,15 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
                     .find_pod(&c.pod_id)
                     .map(|p| p.name)
                     .unwrap_or_default();
+                // What runs: the entrypoint then the command (as docker ps shows it).
                 let cmd = c
                     .spec
-                    .command
-                    .clone()
-                    .or(c.spec.entrypoint.clone())
-                    .unwrap_or_default()
+                    .entrypoint
+                    .iter()
+                    .chain(&c.spec.command)
+                    .flatten()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
                     .join(" ");
                 let cmd = if cmd.chars().count() > 20 {
                     format!("{}…", cmd.chars().take(19).collect::<String>())
