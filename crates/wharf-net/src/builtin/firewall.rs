@@ -78,8 +78,27 @@ fn elements(spec: &Spec<'_>, v6: bool, proto: Protocol) -> (Vec<String>, Vec<Str
 }
 
 /// The whole transaction: create the table if missing (so the delete cannot fail), delete
-/// it, and define it anew.
+/// it, and define it anew, with its [`shape_tag`] as the table's comment.
 pub fn ruleset(spec: &Spec<'_>) -> String {
+    let t = spec.table;
+    let head = format!("table inet {t} {{\n");
+    untagged(spec).replacen(
+        &head,
+        &format!("{head}  comment \"{}\"\n", shape_tag(spec)),
+        1,
+    )
+}
+
+/// A fingerprint of everything in the table but the pods' map entries (configuration and
+/// this version's rules). A table carrying the current tag only needs its map entries
+/// changed when a pod comes or goes; any other table (none, an older Wharf's, another
+/// configuration's) is rewritten whole.
+pub fn shape_tag(spec: &Spec<'_>) -> String {
+    let shape = untagged(&Spec { pods: &[], ..*spec });
+    format!("wharf-shape-{:016x}", super::fnv64(&[&shape]))
+}
+
+fn untagged(spec: &Spec<'_>) -> String {
     let t = spec.table;
     let mut s = String::new();
     let _ = writeln!(
@@ -196,20 +215,19 @@ fn pod_entries(spec: &Spec<'_>, pod: &PodRecord) -> Vec<(String, String, String)
 }
 
 /// The fast update for one pod coming: add its map entries, leaving table, chains and
-/// hooks alone (rewriting them makes the kernel wait for RCU grace periods). For a pod
-/// without port mappings it only lists a chain, which fails if the table is gone. Either
-/// way the command fails, changing nothing, if the table or a map is missing; the caller
-/// then applies the whole [`ruleset`].
-pub fn add_pod(spec: &Spec<'_>, pod: &PodRecord) -> String {
+/// hooks alone (rewriting them makes the kernel wait for RCU grace periods). None for a
+/// pod without port mappings (masquerade and hairpin rules are per subnet). The command
+/// fails, changing nothing, if a map is missing; the caller then applies the whole
+/// [`ruleset`].
+pub fn add_pod(spec: &Spec<'_>, pod: &PodRecord) -> Option<String> {
     let t = spec.table;
     let entries = pod_entries(spec, pod);
-    if entries.is_empty() {
-        return format!("list chain inet {t} postrouting\n");
-    }
-    entries
-        .iter()
-        .map(|(m, k, v)| format!("add element inet {t} {m} {{ {k} : {v} }}\n"))
-        .collect()
+    (!entries.is_empty()).then(|| {
+        entries
+            .iter()
+            .map(|(m, k, v)| format!("add element inet {t} {m} {{ {k} : {v} }}\n"))
+            .collect()
+    })
 }
 
 /// The fast update for one pod going: delete its map entries (nothing, for a pod without
@@ -285,7 +303,7 @@ mod tests {
         );
         assert!(r.contains("ip saddr 10.88.0.0/16 ip daddr != 10.88.0.0/16 masquerade"));
         assert!(r.contains("ip6 saddr fd00::/64 ip6 daddr fd00::/64 ct status dnat masquerade"));
-        let add = add_pod(&spec, &pods[0]);
+        let add = add_pod(&spec, &pods[0]).unwrap();
         assert_eq!(
             add,
             "add element inet wharf ports4_tcp { 8080 : 10.88.0.2 . 80 }\n\
@@ -299,7 +317,7 @@ mod tests {
         );
         let mut bare = pods[0].clone();
         bare.port_mappings.clear();
-        assert_eq!(add_pod(&spec, &bare), "list chain inet wharf postrouting\n");
+        assert_eq!(add_pod(&spec, &bare), None);
         assert_eq!(remove_pod(&spec, &bare), None);
     }
 }

@@ -115,9 +115,6 @@ pub struct BuiltinNetwork {
     host: NsHandle,
     ipam: Ipam,
     records: record::Records,
-    /// Whether this instance has written the whole firewall table once; after that only
-    /// the port maps are updated (see [`firewall::update_maps`]).
-    fw_written: std::sync::atomic::AtomicBool,
 }
 
 /// Validate a pod id: it names files and appears in interface aliases.
@@ -209,7 +206,6 @@ impl BuiltinNetwork {
             families,
             host,
             cfg,
-            fw_written: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -597,21 +593,30 @@ impl BuiltinNetwork {
             &firewall::ruleset(&self.fw_spec(pods)),
         )
         .map_err(|e| Error::Firewall(format!("network {}: {e}", self.cfg.name)))?;
-        self.fw_written
-            .store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
+    /// Whether Wharf's table is in place with the current shape (one netlink round trip,
+    /// no ruleset parsing). Called on the host namespace's thread.
+    fn table_current(&self) -> bool {
+        let tag = firewall::shape_tag(&self.fw_spec(&[]));
+        Netlink::open_protocol(libc::NETLINK_NETFILTER)
+            .ok()
+            .and_then(|mut nl| nl.nft_inet_table(&self.cfg.nft_table).ok().flatten())
+            .is_some_and(|raw| raw.windows(tag.len()).any(|w| w == tag.as_bytes()))
+    }
+
     /// Update the rules for one pod coming (`add`) or going, given every pod that stays
-    /// or is attaching (`pods`). Once this instance has written the whole table (a new
-    /// process may come with a new configuration), only the pod's map entries change;
-    /// if that fails (the table was removed or edited behind our back) the whole table is
-    /// written again from the records.
+    /// or is attaching (`pods`). When the table in the kernel has the current shape only
+    /// the pod's map entries change (nothing at all for a pod without port mappings);
+    /// otherwise (no table, another configuration's or version's, or the entry update
+    /// failed because the maps were edited behind our back) the whole table is written
+    /// again from the records.
     fn update_firewall(&self, pods: &[PodRecord], pod: &PodRecord, add: bool) -> Result<()> {
-        if self.fw_written.load(std::sync::atomic::Ordering::Acquire) {
+        if self.table_current() {
             let spec = self.fw_spec(pods);
             let script = if add {
-                Some(firewall::add_pod(&spec, pod))
+                firewall::add_pod(&spec, pod)
             } else {
                 firewall::remove_pod(&spec, pod)
             };

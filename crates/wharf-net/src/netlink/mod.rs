@@ -128,7 +128,8 @@ impl std::fmt::Display for NlError {
 /// Result of netlink requests.
 pub type NlResult<T> = Result<T, NlError>;
 
-/// A NETLINK_ROUTE socket bound to the namespace it was opened in.
+/// A netlink socket (NETLINK_ROUTE unless opened otherwise) bound to the namespace it was
+/// opened in.
 pub struct Netlink {
     fd: OwnedFd,
     seq: u32,
@@ -138,12 +139,17 @@ pub struct Netlink {
 impl Netlink {
     /// A socket in the calling thread's network namespace.
     pub fn open() -> io::Result<Netlink> {
+        Netlink::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    /// A socket of another netlink family (NETLINK_NETFILTER for nf_tables queries).
+    pub fn open_protocol(protocol: libc::c_int) -> io::Result<Netlink> {
         // SAFETY: plain socket(2); the fd is owned right away.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if raw < 0 {
