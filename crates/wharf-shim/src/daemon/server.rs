@@ -196,10 +196,9 @@ impl Shim {
             PollFd::new(&self.sigfd, PollFlags::IN),
             PollFd::new(&self.timerfd, PollFlags::IN),
         ];
-        if !self.shutting_down {
-            srcs.push(Src::Listener);
-            fds.push(PollFd::new(&self.listener, PollFlags::IN));
-        }
+        // Also while shutting down: clients still wait, and are told "shutting down".
+        srcs.push(Src::Listener);
+        fds.push(PollFd::new(&self.listener, PollFlags::IN));
         for (id, c) in &self.conns {
             let mut flags = PollFlags::empty();
             let stdin_blocked = match &c.mode {
