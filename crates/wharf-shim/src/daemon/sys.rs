@@ -103,12 +103,9 @@ pub fn arm_timer(fd: &OwnedFd, when: Option<Instant>) {
         spec.it_value.tv_sec = d.as_secs() as libc::time_t;
         spec.it_value.tv_nsec = d.subsec_nanos() as libc::c_long;
     }
+    // Setting the timer also clears an expiry that was not read yet.
     // SAFETY: valid fd and spec.
     unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-    let mut buf = [0u8; 8];
-    // Clear an expiry that was pending.
-    // SAFETY: reading into a local buffer.
-    unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
 }
 
 /// Consume the timerfd's expiry count.
