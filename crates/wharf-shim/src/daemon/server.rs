@@ -178,15 +178,18 @@ impl Shim {
                 let revents: Vec<PollFlags> = fds.iter().map(|f| f.revents()).collect();
                 (srcs, revents)
             };
+            let mut worked = false;
             for (src, ev) in srcs.into_iter().zip(revents) {
                 if !ev.is_empty() {
+                    worked |= !matches!(src, Src::Out(..) | Src::Stdin(..));
                     self.dispatch(src, ev);
                 }
             }
-            // Memory freed by a request goes back to the kernel rather than sitting in
-            // malloc's free lists (the shim is idle almost all the time).
-            // SAFETY: malloc_trim has no preconditions.
-            unsafe { libc::malloc_trim(0) };
+            // The shim is idle almost all the time: after requests, exits and timers, give
+            // back what the work left behind (not after every chunk of container output).
+            if worked {
+                sys::trim_memory();
+            }
         }
     }
 
