@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use wharf_shim::{ContainerSpec, RestartPolicy, SpawnOptions, StdioSpec};
 
+/// Per-mapping memory: (file and permissions, RSS, PSS, dirty PSS) in kB.
+type Mapping = (String, u64, u64, u64);
+
 /// One measurement.
 struct Sample {
     name: String,
@@ -155,9 +158,9 @@ fn sample(name: &str, containers: usize, pids: Vec<i32>) -> Result<Sample, Strin
 }
 
 /// PSS per mapping (file and permissions, or [heap], [stack], anonymous), largest first.
-fn mappings(pid: i32) -> Vec<(String, u64, u64, u64)> {
+fn mappings(pid: i32) -> Vec<Mapping> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
-    let mut out: Vec<(String, u64, u64, u64)> = Vec::new();
+    let mut out: Vec<Mapping> = Vec::new();
     let mut current: Option<usize> = None;
     for line in text.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
@@ -193,7 +196,7 @@ fn mappings(pid: i32) -> Vec<(String, u64, u64, u64)> {
             _ => {}
         }
     }
-    out.sort_by(|a, b| b.2.cmp(&a.2));
+    out.sort_by_key(|m| std::cmp::Reverse(m.2));
     out
 }
 
@@ -213,7 +216,7 @@ fn wharf_shim_sample(
     rootfs: &Path,
     cgroup_parent: &str,
     n: usize,
-) -> Result<(Sample, Vec<(String, u64, u64, u64)>), String> {
+) -> Result<(Sample, Vec<Mapping>), String> {
     let dir = work.join(format!("wharf-{n}"));
     let state = dir.join("pod");
     let root = dir.join("runtime");
