@@ -152,6 +152,7 @@ impl Shim {
     /// Serve until shut down; returns the exit code.
     pub fn run(mut self) -> i32 {
         self.persist_pod();
+        let mut trim = true;
         loop {
             for sig in sys::take_pending() {
                 self.on_signal(sig);
@@ -168,6 +169,12 @@ impl Shim {
             sys::arm_timer(&self.timerfd, self.next_deadline());
             let (srcs, revents) = {
                 let (srcs, mut fds) = self.poll_set();
+                // The shim is idle almost all the time: after requests, exits and timers,
+                // give back what the work left behind, right before going to sleep (not
+                // after every chunk of container output).
+                if trim {
+                    sys::trim_memory();
+                }
                 match rustix::event::poll(&mut fds, None) {
                     Ok(_) | Err(rustix::io::Errno::INTR) => {}
                     Err(e) => {
@@ -178,17 +185,12 @@ impl Shim {
                 let revents: Vec<PollFlags> = fds.iter().map(|f| f.revents()).collect();
                 (srcs, revents)
             };
-            let mut worked = false;
+            trim = false;
             for (src, ev) in srcs.into_iter().zip(revents) {
                 if !ev.is_empty() {
-                    worked |= !matches!(src, Src::Out(..) | Src::Stdin(..));
+                    trim |= !matches!(src, Src::Out(..) | Src::Stdin(..));
                     self.dispatch(src, ev);
                 }
-            }
-            // The shim is idle almost all the time: after requests, exits and timers, give
-            // back what the work left behind (not after every chunk of container output).
-            if worked {
-                sys::trim_memory();
             }
         }
     }

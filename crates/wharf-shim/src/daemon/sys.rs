@@ -259,16 +259,31 @@ pub fn reap(pid: i32) -> Option<i32> {
 ///   again, at the cost of a minor fault). The RELRO segment (relocated, so private state
 ///   although read-only) and every writable mapping are left alone.
 pub fn trim_memory() {
+    let ranges = discardable();
+    // Freed memory back to the kernel, after the buffers above were dropped.
     // SAFETY: malloc_trim has no preconditions.
     unsafe { libc::malloc_trim(0) };
+    // Last, so that little code runs between this and going to sleep.
+    for (lo, hi) in ranges.into_iter().flatten() {
+        // SAFETY: our own stack below the live frames, or our own never-written code and
+        // read-only data (see above); both may be discarded.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
+    }
+}
+
+/// The ranges [`trim_memory`] discards: the stack below this frame, and the binary's
+/// read-only mappings outside its RELRO segment.
+fn discardable() -> [Option<(usize, usize)>; 4] {
+    let mut out = [None; 4];
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return;
+        return out;
     };
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     let relro = relro_range();
     let page = 4096usize;
     let marker = 0u8;
     let sp = std::hint::black_box(&marker) as *const u8 as usize;
+    let mut n = 0;
     for line in maps.lines() {
         let mut f = line.split_whitespace();
         let (Some(range), Some(perms)) = (f.next(), f.next()) else {
@@ -285,8 +300,9 @@ pub fn trim_memory() {
             continue;
         };
         let (lo, hi) = if path == "[stack]" {
-            // Leave this frame's page and the one below it alone.
-            (start, (sp & !(page - 1)).saturating_sub(page))
+            // Leave this frame's page and a margin below it alone (the callers of
+            // madvise use a little more stack than this frame).
+            (start, (sp & !(page - 1)).saturating_sub(4 * page))
         } else if (perms == "r-xp" || perms == "r--p")
             && !exe.as_os_str().is_empty()
             && std::path::Path::new(path) == exe
@@ -296,12 +312,12 @@ pub fn trim_memory() {
         } else {
             continue;
         };
-        if hi > lo {
-            // SAFETY: the range is our own stack below the live frames, or our own
-            // never-written text mapping; both may be discarded (see above).
-            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
+        if hi > lo && n < out.len() {
+            out[n] = Some((lo, hi));
+            n += 1;
         }
     }
+    out
 }
 
 /// The main program's PT_GNU_RELRO range (page-aligned), if it has one.
