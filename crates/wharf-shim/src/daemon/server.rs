@@ -685,6 +685,15 @@ impl Shim {
                         {
                             return Ok(Some(Reply::Exit(exit.clone())));
                         }
+                        if c.status == Status::Waiting
+                            && (c.stopping || self.phase == PodPhase::Failed || self.shutting_down)
+                        {
+                            return Err(Fail(
+                                ErrorKind::State,
+                                format!("container {id} will not be started (the pod failed or was stopped)"),
+                            ));
+                        }
+                        let c = self.find_key_mut(t.key).expect("target exists");
                         c.waiters.push(conn);
                     }
                 }
