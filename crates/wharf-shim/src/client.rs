@@ -201,6 +201,18 @@ impl ShimClient {
     }
 
     fn open(&self, op: &str) -> Result<UnixStream> {
+        // The socket alone does not tell: a container created but not started yet still
+        // holds a copy of a dead shim's listening socket (it closes on exec), so connecting
+        // would succeed and nobody would answer.
+        if !self.records().shim_alive() {
+            return Err(ShimError::NotRunning {
+                state_dir: self.state_dir.clone(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "shim.pid names no running shim",
+                ),
+            });
+        }
         // Through /proc/self/fd: no 108-byte limit on the state directory's path.
         let dir = std::fs::File::open(&self.state_dir).map_err(|cause| ShimError::NotRunning {
             state_dir: self.state_dir.clone(),

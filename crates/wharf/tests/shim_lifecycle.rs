@@ -37,3 +37,157 @@ fn exit_codes_and_signals_are_recorded() {
     assert_eq!(st.containers.len(), 3);
     assert!(st.containers.iter().all(|c| c.status == Status::Exited));
 }
+
+#[test]
+fn the_exit_record_is_on_disk_when_the_waiter_hears() {
+    let pod = Pod::new("shim-exit-durable");
+    let spec = pod.spec(
+        "c",
+        &[
+            "sh",
+            "-c",
+            "while [ ! -e /go ]; do sleep 0.02; done; exit 6",
+        ],
+    );
+    pod.run(&spec);
+    let sd = pod.shim.records();
+    assert_eq!(sd.exit("c").unwrap(), None);
+    assert_eq!(sd.status("c").unwrap().unwrap().status, Status::Running);
+    let waiter = {
+        let shim = pod.shim.clone();
+        std::thread::spawn(move || {
+            let e = shim
+                .wait("c", Some(std::time::Duration::from_secs(60)))
+                .unwrap();
+            // Read right after the answer: the shim writes before it answers.
+            let on_disk = shim.records().exit("c").unwrap();
+            (e, on_disk)
+        })
+    };
+    std::fs::write(spec.bundle.join("rootfs/go"), "").unwrap();
+    let (e, on_disk) = waiter.join().unwrap();
+    assert_eq!(e.exit_code, 6);
+    assert_eq!(on_disk, Some(e));
+}
+
+#[test]
+fn stop_delete_and_errors() {
+    let pod = Pod::new("shim-stop-delete");
+    // Handles SIGTERM: exits with its own code.
+    let polite = pod.spec(
+        "polite",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 7' TERM; while :; do sleep 0.05; done",
+        ],
+    );
+    // PID 1 without a handler ignores SIGTERM: SIGKILL after the grace period.
+    let stubborn = pod.spec("stubborn", &["sleep", "1000"]);
+    pod.run(&polite);
+    pod.run(&stubborn);
+    // Give the shell time to install its trap: wait until it sleeps in its loop.
+    assert!(wait_until(std::time::Duration::from_secs(20), || {
+        let pid = pod.shim.container("polite").unwrap().pid.unwrap();
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .is_ok_and(|c| !c.trim().is_empty())
+    }));
+    let e = pod.shim.delete("polite", false).unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::State));
+    assert!(e.to_string().contains("polite is running"), "{e}");
+    pod.shim
+        .stop("polite", libc::SIGTERM, std::time::Duration::from_secs(60))
+        .unwrap();
+    pod.shim
+        .stop(
+            "stubborn",
+            libc::SIGTERM,
+            std::time::Duration::from_millis(100),
+        )
+        .unwrap();
+    assert_eq!(pod.wait("polite").exit_code, 7);
+    let e = pod.wait("stubborn");
+    assert_eq!((e.exit_code, e.signal), (137, Some(9)));
+    pod.shim.delete("polite", false).unwrap();
+    assert!(!pod.state_dir.join("containers/polite").exists());
+    assert!(
+        !pod.env.root.join("polite").exists(),
+        "runtime state removed"
+    );
+    // Force-delete of a running container.
+    let victim = pod.spec("victim", &["sleep", "1000"]);
+    pod.run(&victim);
+    let pid = pod.shim.container("victim").unwrap().pid.unwrap();
+    pod.shim.delete("victim", true).unwrap();
+    assert!(!alive(pid));
+    assert!(pod.shim.container("victim").is_err());
+    // Errors name the container.
+    let e = pod.shim.start("nope").unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::NotFound));
+    assert!(e.to_string().contains("container nope"), "{e}");
+    let e = pod.shim.create(&stubborn).unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Exists));
+    let mut broken = pod.spec("broken", &["true"]);
+    broken.bundle = pod.env.path().join("no-such-bundle");
+    let e = pod.shim.create(&broken).unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::Runtime));
+    assert!(e.to_string().contains("create container broken"), "{e}");
+    let e = pod.shim.start("stubborn").unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::State));
+    // A program that does not exist: create fails and leaves nothing.
+    let missing = pod.spec("missing", &["/no/such/program"]);
+    let e = pod.shim.create(&missing).unwrap_err();
+    assert!(e.to_string().contains("/no/such/program"), "{e}");
+    assert!(pod.shim.container("missing").is_err());
+    assert!(!pod.env.root.join("missing").exists());
+    // A failing startContainer hook: start fails, the exit record says why.
+    let hooked = pod.spec_with("hooked", &["true"], |c| {
+        c["hooks"] = serde_json::json!({"startContainer": [{"path": "/bin/false"}]});
+    });
+    pod.shim.create(&hooked).unwrap();
+    let e = pod.shim.start("hooked").unwrap_err();
+    assert!(e.to_string().contains("start container hooked"), "{e}");
+    let exit = pod.wait("hooked");
+    assert_eq!((exit.reason.as_str(), exit.exit_code), ("StartError", 128));
+    assert!(exit.message.unwrap().contains("start container hooked"));
+}
+
+#[test]
+fn shutdown_waits_for_running_containers_then_exits() {
+    let pod = Pod::new("shim-shutdown");
+    let spec = pod.spec(
+        "c",
+        &["sh", "-c", "while [ ! -e /go ]; do sleep 0.02; done"],
+    );
+    pod.run(&spec);
+    let created = pod.spec("idle", &["true"]);
+    pod.shim.create(&created).unwrap();
+    let shim_pid = pod.shim_pid();
+    pod.shim.shutdown().unwrap();
+    // Still serving while a container runs, but not accepting new ones.
+    let e = pod.shim.create(&pod.spec("late", &["true"])).unwrap_err();
+    assert_eq!(e.kind(), Some(ErrorKind::ShuttingDown));
+    std::fs::write(spec.bundle.join("rootfs/go"), "").unwrap();
+    assert!(wait_until(std::time::Duration::from_secs(30), || !alive(
+        shim_pid
+    )));
+    assert!(!pod.state_dir.join("shim.sock").exists());
+    assert!(!pod.state_dir.join("shim.pid").exists());
+    let e = wharf_shim::ShimClient::connect(&pod.state_dir).unwrap_err();
+    assert!(e.is_not_running(), "{e}");
+    // The exit it saw is on disk; the created container was deleted.
+    let sd = pod.shim.records();
+    assert_eq!(sd.exit("c").unwrap().unwrap().exit_code, 0);
+    assert!(!pod.env.root.join("idle").exists());
+}
+
+#[test]
+fn a_second_shim_for_the_same_state_dir_is_refused() {
+    let pod = Pod::new("shim-twice");
+    let mut opts = SpawnOptions::new("again", &pod.state_dir, &pod.env.root);
+    opts.binary = env!("CARGO_BIN_EXE_wharf").into();
+    let e = wharf_shim::spawn(&opts).unwrap_err();
+    assert!(e.to_string().contains("already serves"), "{e}");
+    assert!(e.to_string().contains("again"), "{e}");
+    pod.shim.ping().unwrap();
+}

@@ -123,10 +123,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     }
     let setup = match setup(&args) {
         Ok(s) => s,
-        Err(msg) => {
-            let _ = std::fs::remove_file(args.state_dir.join(records::SOCKET));
-            return fail(&mut ready, msg);
-        }
+        // Nothing to undo: the socket and pid file are only replaced under the lock.
+        Err(msg) => return fail(&mut ready, msg),
     };
     if let Some(mut r) = ready.take() {
         let _ = r.write_all(b"ok\n");

@@ -152,6 +152,7 @@ impl Shim {
     /// Serve until shut down; returns the exit code.
     pub fn run(mut self) -> i32 {
         self.persist_pod();
+        let mut trim = true;
         loop {
             for sig in sys::take_pending() {
                 self.on_signal(sig);
@@ -168,6 +169,12 @@ impl Shim {
             sys::arm_timer(&self.timerfd, self.next_deadline());
             let (srcs, revents) = {
                 let (srcs, mut fds) = self.poll_set();
+                // The shim is idle almost all the time: after requests, exits and timers,
+                // give back what the work left behind, right before going to sleep (not
+                // after every chunk of container output).
+                if trim {
+                    sys::trim_memory();
+                }
                 match rustix::event::poll(&mut fds, None) {
                     Ok(_) | Err(rustix::io::Errno::INTR) => {}
                     Err(e) => {
@@ -178,15 +185,13 @@ impl Shim {
                 let revents: Vec<PollFlags> = fds.iter().map(|f| f.revents()).collect();
                 (srcs, revents)
             };
+            trim = false;
             for (src, ev) in srcs.into_iter().zip(revents) {
                 if !ev.is_empty() {
+                    trim |= !matches!(src, Src::Out(..) | Src::Stdin(..));
                     self.dispatch(src, ev);
                 }
             }
-            // Memory freed by a request goes back to the kernel rather than sitting in
-            // malloc's free lists (the shim is idle almost all the time).
-            // SAFETY: malloc_trim has no preconditions.
-            unsafe { libc::malloc_trim(0) };
         }
     }
 
@@ -196,10 +201,9 @@ impl Shim {
             PollFd::new(&self.sigfd, PollFlags::IN),
             PollFd::new(&self.timerfd, PollFlags::IN),
         ];
-        if !self.shutting_down {
-            srcs.push(Src::Listener);
-            fds.push(PollFd::new(&self.listener, PollFlags::IN));
-        }
+        // Also while shutting down: clients still wait, and are told "shutting down".
+        srcs.push(Src::Listener);
+        fds.push(PollFd::new(&self.listener, PollFlags::IN));
         for (id, c) in &self.conns {
             let mut flags = PollFlags::empty();
             let stdin_blocked = match &c.mode {
@@ -681,6 +685,15 @@ impl Shim {
                         {
                             return Ok(Some(Reply::Exit(exit.clone())));
                         }
+                        if c.status == Status::Waiting
+                            && (c.stopping || self.phase == PodPhase::Failed || self.shutting_down)
+                        {
+                            return Err(Fail(
+                                ErrorKind::State,
+                                format!("container {id} will not be started (the pod failed or was stopped)"),
+                            ));
+                        }
+                        let c = self.find_key_mut(t.key).expect("target exists");
                         c.waiters.push(conn);
                     }
                 }

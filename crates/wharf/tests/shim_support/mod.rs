@@ -122,17 +122,32 @@ impl Pod {
 
 impl Drop for Pod {
     fn drop(&mut self) {
-        let sd = self.shim.records();
-        if let Some((pid, start)) = sd.shim_pid()
-            && wharf_shim::records::process_is(pid, start)
-        {
-            // SAFETY: kill(2) of the shim this test started (checked by start time).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            wait_until(Duration::from_secs(10), || {
-                !wharf_shim::records::process_is(pid, start)
-            });
-        }
-        let _ = wharf_shim::reap_dead_shim(&self.state_dir, &self.env.root);
+        kill_shim(&self.state_dir, &self.env.root);
+    }
+}
+
+/// Kill the shim of `state_dir` if it runs, and clean up after it (containers, cgroups,
+/// runtime state): the end of every shim test, passed or failed.
+pub fn kill_shim(state_dir: &std::path::Path, runtime_root: &std::path::Path) {
+    let sd = wharf_shim::records::StateDir::new(state_dir);
+    if let Some((pid, start)) = sd.shim_pid()
+        && wharf_shim::records::process_is(pid, start)
+    {
+        // SAFETY: kill(2) of the shim this test started (checked by start time).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        wait_until(Duration::from_secs(10), || {
+            !wharf_shim::records::process_is(pid, start)
+        });
+    }
+    let _ = wharf_shim::reap_dead_shim(state_dir, runtime_root);
+}
+
+/// Runs [`kill_shim`] when dropped.
+pub struct ShimGuard(pub PathBuf, pub PathBuf);
+
+impl Drop for ShimGuard {
+    fn drop(&mut self) {
+        kill_shim(&self.0, &self.1);
     }
 }
 

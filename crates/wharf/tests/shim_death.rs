@@ -1,0 +1,276 @@
+//! The shim outlives its spawner; a killed shim is cleaned up by `reap_dead_shim`; the
+//! pod's minimal init reaps zombies in a shared pid namespace.
+
+mod shim_support;
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use shim_support::*;
+
+/// When run with WHARF_SHIM_SPAWNER=<state dir>:<runtime root>:<bundle>, this "test" is the
+/// spawner: it starts a shim and a container, says so, and waits to be killed.
+#[test]
+#[ignore = "helper process of the_shim_survives_its_spawner_being_killed"]
+fn spawner_helper() {
+    let Ok(spec) = std::env::var("WHARF_SHIM_SPAWNER") else {
+        return;
+    };
+    let mut parts = spec.split(':');
+    let (state, root, bundle) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let mut opts = SpawnOptions::new("orphan", state, root);
+    opts.binary = env!("CARGO_BIN_EXE_wharf").into();
+    let shim = wharf_shim::spawn(&opts).unwrap();
+    let c = ContainerSpec {
+        id: "c".into(),
+        bundle: bundle.into(),
+        stdio: StdioSpec::log(format!("{state}/c.log")),
+        restart: RestartPolicy::Never,
+        backoff: Backoff::default(),
+        init: false,
+    };
+    shim.create(&c).unwrap();
+    shim.start("c").unwrap();
+    println!("SPAWNED");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn the_shim_survives_its_spawner_being_killed() {
+    let env = Env::new("shim-orphan");
+    let state = env.path().join("pod");
+    let _guard = ShimGuard(state.clone(), env.root.clone());
+    let bundle = env.bundle(
+        "c",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "while [ ! -e /go ]; do sleep 0.02; done; exit 2",
+        ],
+    );
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "spawner_helper",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "WHARF_SHIM_SPAWNER",
+            format!(
+                "{}:{}:{}",
+                state.display(),
+                env.root.display(),
+                bundle.dir.display()
+            ),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.unwrap().contains("SPAWNED")),
+        "the spawner failed"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let shim = ShimClient::connect(&state).expect("the shim outlives its spawner");
+    // Detached: its own session, not the spawner's child any more.
+    let shim_pid = shim.records().shim_pid().unwrap().0;
+    let stat = std::fs::read_to_string(format!("/proc/{shim_pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    let (ppid, sid): (i32, i32) = (fields[1].parse().unwrap(), fields[3].parse().unwrap());
+    // SAFETY: getsid(0) has no preconditions.
+    let our_sid = unsafe { libc::getsid(0) };
+    assert_ne!(sid, our_sid, "the shim runs in a session of its own");
+    assert_ne!(sid, child.id() as i32);
+    assert_ne!(ppid, child.id() as i32);
+    let c = shim.container("c").unwrap();
+    assert_eq!(c.status, Status::Running);
+    std::fs::write(bundle.rootfs().join("go"), "").unwrap();
+    assert_eq!(
+        shim.wait("c", Some(Duration::from_secs(60)))
+            .unwrap()
+            .exit_code,
+        2
+    );
+    shim.shutdown().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || !alive(shim_pid)));
+}
+
+#[test]
+fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
+    let pod = Pod::new("shim-killed");
+    let running = pod.spec("running", &["sleep", "1000"]);
+    let finished = pod.spec("finished", &["sh", "-c", "exit 3"]);
+    let created = pod.spec("created", &["true"]);
+    pod.run(&running);
+    pod.run(&finished);
+    assert_eq!(pod.wait("finished").exit_code, 3);
+    pod.shim.create(&created).unwrap();
+    let pid = pod.shim.container("running").unwrap().pid.unwrap();
+    let shim_pid = pod.shim_pid();
+    // Refused while the shim lives.
+    let e = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap_err();
+    assert!(e.to_string().contains("still running"), "{e}");
+    // SAFETY: killing the shim this test started.
+    unsafe { libc::kill(shim_pid, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(shim_pid)));
+    let e = pod.shim.state().unwrap_err();
+    assert!(e.is_not_running(), "{e}");
+    // The containers kept running meanwhile.
+    assert!(alive(pid));
+    let mut reaped = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap();
+    reaped.sort_by(|a, b| a.id.cmp(&b.id));
+    let summary: Vec<(&str, bool, &str, i32)> = reaped
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.killed,
+                r.exit.reason.as_str(),
+                r.exit.exit_code,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("created", true, "ShimDied", 137),
+            ("finished", false, "Error", 3),
+            ("running", true, "ShimDied", 137),
+        ]
+    );
+    assert!(
+        reaped[2]
+            .exit
+            .message
+            .as_ref()
+            .unwrap()
+            .contains("shim died")
+    );
+    assert!(!alive(pid), "the container was killed");
+    // Nothing is left: runtime state, cgroups, socket; the records say what happened.
+    for id in ["running", "finished", "created"] {
+        assert!(!pod.env.root.join(id).exists(), "runtime state of {id}");
+        for d in pod.env.cgroup_dirs() {
+            assert!(!d.join(id).exists(), "cgroup {}", d.join(id).display());
+        }
+    }
+    assert!(!pod.state_dir.join("shim.sock").exists());
+    let sd = pod.shim.records();
+    assert_eq!(sd.exit("running").unwrap().unwrap().reason, "ShimDied");
+    assert_eq!(
+        sd.status("running").unwrap().unwrap().status,
+        Status::Exited
+    );
+}
+
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            && let Some((_, rest)) = stat.rsplit_once(") ")
+            && rest.split(' ').nth(1) == Some(&pid.to_string())
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_pod_init_reaps_zombies_in_a_shared_pid_namespace() {
+    let pod = Pod::new("shim-pause");
+    // A container whose network namespace the pod's init joins.
+    let netns_owner = pod.spec("net", &["sleep", "1000"]);
+    pod.run(&netns_owner);
+    let net_pid = pod.shim.container("net").unwrap().pid.unwrap();
+    let netns = format!("/proc/{net_pid}/ns/net");
+    let pause = pod
+        .shim
+        .pause_init(&PauseSpec {
+            network: Some(netns.clone().into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(pod.shim.state().unwrap().pause_pid, Some(pause));
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pause}/ns/net")).unwrap(),
+        std::fs::read_link(&netns).unwrap()
+    );
+    // Its pid namespace is new, and it is PID 1 there.
+    assert_ne!(
+        std::fs::read_link(format!("/proc/{pause}/ns/pid")).unwrap(),
+        std::fs::read_link("/proc/self/ns/pid").unwrap()
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pause}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(nspid.trim_end().ends_with("\t1"), "{nspid}");
+    // A container in that pid namespace leaves an orphan behind.
+    let pidns = format!("/proc/{pause}/ns/pid");
+    let spec = pod.spec_with(
+        "app",
+        &["sh", "-c", "sh -c 'sleep 1000 &'; sleep 1000"],
+        |c| {
+            for ns in c["linux"]["namespaces"].as_array_mut().unwrap() {
+                if ns["type"] == "pid" {
+                    ns["path"] = pidns.clone().into();
+                }
+            }
+        },
+    );
+    pod.run(&spec);
+    let mut orphan = None;
+    assert!(wait_until(Duration::from_secs(30), || {
+        orphan = children_of(pause).first().copied();
+        orphan.is_some()
+    }));
+    let orphan = orphan.unwrap();
+    assert!(
+        std::fs::read_to_string(format!("/proc/{orphan}/cmdline"))
+            .unwrap()
+            .starts_with("sleep")
+    );
+    // SAFETY: killing a process of our test container.
+    unsafe { libc::kill(orphan, libc::SIGKILL) };
+    // Reaped by the pod's init: no zombie stays.
+    assert!(
+        wait_until(Duration::from_secs(30), || !std::path::Path::new(&format!(
+            "/proc/{orphan}"
+        ))
+        .exists()),
+        "zombie {orphan} not reaped: {:?}",
+        wharf_runtime::sys::process_state(orphan)
+    );
+    // Shutdown stops the init once no container runs.
+    pod.shim.kill("app", libc::SIGKILL, true).unwrap();
+    pod.shim.kill("net", libc::SIGKILL, false).unwrap();
+    pod.wait("app");
+    pod.wait("net");
+    let shim_pid = pod.shim_pid();
+    pod.shim.shutdown().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || !alive(shim_pid)));
+    assert!(!alive(pause));
+}
+
+#[test]
+fn the_pod_init_dies_with_a_killed_shim() {
+    let pod = Pod::new("shim-pause-death");
+    let pause = pod.shim.pause_init(&PauseSpec::default()).unwrap();
+    assert!(alive(pause));
+    // SAFETY: killing the shim this test started.
+    unsafe { libc::kill(pod.shim_pid(), libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(pause)));
+    let e = pod.shim.pause_init(&PauseSpec::default()).unwrap_err();
+    assert!(e.is_not_running());
+}
