@@ -1,5 +1,7 @@
 //! Shared helpers for Wharf's side-by-side benchmarks.
 
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// The median of a set of samples (sorted in place).
@@ -17,6 +19,69 @@ pub fn median(samples: &mut [Duration]) -> Duration {
 /// Milliseconds with three decimals, for reports.
 pub fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Whether the host is hybrid and its cgroup2 mount carries controllers (crun refuses such
+/// a layout).
+pub fn hybrid_with_controllers() -> bool {
+    std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers")
+        .is_ok_and(|c| !c.trim().is_empty())
+}
+
+/// A process parked in a private mount namespace where /sys/fs/cgroup/unified is unmounted,
+/// and that namespace opened for setns (where crun runs on hybrid hosts).
+pub fn hidden_unified_namespace() -> (Child, std::fs::File) {
+    let mut child = Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "umount /sys/fs/cgroup/unified && echo ready && exec sleep 100000",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("unshare");
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "could not hide the cgroup2 mount");
+    let ns = std::fs::File::open(format!("/proc/{}/ns/mnt", child.id())).unwrap();
+    (child, ns)
+}
+
+/// The directories of cgroup `parent` (absolute) in every mounted hierarchy.
+pub fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fs = post.split(' ').next()?;
+            let mountpoint = pre.split(' ').nth(4)?;
+            (fs == "cgroup" || fs == "cgroup2")
+                .then(|| PathBuf::from(mountpoint).join(parent.trim_start_matches('/')))
+        })
+        .collect()
+}
+
+/// Remove cgroup `parent` and everything below it, in every hierarchy (children first).
+pub fn remove_cgroup_tree(parent: &str) {
+    fn remove(dir: &std::path::Path) {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    for d in cgroup_dirs(parent) {
+        remove(&d);
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use wharf_bench::{median, ms};
+use wharf_bench::{cgroup_dirs, hidden_unified_namespace, hybrid_with_controllers, median, ms};
 
 struct Runtime {
     name: &'static str,
@@ -149,7 +149,7 @@ fn main() {
             wharf_m.as_secs_f64() / m.as_secs_f64()
         );
     }
-    for d in wharf_testbed_dirs(&cgroup_parent) {
+    for d in cgroup_dirs(&cgroup_parent) {
         let _ = std::fs::remove_dir(&d);
     }
     let _ = std::fs::remove_dir_all(&work);
@@ -157,37 +157,6 @@ fn main() {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-/// Whether the host is hybrid and its cgroup2 mount carries controllers.
-fn hybrid_with_controllers() -> bool {
-    std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers")
-        .is_ok_and(|c| !c.trim().is_empty())
-}
-
-/// A process parked in a private mount namespace where /sys/fs/cgroup/unified is unmounted,
-/// and that namespace opened for setns.
-fn hidden_unified_namespace() -> (std::process::Child, std::fs::File) {
-    let mut child = Command::new("unshare")
-        .args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            "umount /sys/fs/cgroup/unified && echo ready && exec sleep 100000",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("unshare");
-    let mut line = String::new();
-    use std::io::BufRead;
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "could not hide the cgroup2 mount");
-    let ns = std::fs::File::open(format!("/proc/{}/ns/mnt", child.id())).unwrap();
-    (child, ns)
 }
 
 /// One create/start/wait/delete cycle; returns its duration and that of each phase.
@@ -311,18 +280,4 @@ fn write_config(bundle: &Path, rootfs: &Path, cgroups_path: &str) {
         }
     });
     std::fs::write(bundle.join("config.json"), config.to_string()).unwrap();
-}
-
-/// The bench's cgroup parent in every hierarchy.
-fn wharf_testbed_dirs(parent: &str) -> Vec<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let fs = post.split(' ').next()?;
-            let mountpoint = pre.split(' ').nth(4)?;
-            (fs == "cgroup" || fs == "cgroup2")
-                .then(|| PathBuf::from(mountpoint).join(parent.trim_start_matches('/')))
-        })
-        .collect()
 }

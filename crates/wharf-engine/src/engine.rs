@@ -125,7 +125,10 @@ impl Engine {
                 // shares its PID namespace).
                 let started = self
                     .db
-                    .update_pod(&id, &row.sandbox, &row.state)
+                    .transaction(|db| {
+                        db.update_pod(&id, &row.sandbox, &row.state)?;
+                        db.event("created", "pod", &id, &row.name, serde_json::json!({}))
+                    })
                     .and_then(|()| self.shim(&row).map(|_| ()))
                     .and_then(|()| {
                         if spec.share_pid {
@@ -141,9 +144,6 @@ impl Engine {
                     let _ = self.db.delete_pod(&id);
                     return Err(e);
                 }
-                let _ = self
-                    .db
-                    .event("created", "pod", &id, &row.name, serde_json::json!({}));
                 Ok(row)
             }
             Err(e) => {
@@ -178,11 +178,10 @@ impl Engine {
         crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
         sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)?;
         crate::paths::timing("pod: sandbox destroyed");
-        self.db.delete_pod(&pod.id)?;
-        let _ = self
-            .db
-            .event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}));
-        Ok(())
+        self.db.transaction(|db| {
+            db.delete_pod(&pod.id)?;
+            db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
+        })
     }
 
     /// Create a container in a pod from an image already in the store: its snapshot, its
@@ -219,15 +218,16 @@ impl Engine {
         self.db.insert_container(&row)?;
         match self.make_bundle(&pod, &row, &image) {
             Ok(()) => {
-                self.db
-                    .update_container(&id, ContainerState::Created, None, None, 0)?;
-                let _ = self.db.event(
-                    "created",
-                    "container",
-                    &id,
-                    &row.name,
-                    serde_json::json!({"image": row.image_name, "pod": pod.name}),
-                );
+                self.db.transaction(|db| {
+                    db.update_container(&id, ContainerState::Created, None, None, 0)?;
+                    db.event(
+                        "created",
+                        "container",
+                        &id,
+                        &row.name,
+                        serde_json::json!({"image": row.image_name, "pod": pod.name}),
+                    )
+                })?;
                 Ok(ContainerRow {
                     state: ContainerState::Created,
                     ..row
@@ -285,15 +285,16 @@ impl Engine {
         crate::paths::timing("container: deleted in shim");
         self.unmake_bundle(&row.id);
         crate::paths::timing("container: bundle removed");
-        self.db.delete_container(&row.id)?;
-        let _ = self.db.event(
-            "removed",
-            "container",
-            &row.id,
-            &row.name,
-            serde_json::json!({}),
-        );
-        Ok(())
+        self.db.transaction(|db| {
+            db.delete_container(&row.id)?;
+            db.event(
+                "removed",
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({}),
+            )
+        })
     }
 
     /// The bundle directory of a container.

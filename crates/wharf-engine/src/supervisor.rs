@@ -144,21 +144,22 @@ impl Engine {
     pub fn start_created(&self, row: &ContainerRow, shim: &ShimClient) -> Result<()> {
         shim.start(&row.id)?;
         let now = wharf_runtime::clock::now_rfc3339_nano();
-        self.db.update_container(
-            &row.id,
-            ContainerState::Running,
-            Some(&now),
-            None,
-            row.restart_count,
-        )?;
-        let _ = self.db.event(
-            "started",
-            "container",
-            &row.id,
-            &row.name,
-            serde_json::json!({}),
-        );
-        Ok(())
+        self.db.transaction(|db| {
+            db.update_container(
+                &row.id,
+                ContainerState::Running,
+                Some(&now),
+                None,
+                row.restart_count,
+            )?;
+            db.event(
+                "started",
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({}),
+            )
+        })
     }
 
     /// Create (in the shim) and start a container.
@@ -192,15 +193,13 @@ impl Engine {
         };
         shim.run_pod(&plan)?;
         let now = wharf_runtime::clock::now_rfc3339_nano();
-        for c in &containers {
-            self.db
-                .update_container(&c.id, ContainerState::Running, Some(&now), None, 0)?;
-        }
-        self.db.update_pod(&pod.id, &pod.sandbox, "running")?;
-        let _ = self
-            .db
-            .event("started", "pod", &pod.id, &pod.name, serde_json::json!({}));
-        Ok(())
+        self.db.transaction(|db| {
+            for c in &containers {
+                db.update_container(&c.id, ContainerState::Running, Some(&now), None, 0)?;
+            }
+            db.update_pod(&pod.id, &pod.sandbox, "running")?;
+            db.event("started", "pod", &pod.id, &pod.name, serde_json::json!({}))
+        })
     }
 
     /// Restart back-off for the shim (WHARF_RESTART_BACKOFF_MS overrides kubelet's 10 s
@@ -254,20 +253,31 @@ impl Engine {
 
     fn record_exit(&self, row: &ContainerRow, exit: &ExitInfo) -> Result<()> {
         if row.state != ContainerState::Exited || row.exit.as_ref() != Some(exit) {
-            self.db.update_container(
-                &row.id,
-                ContainerState::Exited,
-                None,
-                Some(exit),
-                row.restart_count,
-            )?;
-            let _ = self.db.event(
-                if exit.oom_killed { "oom" } else { "exited" },
-                "container",
-                &row.id,
-                &row.name,
-                serde_json::json!({"exitCode": exit.code, "reason": exit.reason}),
-            );
+            self.db.transaction(|db| {
+                db.update_container(
+                    &row.id,
+                    ContainerState::Exited,
+                    None,
+                    Some(exit),
+                    row.restart_count,
+                )?;
+                if exit.oom_killed {
+                    db.event(
+                        "oom",
+                        "container",
+                        &row.id,
+                        &row.name,
+                        serde_json::json!({}),
+                    )?;
+                }
+                db.event(
+                    "exited",
+                    "container",
+                    &row.id,
+                    &row.name,
+                    serde_json::json!({"exitCode": exit.code, "reason": exit.reason}),
+                )
+            })?;
         }
         Ok(())
     }

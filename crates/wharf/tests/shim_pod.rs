@@ -214,7 +214,10 @@ fn a_failing_init_container_stops_the_pod() {
     assert_eq!(rec.phase, PodPhase::Failed);
     assert!(rec.failure.unwrap().contains("bad"));
     // Waiting for it says it will never run.
-    let e = pod.shim.wait("app", Some(Duration::from_secs(10))).unwrap_err();
+    let e = pod
+        .shim
+        .wait("app", Some(Duration::from_secs(10)))
+        .unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::State), "{e}");
     // A second plan is refused.
     let e = pod.shim.run_pod(&PodPlan::default()).unwrap_err();

@@ -690,7 +690,9 @@ impl Shim {
                         {
                             return Err(Fail(
                                 ErrorKind::State,
-                                format!("container {id} will not be started (the pod failed or was stopped)"),
+                                format!(
+                                    "container {id} will not be started (the pod failed or was stopped)"
+                                ),
                             ));
                         }
                         let c = self.find_key_mut(t.key).expect("target exists");

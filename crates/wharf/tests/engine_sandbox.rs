@@ -34,6 +34,7 @@ impl TestEngine {
                 host_netns: Some(host_ns.clone()),
                 ..Default::default()
             },
+            wharf_bin: Some(env!("CARGO_BIN_EXE_wharf").into()),
             ..Default::default()
         })
         .unwrap();
