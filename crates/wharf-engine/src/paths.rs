@@ -52,14 +52,17 @@ impl Paths {
         self.root.join("pods").join(pod)
     }
 
-    /// A pod's name files.
+    /// A pod's name files (hosts, resolv.conf, hostname). Like the sandbox they belong to,
+    /// they do not outlive a reboot, so they live in the runtime directory (a tmpfs).
     pub fn pod_etc(&self, pod: &str) -> PathBuf {
-        self.pod_dir(pod).join("etc")
+        self.pod_run(pod).join("etc")
     }
 
-    /// A pod's shim state directory.
+    /// A pod's shim state directory. Its records describe live processes, so it lives in
+    /// the runtime directory (a tmpfs, as CRI-O's exit files and containerd's shim state):
+    /// after a reboot its absence says the shim and its processes are gone.
     pub fn shim_dir(&self, pod: &str) -> PathBuf {
-        self.pod_dir(pod).join("shim")
+        self.pod_run(pod).join("shim")
     }
 
     /// A pod's runtime directory.

@@ -324,6 +324,7 @@ pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<
             err: e.into(),
         })),
     }
+    crate::paths::timing("destroy: unpinned");
     if let Ok(layout) = wharf_runtime::cgroups::detect()
         && let Ok(cg) =
             wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)
@@ -332,6 +333,7 @@ pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<
         let _ = cg.signal_all(libc::SIGKILL);
         keep(cg.destroy().map_err(Into::into));
     }
+    crate::paths::timing("destroy: cgroup removed");
     for dir in [run, s.paths.pod_dir(id)] {
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}

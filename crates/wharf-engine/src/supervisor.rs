@@ -435,14 +435,27 @@ impl Engine {
     /// Stop the pod's shim once its containers are gone.
     pub(crate) fn shutdown_shim(&self, pod: &PodRow) {
         if let Some(shim) = self.running_shim(pod) {
-            let _ = shim.shutdown();
-            // Give it a moment to exit, so its pause process and socket are gone too.
+            // Watch the shim's pid before asking it to go, so its exit cannot be missed:
+            // once it is gone, its pause process and socket are gone too.
             let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
-            for _ in 0..200 {
-                if !records.shim_alive() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            let pidfd = records.shim_pid().and_then(|(pid, start)| {
+                let fd = rustix::process::Pid::from_raw(pid).and_then(|p| {
+                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+                })?;
+                // The pid may have been reused between reading the file and opening it.
+                wharf_shim::records::process_is(pid, start).then_some(fd)
+            });
+            let _ = shim.shutdown();
+            if let Some(fd) = pidfd {
+                let mut fds = [rustix::event::PollFd::new(
+                    &fd,
+                    rustix::event::PollFlags::IN,
+                )];
+                let limit = rustix::event::Timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                };
+                let _ = rustix::event::poll(&mut fds, Some(&limit));
             }
         }
     }
