@@ -2,8 +2,8 @@
 //! `podman run --rm` (with runc and with crun), interleaved round-robin in the same run so
 //! machine noise hits all alike; prints medians and ratios.
 //!
-//! Every engine gets private state (root, run directory, socket) under a work directory on
-//! disk, container cgroups below a parent the benchmark makes and removes, and the image
+//! Every engine gets private state under a work directory: its persistent root on disk and
+//! its runtime state on a tmpfs mounted there (where hosts keep /run), container cgroups below a parent the benchmark makes and removes, and the image
 //! pulled beforehand from the fixture registry (`WHARF_BENCH_IMAGE`, default
 //! 127.0.0.1:35000/fixtures/busybox:latest; start it with scripts/test.d/20-images.sh).
 //! After the pulls the benchmark moves into a network namespace of its own, so the
@@ -108,14 +108,15 @@ fn run_ok(cmd: &mut Command, what: &str) {
 }
 
 /// A private containerd (own root, state, socket; the CRI plugin off).
-fn start_containerd(dir: &Path) -> (Child, PathBuf) {
+fn start_containerd(dir: &Path, state: &Path) -> (Child, PathBuf) {
     std::fs::create_dir_all(dir).unwrap();
     let sock = dir.join("containerd.sock");
     let config = format!(
-        "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n\
+        "version = 2\nroot = \"{d}/root\"\nstate = \"{st}\"\n\
          disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
          [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
         d = dir.display(),
+        st = state.display(),
         s = sock.display()
     );
     std::fs::write(dir.join("config.toml"), config).unwrap();
@@ -166,6 +167,15 @@ fn main() {
     let work = PathBuf::from(format!("/var/tmp/wharf-bench-run-{pid}"));
     std::fs::create_dir_all(&work).unwrap();
     let cgroup_parent = format!("/wharf-bench-{pid}");
+    // Runtime state goes where hosts keep it, on a tmpfs (/run), for every engine alike.
+    let run_fs = work.join("run");
+    std::fs::create_dir_all(&run_fs).unwrap();
+    run_ok(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "wharf-bench-run"])
+            .arg(&run_fs),
+        "mount the runtime tmpfs",
+    );
     let wharf = std::env::var("WHARF_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
@@ -183,7 +193,7 @@ fn main() {
     std::fs::create_dir_all(&no_cni).unwrap();
     let wharf_env = vec![
         ("WHARF_ROOT".to_string(), s(&work.join("wharf/root"))),
-        ("WHARF_RUN".to_string(), s(&work.join("wharf/run"))),
+        ("WHARF_RUN".to_string(), s(&run_fs.join("wharf"))),
         (
             "WHARF_CGROUP_PARENT".to_string(),
             format!("{cgroup_parent}/wharf"),
@@ -233,7 +243,7 @@ fn main() {
     // Containers' cgroups are /<namespace>/<id>: the namespace is our cgroup parent.
     let ctr_ns = cgroup_parent.trim_start_matches('/').to_string();
     if have("containerd") && have("ctr") && have("runc") {
-        let (child, sock) = start_containerd(&work.join("containerd"));
+        let (child, sock) = start_containerd(&work.join("containerd"), &run_fs.join("containerd"));
         containerd = Some(child);
         let ctr = |args: &[&str]| {
             let mut c = Command::new("ctr");
@@ -277,7 +287,7 @@ fn main() {
                 "--root".into(),
                 s(&work.join("podman/root")),
                 "--runroot".into(),
-                s(&work.join("podman/run")),
+                s(&run_fs.join("podman")),
                 "--tmpdir".into(),
                 s(&work.join("podman/tmp")),
                 "--cgroup-manager".into(),
