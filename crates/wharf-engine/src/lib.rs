@@ -11,6 +11,7 @@ mod engine;
 pub mod error;
 pub mod kube;
 pub mod model;
+pub mod oom;
 pub mod paths;
 mod play;
 pub mod sandbox;

@@ -153,6 +153,9 @@ pub struct ContainerSpec {
     pub memory_reservation: Option<i64>,
     /// Max processes.
     pub pids_limit: Option<i64>,
+    /// The process's oom_score_adj (raised to the lowest allowed value on hosts that cannot
+    /// lower it; see [`crate::oom`]).
+    pub oom_score_adj: Option<i32>,
     /// All capabilities, all devices, no seccomp, writable /sys and /proc.
     pub privileged: bool,
     /// Capabilities added to the default set ("ALL" allowed).

@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// Max processes.
     #[arg(long = "pids-limit")]
     pub pids_limit: Option<i64>,
+    /// The container's oom_score_adj (-1000..1000; raised to the lowest value this host
+    /// allows when it cannot lower it).
+    #[arg(long = "oom-score-adj", allow_hyphen_values = true)]
+    pub oom_score_adj: Option<i32>,
     /// Add capabilities.
     #[arg(long = "cap-add")]
     pub cap_add: Vec<String>,

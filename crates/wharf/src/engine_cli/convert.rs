@@ -107,6 +107,19 @@ pub fn volume(s: &str) -> Result<VolumeMount> {
     })
 }
 
+/// Check `--oom-score-adj` and say so when this host makes the container's value higher.
+fn oom_score_adj(wanted: i32) -> Result<i32> {
+    let got = wharf_engine::oom::effective(wanted)?;
+    if got.clamped {
+        eprintln!(
+            "wharf: warning: --oom-score-adj {wanted} raised to {}: this host does not allow \
+             lowering it (no CAP_SYS_RESOURCE)",
+            got.value
+        );
+    }
+    Ok(wanted)
+}
+
 fn env(a: &RunArgs) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for f in &a.env_file {
@@ -163,6 +176,7 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
         memory: a.memory.as_deref().map(size).transpose()?,
         cpus: a.cpus,
         pids_limit: a.pids_limit,
+        oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?,
         privileged: a.privileged,
         cap_add: a.cap_add.clone(),
         cap_drop: a.cap_drop.clone(),
