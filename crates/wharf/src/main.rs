@@ -5,6 +5,7 @@
 //! Each subsystem's command line lives in its own module with its own `main(argv) -> i32`;
 //! this file only routes the first word to it.
 
+mod completion;
 mod engine_cli;
 mod image_cli;
 mod net_cli;
@@ -36,6 +37,7 @@ fn main() {
         Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
             image_cli::main(args.clone())
         }
+        Some("completion") => completion::main(&args[at + 1..]),
         Some("--version") | Some("version") => {
             println!("wharf version {}", env!("CARGO_PKG_VERSION"));
             0
@@ -81,7 +83,26 @@ wharf {version}: a pod-native container engine
 
 Usage: wharf [--root DIR] <COMMAND> [ARGS...]
 
-Commands:
+Containers and pods:
+  run       Run a command in a new container (in a pod of its own, or --pod)
+  create    Create a container without starting it
+  start     Start created containers
+  ps        List containers
+  logs      Print a container's logs
+  exec      Run a process in a running container
+  attach    Attach to a running container
+  stop      Stop containers (signal, then SIGKILL after a grace period)
+  kill      Signal containers
+  rm        Remove containers
+  wait      Wait for containers to exit and print their exit codes
+  inspect   Show containers or pods as JSON (--tree: the pod as the kernel sees it)
+  stats     Live resource usage from cgroups
+  top       Processes of a container
+  pod       Manage pods (create, ls, inspect, stop, rm)
+  events    Show engine events
+  play      Run the pods of a Kubernetes manifest (--down removes them)
+
+Images:
   pull      Pull an image from a registry
   images    List images
   rmi       Remove images
@@ -92,9 +113,12 @@ Commands:
   runtime   The OCI runtime (runc-compatible command line)
   net       Pod networking: namespaces, CNI, the built-in network, DNS files
   shim      The per-pod supervisor (started by the engine, not by hand)
+  completion  Print a shell completion script (bash, zsh, fish)
   version   Print the version
 
-Global options (image commands):
+Global options:
   --root DIR     State directory (env WHARF_ROOT, default /var/lib/wharf)
+  --run-dir DIR  Runtime directory of the container and pod commands (env WHARF_RUN,
+                 default /run/wharf)
   --config FILE  Config file (env WHARF_CONFIG, default /etc/wharf/config.json)
 ";

@@ -551,3 +551,8 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
     }
     Ok(0)
 }
+
+/// This subsystem's command-line grammar (for shell completions).
+pub fn command() -> clap::Command {
+    <args::Cli as clap::CommandFactory>::command()
+}

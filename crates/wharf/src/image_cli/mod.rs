@@ -330,3 +330,8 @@ fn ago(t: i64) -> String {
         _ => format!("{} days ago", s / 86400),
     }
 }
+
+/// This subsystem's command-line grammar (for shell completions).
+pub fn command() -> clap::Command {
+    <args::Cli as clap::CommandFactory>::command()
+}

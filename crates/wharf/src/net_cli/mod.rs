@@ -234,3 +234,8 @@ mod tests {
         }
     }
 }
+
+/// This subsystem's command-line grammar (for shell completions).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}

@@ -158,3 +158,8 @@ impl args::CreateArgs {
         }
     }
 }
+
+/// This subsystem's command-line grammar (for shell completions).
+pub fn command() -> clap::Command {
+    <args::Cli as clap::CommandFactory>::command()
+}
