@@ -213,6 +213,11 @@ fn dispatch(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
+/// This subsystem's command-line grammar (for shell completions).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,9 +238,4 @@ mod tests {
             assert!(parse_publish(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// This subsystem's command-line grammar (for shell completions).
-pub fn command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
 }
