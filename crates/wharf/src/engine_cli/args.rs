@@ -331,6 +331,9 @@ pub enum Cmd {
     Top {
         /// Container.
         container: String,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
     },
     /// Pods.
     Pod {

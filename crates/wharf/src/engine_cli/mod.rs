@@ -161,7 +161,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             format,
             containers,
         } => output::stats(&open(cli)?, containers, *no_stream, format),
-        Cmd::Top { container } => output::top(&open(cli)?, container),
+        Cmd::Top { container, format } => output::top(&open(cli)?, container, format),
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::Events {
             follow,

@@ -478,7 +478,10 @@ fn human(n: u64) -> String {
 }
 
 /// `wharf top`.
-pub fn top(engine: &Engine, key: &str) -> Result<i32> {
+pub fn top(engine: &Engine, key: &str, format: &str) -> Result<i32> {
+    if !matches!(format, "table" | "json") {
+        bail!("unknown format {format:?}: use table or json");
+    }
     let row = engine.db().find_container(key)?;
     let rt = wharf_runtime::Runtime::new(engine.paths().runtime_root());
     let pids = rt
@@ -519,7 +522,20 @@ pub fn top(engine: &Engine, key: &str) -> Result<i32> {
             cmd.trim().to_string(),
         ]);
     }
-    print!("{}", table(&t));
+    if format == "json" {
+        let procs: Vec<serde_json::Value> = t[1..]
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "pid": r[0].parse::<i64>().unwrap_or(0),
+                    "user": r[1], "time": r[2], "command": r[3],
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&procs)?);
+    } else {
+        print!("{}", table(&t));
+    }
     Ok(0)
 }
 
