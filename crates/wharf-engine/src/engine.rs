@@ -157,27 +157,32 @@ impl Engine {
     pub fn remove_pod(&self, key: &str, force: bool) -> Result<()> {
         let pod = self.db.find_pod(key)?;
         let containers = self.db.containers(Some(&pod.id))?;
-        if !containers.is_empty() {
-            if !force {
-                return Err(Error::Invalid(format!(
-                    "pod {} has {} container(s): remove them first or force",
-                    pod.name,
-                    containers.len()
-                )));
-            }
-            for c in containers {
-                self.remove_container(&c.id, true)?;
-            }
+        if !containers.is_empty() && !force {
+            return Err(Error::Invalid(format!(
+                "pod {} has {} container(s): remove them first or force",
+                pod.name,
+                containers.len()
+            )));
         }
         self.db.update_pod(&pod.id, &pod.sandbox, "removing")?;
         crate::paths::timing("pod: removing");
-        self.shutdown_shim(&pod);
-        crate::paths::timing("pod: shim shut down");
-        // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
-        // unmounted before the pod's directory is deleted, never deleted through.
-        crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
-        sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)?;
+        // From here the pod is going: its network is taken down alongside the rest (a
+        // removal that fails midway is finished by the next one).
+        let net = sandbox::start_network_teardown(&self.setup(), &pod.id, &pod.spec, &pod.sandbox);
+        let rest = (|| {
+            for c in containers {
+                self.remove_container(&c.id, true)?;
+            }
+            self.shutdown_shim(&pod);
+            crate::paths::timing("pod: shim shut down");
+            // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
+            // unmounted before the pod's directory is deleted, never deleted through.
+            crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+            sandbox::destroy_all_but_network(&self.setup(), &pod.id, &pod.sandbox)
+        })();
+        let net = net.finish();
         crate::paths::timing("pod: sandbox destroyed");
+        rest.and(net)?;
         self.db.transaction(|db| {
             db.delete_pod(&pod.id)?;
             db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))

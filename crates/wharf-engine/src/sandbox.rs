@@ -287,31 +287,69 @@ fn create_steps(
     Ok(())
 }
 
-/// Tear the sandbox down: network, namespaces, /dev/shm, cgroup, directories. Every step
-/// is tried; the first error is returned after all ran.
+/// Remove everything of a pod's sandbox: network attachment, pinned namespaces, /dev/shm,
+/// cgroup, directories. Idempotent, and tolerant of a half-made sandbox.
 pub fn destroy(s: &Setup<'_>, id: &str, spec: &PodSpec, sb: &Sandbox) -> Result<()> {
+    let net = start_network_teardown(s, id, spec, sb);
+    let rest = destroy_all_but_network(s, id, sb);
+    let net = net.finish();
+    rest.and(net)
+}
+
+/// A network teardown running on its own thread.
+pub struct NetworkTeardown(Option<std::thread::JoinHandle<Result<()>>>);
+
+impl NetworkTeardown {
+    /// Wait for it and return its outcome.
+    pub fn finish(self) -> Result<()> {
+        match self.0 {
+            None => Ok(()),
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Other("network teardown panicked".into()))),
+        }
+    }
+}
+
+/// Start detaching the pod from its network and removing its network namespace, on a
+/// thread of its own: deleting a veth waits for the kernel (RCU grace periods, ~10 ms),
+/// time the rest of a pod's removal can use.
+pub fn start_network_teardown(
+    s: &Setup<'_>,
+    id: &str,
+    spec: &PodSpec,
+    sb: &Sandbox,
+) -> NetworkTeardown {
+    if spec.network == NetworkMode::Host {
+        return NetworkTeardown(None);
+    }
+    let (paths, net, mode) = (s.paths.clone(), s.net.clone(), spec.network.clone());
+    let id = id.to_string();
+    let netns = sb.netns.clone();
+    NetworkTeardown(Some(std::thread::spawn(move || {
+        let mut first: Option<Error> = None;
+        if let Ok(Some(network)) = network(&paths, &net, &mode)
+            && let Err(e) = network.detach(&id, netns.as_deref().map(Path::new))
+        {
+            first = Some(e.into());
+        }
+        crate::paths::timing("destroy: network detached");
+        let path = netns.unwrap_or_else(|| paths.netns_dir().join(&id).display().to_string());
+        if let Err(e) = wharf_net::netns::remove_path(Path::new(&path)) {
+            first.get_or_insert(e.into());
+        }
+        first.map_or(Ok(()), Err)
+    })))
+}
+
+/// Everything of [`destroy`] but the network.
+pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<()> {
     let mut first: Option<Error> = None;
     let mut keep = |r: Result<()>| {
         if let Err(e) = r {
             first.get_or_insert(e);
         }
     };
-    if spec.network != NetworkMode::Host {
-        crate::paths::timing("destroy: start");
-        if let Ok(Some(net)) = network(s.paths, s.net, &spec.network) {
-            keep(
-                net.detach(id, sb.netns.as_deref().map(Path::new))
-                    .map_err(Into::into),
-            );
-        }
-        let path = sb
-            .netns
-            .clone()
-            .unwrap_or_else(|| s.paths.netns_dir().join(id).display().to_string());
-        crate::paths::timing("destroy: network detached");
-        keep(wharf_net::netns::remove_path(Path::new(&path)).map_err(Into::into));
-        crate::paths::timing("destroy: netns removed");
-    }
     let run = s.paths.pod_run(id);
     for p in [run.join("ns/ipc"), run.join("ns/uts")] {
         keep(unpin(&p.display().to_string()));

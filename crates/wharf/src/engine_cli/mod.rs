@@ -187,11 +187,18 @@ fn remove(engine: &Engine, key: &str, force: bool) -> Result<()> {
             row.name
         );
     }
-    engine.remove_container(&row.id, force)?;
     let pod = engine.db().find_pod(&row.pod_id)?;
     let own = pod.spec.labels.contains_key(convert::STANDALONE);
-    if own && engine.db().containers(Some(&pod.id))?.is_empty() {
+    let others = engine
+        .db()
+        .containers(Some(&pod.id))?
+        .iter()
+        .any(|c| c.id != row.id);
+    if own && !others {
+        // The pod goes with it, all in one removal (its network comes down meanwhile).
         engine.remove_pod(&pod.id, true)?;
+    } else {
+        engine.remove_container(&row.id, force)?;
     }
     Ok(())
 }
