@@ -148,7 +148,11 @@ impl wharf_image::PullProgress for Display {
     fn event(&self, e: PullEvent<'_>) {
         match e {
             PullEvent::Resolved { name, layers, .. } => {
-                println!("Pulling {name}");
+                if self.stderr {
+                    eprintln!("Pulling {name}");
+                } else {
+                    println!("Pulling {name}");
+                }
                 for l in layers {
                     if let Ok(d) = l.digest() {
                         self.update(&d, |_| {}, true);
