@@ -232,6 +232,19 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let timer = Timer::new();
     let engine = open(cli)?;
     timer.mark("engine opened");
+    // A standalone container's pod takes its name too: a taken container name is reported
+    // as such, before a pull or a pod is made for nothing.
+    if let Some(name) = &a.name
+        && let Ok(c) = engine.db().find_container(name)
+        && c.name == *name
+    {
+        return Err(wharf_engine::Error::NameInUse {
+            kind: "container",
+            name: name.clone(),
+            id: c.id,
+        }
+        .into());
+    }
     ensure_image(&engine, &a.image, &a.pull)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
     let mut a = a.clone();
