@@ -472,3 +472,104 @@ fn errors_name_the_object_and_the_cause() {
         .is_empty()));
     w.assert_clean();
 }
+
+#[test]
+fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
+    let w = Wharf::new("cli-more");
+    // create makes a container that does not run until start.
+    let id = w.ok(&[
+        "create",
+        "--name",
+        "later",
+        &busybox(),
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5; do echo line$i; done; exit 4",
+    ]);
+    assert_eq!(id.trim().len(), 32, "{id}");
+    assert_eq!(w.inspect("later")["State"]["Status"], "created");
+    assert!(w.ok(&["ps", "-a"]).contains("Created"));
+    assert_eq!(w.ok(&["logs", "later"]), "");
+    assert_eq!(w.ok(&["start", "later"]), "later\n");
+    assert_eq!(w.ok(&["wait", "later"]), "4\n");
+    let c = w.inspect("later");
+    assert_eq!(
+        (
+            c["State"]["Status"].as_str(),
+            c["State"]["ExitCode"].as_i64()
+        ),
+        (Some("exited"), Some(4)),
+        "{c:#}"
+    );
+    assert_eq!(
+        w.ok(&["logs", "later"]),
+        "line1\nline2\nline3\nline4\nline5\n"
+    );
+    assert_eq!(w.ok(&["logs", "--tail", "2", "later"]), "line4\nline5\n");
+    let stamped = w.ok(&["logs", "-t", "--tail", "1", "later"]);
+    let (time, line) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(wharf_shim::logs::parse_rfc3339(time).is_some(), "{stamped}");
+    assert_eq!(line, "line5");
+    assert_eq!(w.ok(&["logs", "--since", "1h", "later"]).lines().count(), 5);
+
+    // kill with a signal the process handles, then the default (KILL).
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "trap",
+        &busybox(),
+        "sh",
+        "-c",
+        "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.1; done",
+    ]);
+    w.wait_for_log("trap", "ready");
+    assert_eq!(w.ok(&["kill", "-s", "USR1", "trap"]), "trap\n");
+    w.wait_for_log("trap", "got-usr1");
+    assert_eq!(w.inspect("trap")["State"]["Status"], "running");
+    // stats: one sample of the running container from its cgroup.
+    let stats: serde_json::Value =
+        serde_json::from_str(&w.ok(&["stats", "--no-stream", "--format", "json"])).unwrap();
+    assert_eq!(stats.as_array().unwrap().len(), 1, "{stats}");
+    assert_eq!(stats[0]["name"], "trap");
+    assert!(stats[0]["memory_usage"].as_u64().unwrap() > 0, "{stats}");
+    assert!(stats[0]["pids"].as_u64().unwrap() >= 1, "{stats}");
+    let table = w.ok(&["stats", "--no-stream"]);
+    assert!(
+        table.starts_with("CONTAINER ID") && table.contains("trap"),
+        "{table}"
+    );
+    w.ok(&["kill", "trap"]);
+    assert_eq!(w.ok(&["wait", "trap"]), "137\n");
+    let c = w.inspect("trap");
+    assert_eq!(c["State"]["Signal"], 9, "{c:#}");
+
+    // pod stop stops every container of the pod; pod rm without -f then works.
+    w.ok(&["pod", "create", "--name", "grp"]);
+    for n in ["g1", "g2"] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            n,
+            "--pod",
+            "grp",
+            &busybox(),
+            "sleep",
+            "1000",
+        ]);
+    }
+    let err = w.fails(1, &["pod", "rm", "grp"]);
+    assert!(err.contains("grp") && err.contains("running"), "{err}");
+    assert_eq!(w.ok(&["pod", "stop", "-t", "1", "grp"]), "grp\n");
+    for n in ["g1", "g2"] {
+        assert_eq!(w.inspect(n)["State"]["Status"], "exited", "{n}");
+    }
+    assert_eq!(w.ok(&["ps", "--pod", "grp", "-a", "-q"]).lines().count(), 2);
+    let pods: serde_json::Value =
+        serde_json::from_str(&w.ok(&["pod", "ls", "--format", "json"])).unwrap();
+    assert_eq!(pods.as_array().unwrap().len(), 3, "{pods}");
+    w.ok(&["pod", "rm", "grp"]);
+    w.ok(&["rm", "later", "trap"]);
+    w.assert_clean();
+}
