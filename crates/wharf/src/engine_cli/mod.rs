@@ -32,6 +32,13 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             return code;
         }
     };
+    if prints_only(&cli.cmd) {
+        // `wharf ps | head`: a reader that goes away ends the command quietly, as it ends
+        // other Unix tools (Rust ignores SIGPIPE, so println! would panic on EPIPE). Only
+        // for commands that just print: the others clean up after their output ends.
+        // SAFETY: setting a signal disposition; no handler runs.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
@@ -43,6 +50,22 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
         }
     }
+}
+
+/// Commands that only read state and print it (no shim connections, nothing to undo).
+fn prints_only(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Ps { .. }
+            | Cmd::Logs { .. }
+            | Cmd::Inspect { .. }
+            | Cmd::Stats { .. }
+            | Cmd::Top { .. }
+            | Cmd::Events { .. }
+            | Cmd::Pod {
+                cmd: PodCmd::Ls { .. } | PodCmd::Inspect { .. }
+            }
+    )
 }
 
 /// Engine options from the command line and the environment.
