@@ -573,3 +573,29 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     w.ok(&["rm", "later", "trap"]);
     w.assert_clean();
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_listing_commands_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    let w = Wharf::new("cli-pipe");
+    w.ok(&["run", "--rm", &busybox(), "true"]);
+    for args in [&["events"][..], &["ps", "-a"], &["pod", "ls"]] {
+        // `wharf events | head -0`: the read end is closed before anything is written.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a local array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both fds are ours and open.
+        let (r, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        let out = w.cmd(args).stdout(wr).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "wharf {args:?}: {stderr}");
+        assert!(
+            out.status.signal() == Some(libc::SIGPIPE) || out.status.success(),
+            "wharf {args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+    w.assert_clean();
+}
