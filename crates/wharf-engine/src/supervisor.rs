@@ -291,10 +291,17 @@ impl Engine {
             let status = records.status(&row.id).ok().flatten();
             if let Some(st) = &status {
                 row.restart_count = st.restart_count as i64;
+                // The current run's start (a pod plan's containers start after its init
+                // containers, restarted ones at each restart).
+                if st.started_at.is_some() {
+                    row.started_at = st.started_at.clone();
+                }
             }
+            // The exit on disk is final unless the shim is running the container again or
+            // will after a back-off.
             let restarting = status
                 .as_ref()
-                .is_some_and(|s| s.status == proto::Status::Running);
+                .is_some_and(|s| s.status != proto::Status::Exited || s.restart_pending);
             if let Some(exit) = self.exit_on_disk(&pod, &row.id)
                 && !restarting
             {

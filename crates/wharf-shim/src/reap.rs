@@ -115,6 +115,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
             pid_start_time: None,
             restart_count: record.as_ref().map_or(0, |r| r.restart_count),
             started_at: record.and_then(|r| r.started_at),
+            restart_pending: false,
         };
         sd.write_status(&id, &rec)?;
         out.push(Reaped { id, exit, killed });

@@ -48,6 +48,10 @@ pub struct ContainerRecord {
     pub started_at: Option<String>,
     /// Restarts so far.
     pub restart_count: u32,
+    /// Exited, and the restart policy will start it again after the back-off: readers
+    /// of the records must not take this exit as final.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart_pending: bool,
 }
 
 /// The pod's persisted state.

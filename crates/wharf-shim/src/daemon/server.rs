@@ -1036,7 +1036,8 @@ impl Shim {
         let i = self.find(id)?;
         let c = &mut self.containers[i];
         c.stopping = true;
-        c.restart_at = None;
+        let key = c.key;
+        let restart_cancelled = c.restart_at.take().is_some();
         match c.status {
             Status::Running => {
                 c.kill_at = Some(Instant::now() + Duration::from_millis(grace_ms));
@@ -1048,6 +1049,10 @@ impl Shim {
                 let _ = self.cfg.runtime.kill(id, libc::SIGKILL, false);
             }
             Status::Waiting | Status::Exited => {}
+        }
+        if restart_cancelled {
+            // Its last exit is final now: the records say so too.
+            self.persist(key);
         }
         self.pod_dirty = true;
         Ok(Some(Reply::Done))
@@ -1485,6 +1490,7 @@ impl Shim {
             pid_start_time: c.pid_start_time,
             started_at: c.started_at.clone(),
             restart_count: c.restart_count,
+            restart_pending: c.restart_at.is_some(),
         };
         if let Err(e) = self.cfg.state.write_status(&c.spec.id, &rec) {
             log(&format!("container {}: {e}", c.spec.id));

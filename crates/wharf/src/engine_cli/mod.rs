@@ -32,6 +32,13 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             return code;
         }
     };
+    if prints_only(&cli.cmd) {
+        // `wharf ps | head`: a reader that goes away ends the command quietly, as it ends
+        // other Unix tools (Rust ignores SIGPIPE, so println! would panic on EPIPE). Only
+        // for commands that just print: the others clean up after their output ends.
+        // SAFETY: setting a signal disposition; no handler runs.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
@@ -43,6 +50,22 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
         }
     }
+}
+
+/// Commands that only read state and print it (no shim connections, nothing to undo).
+fn prints_only(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Ps { .. }
+            | Cmd::Logs { .. }
+            | Cmd::Inspect { .. }
+            | Cmd::Stats { .. }
+            | Cmd::Top { .. }
+            | Cmd::Events { .. }
+            | Cmd::Pod {
+                cmd: PodCmd::Ls { .. } | PodCmd::Inspect { .. }
+            }
+    )
 }
 
 /// Engine options from the command line and the environment.
@@ -239,6 +262,19 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let timer = Timer::new();
     let engine = open(cli)?;
     timer.mark("engine opened");
+    // A standalone container's pod takes its name too: a taken container name is reported
+    // as such, before a pull or a pod is made for nothing.
+    if let Some(name) = &a.name
+        && let Ok(c) = engine.db().find_container(name)
+        && c.name == *name
+    {
+        return Err(wharf_engine::Error::NameInUse {
+            kind: "container",
+            name: name.clone(),
+            id: c.id,
+        }
+        .into());
+    }
     ensure_image(&engine, &a.image, &a.pull)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
     let mut a = a.clone();

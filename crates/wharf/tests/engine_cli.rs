@@ -1,0 +1,601 @@
+//! `wharf run`, `ps`, `logs`, `exec`, `stop`, `rm`, `inspect` end to end: the real binary,
+//! real shims and containers, the built-in network in a namespace the test made, and a
+//! check after each test that nothing is left behind.
+
+mod engine_support;
+
+use engine_support::{Wharf, busybox, cap_set, wait_until};
+use std::time::Duration;
+
+#[test]
+fn run_rm_passes_output_and_exit_code_and_leaves_nothing() {
+    let w = Wharf::new("cli-run-rm");
+    w.pull_busybox();
+    let out = w.run(&["run", "--rm", &busybox(), "sh", "-c", "echo hi; exit 3"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.stdout, "hi\n", "{out:?}");
+    // It did exist: a pod and a container were made and removed again.
+    let events = w.ok(&["events"]);
+    for e in [
+        "pod created",
+        "container started",
+        "container exited",
+        "container removed",
+        "pod removed",
+    ] {
+        assert!(events.contains(e), "no {e:?} in {events}");
+    }
+    w.assert_clean();
+    // The bridge stays in the host namespace; nothing of the pod does.
+    assert!(w.host_links().contains(&"wharf0".to_string()));
+}
+
+#[test]
+fn detached_container_lifecycle() {
+    let w = Wharf::new("cli-detached");
+    let id = w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo started; sleep 1000",
+    ]);
+    let id = id.trim();
+    assert_eq!(id.len(), 32, "run -d prints the container id: {id:?}");
+
+    // ps: the table and JSON.
+    let table = w.ok(&["ps"]);
+    let header = table.lines().next().unwrap();
+    for col in ["CONTAINER ID", "IMAGE", "STATUS", "NAMES"] {
+        assert!(header.contains(col), "{table}");
+    }
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&id[..12]))
+        .unwrap_or_else(|| panic!("web not in ps: {table}"));
+    assert!(row.contains("web") && row.contains("Up "), "{row}");
+    let ps: serde_json::Value = serde_json::from_str(&w.ok(&["ps", "--format", "json"])).unwrap();
+    assert_eq!(ps.as_array().unwrap().len(), 1, "{ps}");
+    assert_eq!(ps[0]["Id"], id);
+    assert_eq!(ps[0]["Name"], "web");
+    assert_eq!(ps[0]["State"]["Status"], "running");
+
+    // logs, exec (output and exit code).
+    w.wait_for_log("web", "started");
+    assert_eq!(w.ok(&["exec", "web", "sh", "-c", "echo $((1+2))"]), "3\n");
+    let out = w.run(&["exec", "web", "sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (7, "out\n", "err\n")
+    );
+
+    // inspect.
+    let j: serde_json::Value =
+        serde_json::from_str(&w.ok(&["inspect", "web", "--format", "json"])).unwrap();
+    let c = &j[0];
+    assert_eq!(c["Id"], id);
+    assert_eq!(c["Name"], "web");
+    assert_eq!(c["Image"], busybox().as_str());
+    assert!(c["ImageId"].as_str().unwrap().starts_with("sha256:"), "{c}");
+    assert_eq!(c["State"]["Status"], "running");
+    assert!(c["State"]["StartedAt"].is_string(), "{c}");
+    assert_eq!(c["State"]["ExitCode"], serde_json::Value::Null);
+    assert_eq!(
+        c["Config"]["command"],
+        serde_json::json!(["sh", "-c", "echo started; sleep 1000"])
+    );
+    let ip = c["NetworkSettings"]["IPs"][0].as_str().unwrap();
+    assert!(ip.starts_with("10.88."), "{c}");
+    assert!(
+        std::path::Path::new(c["LogPath"].as_str().unwrap()).is_file(),
+        "{c}"
+    );
+
+    // stop: sleep is PID 1 and has no handler, so SIGTERM does nothing and SIGKILL ends it
+    // after the timeout (docker reports 137 too).
+    assert_eq!(w.ok(&["stop", "-t", "1", "web"]), "web\n");
+    let c = w.inspect("web");
+    assert_eq!(c["State"]["Status"], "exited");
+    assert_eq!(c["State"]["ExitCode"], 137, "{c}");
+    assert_eq!(c["State"]["Signal"], 9, "{c}");
+    assert!(c["State"]["FinishedAt"].is_string(), "{c}");
+    assert!(!w.ok(&["ps"]).contains("web"));
+    let all = w.ok(&["ps", "-a"]);
+    assert!(
+        all.lines()
+            .any(|l| l.contains("web") && l.contains("Exited (137)")),
+        "{all}"
+    );
+    // Its logs stay readable after it exited.
+    assert!(w.ok(&["logs", "web"]).contains("started"));
+
+    assert_eq!(w.ok(&["rm", "web"]), "web\n");
+    let err = w.fails(1, &["inspect", "web"]);
+    assert!(err.contains("web"), "{err}");
+    w.assert_clean();
+}
+
+#[test]
+fn environment_user_workdir_hostname_and_entrypoint() {
+    let w = Wharf::new("cli-process");
+    let env_file = w.path("env.list");
+    std::fs::write(&env_file, "# comment\nFROM_FILE=file value\n").unwrap();
+    let out = w.ok(&[
+        "run",
+        "--rm",
+        "-e",
+        "FOO=bar baz",
+        "--env",
+        "PATH_EXTRA=1",
+        "--env-file",
+        env_file.to_str().unwrap(),
+        "-w",
+        "/tmp",
+        "--user",
+        "1000:1001",
+        "--hostname",
+        "myhost",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo \"$FOO|$PATH_EXTRA|$FROM_FILE\"; pwd; id -u; id -g; hostname; cat /etc/hostname",
+    ]);
+    assert_eq!(
+        out,
+        "bar baz|1|file value\n/tmp\n1000\n1001\nmyhost\nmyhost\n"
+    );
+    // A user by name, from the image's /etc/passwd.
+    assert_eq!(
+        w.ok(&["run", "--rm", "-u", "nobody", &busybox(), "id", "-u"]),
+        "65534\n"
+    );
+    // --entrypoint replaces the image's; the command becomes its arguments.
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/bin/echo from-entrypoint",
+            &busybox(),
+            "and",
+            "args"
+        ]),
+        "from-entrypoint and args\n"
+    );
+    // Without a command, the image's Cmd (sh) runs; with stdin closed it exits 0.
+    assert_eq!(w.run(&["run", "--rm", &busybox()]).code, 0);
+    w.assert_clean();
+}
+
+#[test]
+fn volumes_and_read_only_root() {
+    let w = Wharf::new("cli-volumes");
+    let ro = w.path("vol-ro");
+    let rw = w.path("vol-rw");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::create_dir_all(&rw).unwrap();
+    std::fs::write(ro.join("data"), "from the host\n").unwrap();
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "-v",
+        &format!("{}:/ro:ro", ro.display()),
+        "-v",
+        &format!("{}:/rw", rw.display()),
+        &busybox(),
+        "sh",
+        "-c",
+        "cat /ro/data; echo written > /rw/out; touch /ro/new && echo ro-writable; \
+         rm /ro/data && echo ro-removable; echo done",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "from the host\ndone\n", "{out:?}");
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(rw.join("out")).unwrap(),
+        "written\n"
+    );
+    assert!(!ro.join("new").exists());
+    assert!(ro.join("data").exists());
+
+    // --read-only: the root filesystem refuses writes; volumes still take them.
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--read-only",
+        "-v",
+        &format!("{}:/rw", rw.display()),
+        &busybox(),
+        "sh",
+        "-c",
+        "touch /probe && echo root-writable; touch /etc/probe && echo etc-writable; \
+         echo again > /rw/out2 && echo volume-writable",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "volume-writable\n", "{out:?}");
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+    // Without it the root is writable (the check above is not vacuous).
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            &busybox(),
+            "sh",
+            "-c",
+            "touch /probe && echo ok"
+        ]),
+        "ok\n"
+    );
+    // A bad volume is refused before anything is made.
+    let err = w.fails(
+        125,
+        &["run", "--rm", "-v", "relative:/x", &busybox(), "true"],
+    );
+    assert!(err.contains("relative:/x"), "{err}");
+    let missing = w.path("missing");
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "-v",
+            &format!("{}:/x", missing.display()),
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(err.contains("does not exist"), "{err}");
+    w.assert_clean();
+}
+
+/// The value of a cgroup file, inside the container: cgroup v1 per-controller path first,
+/// else the unified one.
+fn cgroup_value_script(v1: &str, v2: &str) -> String {
+    format!("cat /sys/fs/cgroup/{v1} 2>/dev/null || cat /sys/fs/cgroup/{v2}")
+}
+
+#[test]
+fn memory_pids_cpu_limits_and_capabilities() {
+    let w = Wharf::new("cli-limits");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "lim",
+        "--memory",
+        "64m",
+        "--pids-limit",
+        "50",
+        "--cpus",
+        "0.5",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let mem = w.ok(&[
+        "exec",
+        "lim",
+        "sh",
+        "-c",
+        &cgroup_value_script("memory/memory.limit_in_bytes", "memory.max"),
+    ]);
+    assert_eq!(mem.trim(), (64u64 << 20).to_string());
+    let pids = w.ok(&[
+        "exec",
+        "lim",
+        "sh",
+        "-c",
+        &cgroup_value_script("pids/pids.max", "pids.max"),
+    ]);
+    assert_eq!(pids.trim(), "50");
+    let cpu = w.ok(&[
+        "exec",
+        "lim",
+        "sh",
+        "-c",
+        &cgroup_value_script("cpu/cpu.cfs_quota_us", "cpu.max"),
+    ]);
+    let quota: u64 = cpu.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(quota, 50_000, "0.5 CPU of a 100 ms period: {cpu}");
+    // The same limits from the host: the container's cgroup lies below its pod's, below
+    // the engine's parent.
+    let pid = w.pids("lim")[0];
+    let pod = w.inspect("lim")["PodId"].as_str().unwrap().to_string();
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let mem_path = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            (ctrls.split(',').any(|c| c == "memory") || ctrls.is_empty()).then(|| path.to_string())
+        })
+        .unwrap();
+    assert!(
+        mem_path.starts_with(&format!("{}/{pod}/", w.env.cgroup_parent)),
+        "{mem_path}"
+    );
+    // Forking stops at the pids limit: 60 background sleeps, at most 50 processes.
+    let out = w.run(&[
+        "exec",
+        "lim",
+        "sh",
+        "-c",
+        "for i in $(seq 1 60); do sleep 300 </dev/null >/dev/null 2>&1 & done",
+    ]);
+    assert!(
+        out.stderr.contains("fork") || out.stderr.contains("Resource temporarily unavailable"),
+        "no fork failure: {out:?}"
+    );
+    let running = w.pids("lim").len();
+    assert!(
+        (40..=50).contains(&running),
+        "{running} processes with --pids-limit 50"
+    );
+    w.ok(&["rm", "-f", "lim"]);
+
+    // Capabilities: the default set has CHOWN (0) but not NET_ADMIN (12); --cap-drop and
+    // --cap-add change exactly those.
+    const CHOWN: u64 = 1 << 0;
+    const NET_ADMIN: u64 = 1 << 12;
+    const NET_RAW: u64 = 1 << 13;
+    let default = cap_set(
+        &w.ok(&["run", "--rm", &busybox(), "cat", "/proc/self/status"]),
+        "CapEff",
+    );
+    assert!(
+        default & CHOWN != 0 && default & NET_RAW != 0,
+        "{default:x}"
+    );
+    assert!(default & NET_ADMIN == 0, "{default:x}");
+    let changed = cap_set(
+        &w.ok(&[
+            "run",
+            "--rm",
+            "--cap-drop",
+            "CHOWN",
+            "--cap-drop",
+            "net_raw",
+            "--cap-add",
+            "CAP_NET_ADMIN",
+            &busybox(),
+            "cat",
+            "/proc/self/status",
+        ]),
+        "CapEff",
+    );
+    assert_eq!(
+        changed,
+        (default & !CHOWN & !NET_RAW) | NET_ADMIN,
+        "{changed:x}"
+    );
+    // Dropped really means refused: chown fails without CAP_CHOWN.
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--cap-drop",
+        "CHOWN",
+        &busybox(),
+        "sh",
+        "-c",
+        "touch /f && chown 1000 /f",
+    ]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("Operation not permitted"), "{out:?}");
+    let all_dropped = cap_set(
+        &w.ok(&[
+            "run",
+            "--rm",
+            "--cap-drop",
+            "ALL",
+            &busybox(),
+            "cat",
+            "/proc/self/status",
+        ]),
+        "CapEff",
+    );
+    assert_eq!(all_dropped, 0);
+    w.assert_clean();
+}
+
+#[test]
+fn errors_name_the_object_and_the_cause() {
+    let w = Wharf::new("cli-errors");
+    // An image the registry does not have: run fails as docker does (125).
+    let missing = format!(
+        "{}/fixtures/no-such-image:latest",
+        engine_support::registry()
+    );
+    let err = w.fails(125, &["run", "--rm", &missing, "true"]);
+    assert!(
+        err.contains("fixtures/no-such-image") && err.to_lowercase().contains("unknown"),
+        "{err}"
+    );
+    w.assert_clean();
+    let err = w.fails(125, &["run", "--rm", "--pull", "never", &busybox(), "true"]);
+    assert!(err.contains("--pull=never"), "{err}");
+
+    // Containers that do not exist.
+    for args in [
+        &["stop", "ghost"][..],
+        &["rm", "ghost"],
+        &["logs", "ghost"],
+        &["kill", "ghost"],
+        &["exec", "ghost", "true"],
+        &["inspect", "ghost"],
+        &["wait", "ghost"],
+    ] {
+        let err = w.fails(1, args);
+        assert!(err.contains("ghost"), "wharf {args:?}: {err}");
+        assert!(err.starts_with("wharf: "), "wharf {args:?}: {err}");
+    }
+    let err = w.fails(1, &["pod", "rm", "ghost-pod"]);
+    assert!(err.contains("no such pod: ghost-pod"), "{err}");
+    let err = w.fails(125, &["run", "--pod", "ghost-pod", &busybox(), "true"]);
+    assert!(err.contains("no such pod: ghost-pod"), "{err}");
+
+    // A name in use: refused, and the failed run leaves nothing of its own.
+    w.ok(&["run", "-d", "--name", "dup", &busybox(), "sleep", "1000"]);
+    let err = w.fails(
+        125,
+        &["run", "-d", "--name", "dup", &busybox(), "sleep", "1000"],
+    );
+    assert!(
+        err.contains("\"dup\"") && err.contains("already in use") && err.contains("container"),
+        "{err}"
+    );
+    assert_eq!(w.ok(&["ps", "-a", "-q"]).lines().count(), 1);
+    assert_eq!(w.ok(&["pod", "ls", "-q"]).lines().count(), 1);
+    // A running container is not removed without --force.
+    let err = w.fails(1, &["rm", "dup"]);
+    assert!(err.contains("dup") && err.contains("running"), "{err}");
+    w.ok(&["pod", "create", "--name", "pod-dup"]);
+    let err = w.fails(1, &["pod", "create", "--name", "pod-dup"]);
+    assert!(
+        err.contains("\"pod-dup\"") && err.contains("already in use"),
+        "{err}"
+    );
+    // Bad flags are usage errors.
+    let out = w.run(&["run", "--restart", "sometimes", &busybox(), "true"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("sometimes"), "{out:?}");
+    let out = w.run(&["run", "-p", "99999:80", &busybox(), "true"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("99999"), "{out:?}");
+
+    w.ok(&["rm", "-f", "dup"]);
+    w.ok(&["pod", "rm", "pod-dup"]);
+    assert!(wait_until(Duration::from_secs(10), || w
+        .own_processes()
+        .is_empty()));
+    w.assert_clean();
+}
+
+#[test]
+fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
+    let w = Wharf::new("cli-more");
+    // create makes a container that does not run until start.
+    let id = w.ok(&[
+        "create",
+        "--name",
+        "later",
+        &busybox(),
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5; do echo line$i; done; exit 4",
+    ]);
+    assert_eq!(id.trim().len(), 32, "{id}");
+    assert_eq!(w.inspect("later")["State"]["Status"], "created");
+    assert!(w.ok(&["ps", "-a"]).contains("Created"));
+    assert_eq!(w.ok(&["logs", "later"]), "");
+    assert_eq!(w.ok(&["start", "later"]), "later\n");
+    assert_eq!(w.ok(&["wait", "later"]), "4\n");
+    let c = w.inspect("later");
+    assert_eq!(
+        (
+            c["State"]["Status"].as_str(),
+            c["State"]["ExitCode"].as_i64()
+        ),
+        (Some("exited"), Some(4)),
+        "{c:#}"
+    );
+    assert_eq!(
+        w.ok(&["logs", "later"]),
+        "line1\nline2\nline3\nline4\nline5\n"
+    );
+    assert_eq!(w.ok(&["logs", "--tail", "2", "later"]), "line4\nline5\n");
+    let stamped = w.ok(&["logs", "-t", "--tail", "1", "later"]);
+    let (time, line) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(wharf_shim::logs::parse_rfc3339(time).is_some(), "{stamped}");
+    assert_eq!(line, "line5");
+    assert_eq!(w.ok(&["logs", "--since", "1h", "later"]).lines().count(), 5);
+
+    // kill with a signal the process handles, then the default (KILL).
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "trap",
+        &busybox(),
+        "sh",
+        "-c",
+        "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.1; done",
+    ]);
+    w.wait_for_log("trap", "ready");
+    assert_eq!(w.ok(&["kill", "-s", "USR1", "trap"]), "trap\n");
+    w.wait_for_log("trap", "got-usr1");
+    assert_eq!(w.inspect("trap")["State"]["Status"], "running");
+    // stats: one sample of the running container from its cgroup.
+    let stats: serde_json::Value =
+        serde_json::from_str(&w.ok(&["stats", "--no-stream", "--format", "json"])).unwrap();
+    assert_eq!(stats.as_array().unwrap().len(), 1, "{stats}");
+    assert_eq!(stats[0]["name"], "trap");
+    assert!(stats[0]["memory_usage"].as_u64().unwrap() > 0, "{stats}");
+    assert!(stats[0]["pids"].as_u64().unwrap() >= 1, "{stats}");
+    let table = w.ok(&["stats", "--no-stream"]);
+    assert!(
+        table.starts_with("CONTAINER ID") && table.contains("trap"),
+        "{table}"
+    );
+    w.ok(&["kill", "trap"]);
+    assert_eq!(w.ok(&["wait", "trap"]), "137\n");
+    let c = w.inspect("trap");
+    assert_eq!(c["State"]["Signal"], 9, "{c:#}");
+
+    // pod stop stops every container of the pod; pod rm without -f then works.
+    w.ok(&["pod", "create", "--name", "grp"]);
+    for n in ["g1", "g2"] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            n,
+            "--pod",
+            "grp",
+            &busybox(),
+            "sleep",
+            "1000",
+        ]);
+    }
+    let err = w.fails(1, &["pod", "rm", "grp"]);
+    assert!(err.contains("grp") && err.contains("running"), "{err}");
+    assert_eq!(w.ok(&["pod", "stop", "-t", "1", "grp"]), "grp\n");
+    for n in ["g1", "g2"] {
+        assert_eq!(w.inspect(n)["State"]["Status"], "exited", "{n}");
+    }
+    assert_eq!(w.ok(&["ps", "--pod", "grp", "-a", "-q"]).lines().count(), 2);
+    let pods: serde_json::Value =
+        serde_json::from_str(&w.ok(&["pod", "ls", "--format", "json"])).unwrap();
+    assert_eq!(pods.as_array().unwrap().len(), 3, "{pods}");
+    w.ok(&["pod", "rm", "grp"]);
+    w.ok(&["rm", "later", "trap"]);
+    w.assert_clean();
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_listing_commands_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    let w = Wharf::new("cli-pipe");
+    w.ok(&["run", "--rm", &busybox(), "true"]);
+    for args in [&["events"][..], &["ps", "-a"], &["pod", "ls"]] {
+        // `wharf events | head -0`: the read end is closed before anything is written.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a local array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both fds are ours and open.
+        let (r, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        let out = w.cmd(args).stdout(wr).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "wharf {args:?}: {stderr}");
+        assert!(
+            out.status.signal() == Some(libc::SIGPIPE) || out.status.success(),
+            "wharf {args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+    w.assert_clean();
+}

@@ -1,0 +1,347 @@
+//! Pods through the CLI: namespace sharing as `wharf inspect --tree` reports it and as the
+//! kernel has it, published ports reachable from the (test-made) host namespace, and
+//! `wharf play` of the web example with its init container, shared emptyDir and host port.
+
+mod engine_support;
+
+use engine_support::{Wharf, busybox, ns_inode};
+use serde_json::Value;
+
+/// The process of the tree (`wharf inspect --tree --format json`) whose command is `cmd`.
+fn find<'a>(tree: &'a Value, cmd: &str) -> Option<&'a Value> {
+    if tree["cmd"] == cmd {
+        return Some(tree);
+    }
+    tree["children"]
+        .as_array()?
+        .iter()
+        .find_map(|c| find(c, cmd))
+}
+
+fn shared(p: &Value) -> Vec<String> {
+    p["shared_with_pod"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn ino(p: &Value, ns: &str) -> u64 {
+    p["ns"][ns]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {ns} in {p}"))
+}
+
+#[test]
+fn pod_containers_share_net_ipc_uts_only() {
+    let w = Wharf::new("pods-ns");
+    let pod_id = w.ok(&["pod", "create", "--name", "p"]).trim().to_string();
+    for (name, secs) in [("a", "1001"), ("b", "1002")] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--pod",
+            "p",
+            &busybox(),
+            "sleep",
+            secs,
+        ]);
+    }
+    let tree: Value =
+        serde_json::from_str(&w.ok(&["inspect", "--tree", "--format", "json", "p"])).unwrap();
+    let tree = &tree["tree"];
+    let a = find(tree, "sleep 1001").unwrap_or_else(|| panic!("no a in {tree:#}"));
+    let b = find(tree, "sleep 1002").unwrap_or_else(|| panic!("no b in {tree:#}"));
+    for p in [a, b] {
+        assert_eq!(shared(p), ["net", "ipc", "uts"], "{p:#}");
+        // The pod's cgroup parents the container's.
+        let cg = p["cgroup"].as_str().unwrap();
+        assert!(
+            cg.starts_with(&format!("{}/{pod_id}/", w.env.cgroup_parent)),
+            "{cg}"
+        );
+    }
+    for ns in ["net", "ipc", "uts"] {
+        assert_eq!(ino(a, ns), ino(b, ns), "{ns}");
+    }
+    for ns in ["pid", "mnt", "cgroup"] {
+        assert_ne!(ino(a, ns), ino(b, ns), "{ns}");
+    }
+    // What the kernel says, independently of the tree.
+    let (pa, pb) = (w.pids("a")[0], w.pids("b")[0]);
+    assert_eq!(a["pid"], pa);
+    assert_eq!(b["pid"], pb);
+    let me = std::process::id() as i32;
+    for ns in ["net", "ipc", "uts"] {
+        assert_eq!(ns_inode(pa, ns), ns_inode(pb, ns), "{ns}");
+        assert_ne!(ns_inode(pa, ns), ns_inode(me, ns), "{ns} is the host's");
+    }
+    for ns in ["pid", "mnt", "cgroup"] {
+        assert_ne!(ns_inode(pa, ns), ns_inode(pb, ns), "{ns}");
+        assert_ne!(ns_inode(pa, ns), ns_inode(me, ns), "{ns} is the host's");
+    }
+    // The text tree marks the pod's namespaces, and only those.
+    let text = w.ok(&["inspect", "--tree", "p"]);
+    assert!(
+        text.starts_with(&format!("pod p ({})", &pod_id[..12])),
+        "{text}"
+    );
+    for (p, pid) in [(a, pa), (b, pb)] {
+        let line = format!(
+            "ns: net:{} (pod) ipc:{} (pod) uts:{} (pod) pid:{} mnt:{} cgroup:{}",
+            ino(p, "net"),
+            ino(p, "ipc"),
+            ino(p, "uts"),
+            ino(p, "pid"),
+            ino(p, "mnt"),
+            ino(p, "cgroup")
+        );
+        assert!(text.contains(&line), "{pid}: no {line:?} in\n{text}");
+    }
+    // Shared UTS and network, seen from inside: one hostname (the pod's name), one address,
+    // and a server in one container is reachable from the other over localhost.
+    assert_eq!(w.ok(&["exec", "a", "hostname"]), "p\n");
+    assert_eq!(w.ok(&["exec", "b", "hostname"]), "p\n");
+    w.ok(&[
+        "exec",
+        "-d",
+        "a",
+        "sh",
+        "-c",
+        "mkdir -p /w && echo from-a > /w/index.html && httpd -p 8081 -h /w",
+    ]);
+    let mut got = String::new();
+    engine_support::wait_until(std::time::Duration::from_secs(30), || {
+        got = w
+            .run(&[
+                "exec",
+                "b",
+                "wget",
+                "-q",
+                "-O",
+                "-",
+                "http://127.0.0.1:8081/",
+            ])
+            .stdout;
+        got == "from-a\n"
+    });
+    assert_eq!(got, "from-a\n");
+    // Separate PID namespaces: b does not see a's sleep.
+    let ps = w.ok(&["exec", "b", "ps"]);
+    assert!(
+        !ps.contains("sleep 1001") && ps.contains("sleep 1002"),
+        "{ps}"
+    );
+
+    assert_eq!(w.ok(&["pod", "rm", "-f", "p"]), "p\n");
+    w.assert_clean();
+}
+
+#[test]
+fn pod_sharing_its_pid_namespace() {
+    let w = Wharf::new("pods-pid");
+    let pod_id = w
+        .ok(&["pod", "create", "--name", "q", "--share-pid"])
+        .trim()
+        .to_string();
+    for (name, secs) in [("c", "1001"), ("d", "1002")] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--pod",
+            "q",
+            &busybox(),
+            "sleep",
+            secs,
+        ]);
+    }
+    let tree: Value =
+        serde_json::from_str(&w.ok(&["inspect", "--tree", "--format", "json", "q"])).unwrap();
+    let pause = tree["sandbox"]["pause_pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no pause process: {tree:#}"));
+    let tree = &tree["tree"];
+    let c = find(tree, "sleep 1001").unwrap_or_else(|| panic!("no c in {tree:#}"));
+    let d = find(tree, "sleep 1002").unwrap_or_else(|| panic!("no d in {tree:#}"));
+    for p in [c, d] {
+        assert_eq!(shared(p), ["net", "ipc", "uts", "pid"], "{p:#}");
+    }
+    assert_eq!(ino(c, "pid"), ino(d, "pid"));
+    assert_eq!(ino(c, "pid"), ns_inode(pause as i32, "pid"));
+    for ns in ["mnt", "cgroup"] {
+        assert_ne!(ino(c, ns), ino(d, ns), "{ns}");
+    }
+    let text = w.ok(&["inspect", "--tree", "q"]);
+    assert!(
+        text.contains(&format!("pid /proc/{pause}/ns/pid (shared)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pid:{} (pod) mnt:", ino(c, "pid"))),
+        "{text}"
+    );
+    // Each sees the other's processes, and PID 1 is the built-in init, not a container.
+    let ps = w.ok(&["exec", "d", "ps", "-o", "pid,args"]);
+    assert!(
+        ps.contains("sleep 1001") && ps.contains("sleep 1002"),
+        "{ps}"
+    );
+    let init = ps
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1"))
+        .unwrap_or_else(|| panic!("no PID 1 in {ps}"));
+    assert!(!init.contains("sleep"), "{init}");
+    // A zombie in the pod is reaped by that init: an orphan exits after its parent did.
+    w.ok(&["exec", "c", "sh", "-c", "(sleep 0.2 &) ; exit 0"]);
+    let zombies = || {
+        w.ok(&["exec", "d", "ps", "-o", "stat,args"])
+            .lines()
+            .filter(|l| l.trim_start().starts_with('Z'))
+            .count()
+    };
+    assert!(
+        engine_support::wait_until(std::time::Duration::from_secs(30), || zombies() == 0),
+        "zombies left in the pod"
+    );
+
+    assert_eq!(w.ok(&["pod", "rm", "-f", &pod_id]), format!("{pod_id}\n"));
+    w.assert_clean();
+}
+
+#[test]
+fn published_port_reachable_from_the_host_and_removed_with_the_container() {
+    let w = Wharf::new("pods-ports");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "h",
+        "-p",
+        "18080:8080",
+        &busybox(),
+        "sh",
+        "-c",
+        "mkdir /w && echo hello-port > /w/index.html && exec httpd -f -p 8080 -h /w",
+    ]);
+    let c = w.inspect("h");
+    let ip = c["NetworkSettings"]["IPs"][0].as_str().unwrap().to_string();
+    let rules = w.host_nft();
+    assert!(
+        rules.contains("18080") && rules.contains(&ip),
+        "no mapping for 18080 -> {ip} in\n{rules}"
+    );
+    // The pod's address, the host's bridge address and the host's loopback all answer.
+    let gateway = w.host_addr("wharf0");
+    for addr in [
+        format!("{ip}:8080"),
+        format!("{gateway}:18080"),
+        "127.0.0.1:18080".to_string(),
+    ] {
+        let resp = w.http_get(&addr);
+        assert!(
+            resp.starts_with("HTTP/1.") && resp.contains(" 200 "),
+            "{addr}: {resp}"
+        );
+        assert!(resp.ends_with("hello-port\n"), "{addr}: {resp}");
+    }
+    // The host port is taken: a second mapping of it is refused and leaves nothing.
+    let err = w.fails(
+        125,
+        &["run", "-d", "-p", "18080:80", &busybox(), "sleep", "100"],
+    );
+    assert!(err.contains("18080"), "{err}");
+    assert_eq!(w.ok(&["ps", "-a", "-q"]).lines().count(), 1);
+    let veths = w.host_links().len();
+
+    w.ok(&["rm", "-f", "h"]);
+    let rules = w.host_nft();
+    assert!(
+        !rules.contains("18080") && !rules.contains(&ip),
+        "mapping left after rm:\n{rules}"
+    );
+    assert_eq!(w.host_links().len(), veths - 1, "the pod's veth is gone");
+    w.assert_clean();
+}
+
+#[test]
+fn play_web_example_init_container_shared_volume_host_port_and_down() {
+    let w = Wharf::new("pods-play");
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/pod-web.yaml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    assert!(text.contains("image: busybox:latest"), "{text}");
+    let manifest = w.path("pod-web.yaml");
+    std::fs::write(&manifest, text.replace("busybox:latest", &busybox())).unwrap();
+    let manifest = manifest.to_str().unwrap();
+
+    let out = w.run(&["play", manifest]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stderr.contains("warning"), "{out:?}");
+    let pod = w.ok(&["pod", "inspect", "web"]);
+    let pod: Value = serde_json::from_str(&pod).unwrap();
+    let pod = &pod[0];
+    assert!(
+        out.stdout
+            .starts_with(&format!("Pod:\n{}\n", pod["Id"].as_str().unwrap()))
+    );
+    let names: Vec<&str> = pod["Containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["Name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web-content", "web-httpd"], "{pod:#}");
+
+    // The page the init container wrote into the shared emptyDir is served by the app
+    // container, through the host port, from the host namespace.
+    let resp = w.http_get("127.0.0.1:8080");
+    assert!(resp.ends_with("hello from web\n"), "{resp}");
+    let gateway = w.host_addr("wharf0");
+    assert!(
+        w.http_get(&format!("{gateway}:8080"))
+            .ends_with("hello from web\n")
+    );
+    let init = w.inspect("web-content");
+    assert_eq!(init["State"]["Status"], "exited", "{init:#}");
+    assert_eq!(init["State"]["ExitCode"], 0, "{init:#}");
+    assert_eq!(init["State"]["Reason"], "Completed", "{init:#}");
+    let app = w.inspect("web-httpd");
+    assert_eq!(app["State"]["Status"], "running", "{app:#}");
+    // The init container finished before the app container started.
+    let time = |v: &Value| wharf_shim::logs::parse_rfc3339(v.as_str().unwrap()).unwrap();
+    let finished = time(&init["State"]["FinishedAt"]);
+    let started = time(&app["State"]["StartedAt"]);
+    assert!(
+        finished <= started,
+        "init finished {}, app started {}",
+        init["State"]["FinishedAt"],
+        app["State"]["StartedAt"]
+    );
+    // The volume is the app's too, read-only as the manifest asks.
+    assert_eq!(
+        w.ok(&["exec", "web-httpd", "cat", "/www/index.html"]),
+        "hello from web\n"
+    );
+    let out = w.run(&["exec", "web-httpd", "touch", "/www/x"]);
+    assert!(out.code != 0 && out.stderr.contains("Read-only"), "{out:?}");
+    // Playing it again is refused while it runs.
+    let err = w.fails(1, &["play", manifest]);
+    assert!(
+        err.contains("web") && err.contains("already exists"),
+        "{err}"
+    );
+
+    let out = w.run(&["play", "--down", manifest]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), pod["Id"].as_str().unwrap());
+    assert!(!w.host_nft().contains("8080"));
+    w.assert_clean();
+    // Down again: nothing to do, said so.
+    let out = w.run(&["play", "--down", manifest]);
+    assert!(out.stderr.contains("pod web does not exist"), "{out:?}");
+}

@@ -1,0 +1,205 @@
+//! Restart policies and OOM kills through the CLI: what `wharf inspect`, `ps` and
+//! `events` report about containers the shim restarted or the kernel killed.
+
+mod engine_support;
+
+use std::time::Duration;
+
+use engine_support::{Wharf, busybox, wait_until};
+use serde_json::Value;
+
+/// A short restart back-off (the shim's default starts at kubelet's 10 s).
+fn quick_restarts(name: &str) -> Wharf {
+    let mut w = Wharf::new(name);
+    w.set_var("WHARF_RESTART_BACKOFF_MS", "20");
+    w
+}
+
+fn restart_count(c: &Value) -> i64 {
+    c["State"]["RestartCount"].as_i64().unwrap()
+}
+
+fn runs(w: &Wharf, container: &str) -> usize {
+    w.ok(&["logs", container]).matches("run\n").count()
+}
+
+#[test]
+fn restart_on_failure_restarts_a_failing_container_and_no_does_not() {
+    let w = quick_restarts("policy-restart");
+    let script = "echo run; exit 2";
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "never",
+        "--restart",
+        "no",
+        &busybox(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "flaky",
+        "--restart",
+        "on-failure",
+        &busybox(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    // The count grows run after run, and inspect keeps following it (it does not stop at
+    // the first exit it happens to see between two runs).
+    let mut seen = Vec::new();
+    for want in [2, 4, 6] {
+        let got = wait_until(Duration::from_secs(60), || {
+            let c = w.inspect("flaky");
+            seen.push(restart_count(&c));
+            restart_count(&c) >= want
+        });
+        let last = &seen[seen.len().saturating_sub(5)..];
+        assert!(got, "restart count stuck below {want}: last seen {last:?}");
+    }
+    let c = w.inspect("flaky");
+    assert_ne!(
+        c["State"]["Status"], "exited",
+        "still being restarted: {c:#}"
+    );
+    assert!(
+        runs(&w, "flaky") as i64 >= restart_count(&c),
+        "every run logged"
+    );
+
+    // --restart no: one run and a final exit (the shim recorded no pending restart).
+    let c = w.inspect("never");
+    assert_eq!(c["State"]["Status"], "exited", "{c:#}");
+    assert_eq!(c["State"]["ExitCode"], 2, "{c:#}");
+    assert_eq!(restart_count(&c), 0, "{c:#}");
+    assert_eq!(runs(&w, "never"), 1);
+
+    // Stopping ends the restarts: the last exit is final.
+    w.ok(&["stop", "-t", "1", "flaky"]);
+    let c = w.inspect("flaky");
+    assert_eq!(c["State"]["Status"], "exited", "{c:#}");
+    let count = restart_count(&c);
+    let logged = runs(&w, "flaky");
+    // A later look still says exited with the same count and no new run.
+    w.ok(&["run", "--rm", &busybox(), "true"]);
+    let c = w.inspect("flaky");
+    assert_eq!(c["State"]["Status"], "exited", "{c:#}");
+    assert_eq!(restart_count(&c), count);
+    assert_eq!(runs(&w, "flaky"), logged);
+
+    w.ok(&["rm", "never", "flaky"]);
+    w.assert_clean();
+}
+
+#[test]
+fn on_failure_leaves_a_success_alone_and_always_restarts_it() {
+    let w = quick_restarts("policy-always");
+    let script = "echo run; exit 0";
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "done",
+        "--restart",
+        "on-failure",
+        &busybox(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "again",
+        "--restart",
+        "always",
+        &busybox(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    let got = wait_until(Duration::from_secs(60), || {
+        restart_count(&w.inspect("again")) >= 3
+    });
+    assert!(got, "always did not restart: {:#}", w.inspect("again"));
+    let c = w.inspect("done");
+    assert_eq!(c["State"]["Status"], "exited", "{c:#}");
+    assert_eq!(c["State"]["ExitCode"], 0, "{c:#}");
+    assert_eq!(c["State"]["Reason"], "Completed", "{c:#}");
+    assert_eq!(restart_count(&c), 0, "{c:#}");
+    assert_eq!(runs(&w, "done"), 1);
+    // rm -f of a container in its restart loop.
+    w.ok(&["rm", "-f", "again", "done"]);
+    w.assert_clean();
+}
+
+#[test]
+fn oom_kill_is_reported_by_exit_code_inspect_and_events() {
+    let w = Wharf::new("policy-oom");
+    w.pull_busybox();
+    // The shell builds a 20 MB string in an 8 MiB cgroup.
+    let out = w.run(&[
+        "run",
+        "--name",
+        "hog",
+        "--memory",
+        "8m",
+        &busybox(),
+        "sh",
+        "-c",
+        "x=$(head -c 20000000 /dev/zero | tr '\\0' a); echo survived",
+    ]);
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    let c = w.inspect("hog");
+    assert_eq!(c["State"]["Status"], "exited", "{c:#}");
+    assert_eq!(c["State"]["ExitCode"], 137, "{c:#}");
+    assert_eq!(c["State"]["OOMKilled"], true, "{c:#}");
+    assert_eq!(c["State"]["Reason"], "OOMKilled", "{c:#}");
+    let ps = w.ok(&["ps", "-a"]);
+    assert!(ps.contains("Exited (137) OOMKilled"), "{ps}");
+    let events: Vec<Value> = w
+        .ok(&["events", "--format", "json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let id = c["Id"].as_str().unwrap();
+    let of_hog: Vec<&str> = events
+        .iter()
+        .filter(|e| e["id"] == id)
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        of_hog,
+        ["created", "started", "oom", "exited"],
+        "{events:#?}"
+    );
+    let exited = events
+        .iter()
+        .find(|e| e["id"] == id && e["type"] == "exited")
+        .unwrap();
+    assert_eq!(exited["attrs"]["exitCode"], 137, "{exited}");
+    assert_eq!(exited["name"], "hog");
+
+    // Without the limit the same program completes (so the limit did it).
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            &busybox(),
+            "sh",
+            "-c",
+            "x=$(head -c 20000000 /dev/zero | tr '\\0' a); echo survived",
+        ]),
+        "survived\n"
+    );
+    w.ok(&["rm", "hog"]);
+    w.assert_clean();
+}
