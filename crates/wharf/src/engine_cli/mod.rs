@@ -494,12 +494,8 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
         PodCmd::Inspect { pods } => output::inspect_pods(&engine, pods)?,
         PodCmd::Stop { time, pods } => {
             for p in pods {
-                let pod = engine.db().find_pod(p)?;
-                for c in engine.db().containers(Some(&pod.id))? {
-                    if engine.refresh(&c)?.state == ContainerState::Running {
-                        engine.stop(&c.id, time.map(Duration::from_secs))?;
-                    }
-                }
+                // A pod's containers stop together, within one grace period.
+                engine.stop_pod(p, time.map(Duration::from_secs))?;
                 println!("{p}");
             }
         }
