@@ -114,6 +114,9 @@ pub struct ContainerRow {
     pub exit: Option<ExitInfo>,
     /// Restarts by the supervisor.
     pub restart_count: i64,
+    /// Between an exit and the supervisor's restart of it (a back-off): not stored, filled
+    /// in from the shim's records by `Engine::refresh`; `exit` is then the last run's.
+    pub restarting: bool,
 }
 
 /// An event row.
@@ -361,6 +364,7 @@ impl Db {
                 None => None,
             },
             restart_count: r.get(10)?,
+            restarting: false,
         })
     }
 

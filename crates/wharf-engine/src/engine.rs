@@ -219,6 +219,7 @@ impl Engine {
             started_at: None,
             exit: None,
             restart_count: 0,
+            restarting: false,
         };
         self.db.insert_container(&row)?;
         match self.make_bundle(&pod, &row, &image) {

@@ -32,6 +32,12 @@ pub struct StdioMode {
     pub stdin: bool,
 }
 
+/// docker's restart back-off: 100 ms, doubling, at most a minute.
+const DOCKER_BACKOFF: Backoff = Backoff {
+    initial_ms: 100,
+    max_ms: 60_000,
+};
+
 pub(crate) fn exit_info(e: &proto::ExitRecord) -> ExitInfo {
     ExitInfo {
         code: e.exit_code,
@@ -136,7 +142,9 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         let shim = self.shim(&pod)?;
-        shim.create(&self.shim_spec(&pod, &row, stdio, self.backoff()))?;
+        // Containers started one by one are docker's: its restart back-off.
+        let backoff = self.backoff().unwrap_or(DOCKER_BACKOFF);
+        shim.create(&self.shim_spec(&pod, &row, stdio, Some(backoff)))?;
         Ok((row, shim))
     }
 
@@ -204,6 +212,8 @@ impl Engine {
 
     /// Restart back-off for the shim (WHARF_RESTART_BACKOFF_MS overrides kubelet's 10 s
     /// start, for tests and impatient users).
+    /// The back-off set for tests (WHARF_RESTART_BACKOFF_MS), else None: the default is the
+    /// caller's (kubelet's for pods run as a plan, docker's for single containers).
     fn backoff(&self) -> Option<Backoff> {
         let ms: u64 = std::env::var("WHARF_RESTART_BACKOFF_MS")
             .ok()?
@@ -302,7 +312,17 @@ impl Engine {
             let restarting = status
                 .as_ref()
                 .is_some_and(|s| s.status != proto::Status::Exited || s.restart_pending);
-            if let Some(exit) = self.exit_on_disk(&pod, &row.id)
+            let exit = self.exit_on_disk(&pod, &row.id);
+            if restarting
+                && status
+                    .as_ref()
+                    .is_some_and(|s| s.status == proto::Status::Exited)
+            {
+                // Waiting out a back-off: still the supervisor's, showing its last exit.
+                row.restarting = true;
+                row.exit = exit.clone();
+            }
+            if let Some(exit) = exit
                 && !restarting
             {
                 self.record_exit(&row, &exit)?;

@@ -141,6 +141,41 @@ fn on_failure_leaves_a_success_alone_and_always_restarts_it() {
 }
 
 #[test]
+fn a_container_waiting_out_its_back_off_is_shown_restarting() {
+    let mut w = Wharf::new("policy-backoff");
+    // A long back-off, so the window between an exit and the restart is easy to see.
+    w.set_var("WHARF_RESTART_BACKOFF_MS", "30000");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "loop",
+        "--restart",
+        "always",
+        &busybox(),
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let seen = wait_until(Duration::from_secs(30), || {
+        w.inspect("loop")["State"]["Restarting"] == Value::Bool(true)
+    });
+    assert!(seen, "never shown restarting: {}", w.inspect("loop"));
+    let c = w.inspect("loop");
+    assert_eq!(c["State"]["Status"], "restarting");
+    assert_eq!(c["State"]["ExitCode"], 3);
+    let ps = w.ok(&["ps", "-a"]);
+    assert!(ps.contains("Restarting (3)"), "{ps}");
+    // Still the supervisor's: listed as running, stopped and removed like one.
+    assert!(
+        w.ok(&["ps", "-q"])
+            .contains(&c["Id"].as_str().unwrap()[..12])
+    );
+    w.ok(&["rm", "-f", "loop"]);
+    w.assert_clean();
+}
+
+#[test]
 fn oom_kill_is_reported_by_exit_code_inspect_and_events() {
     let w = Wharf::new("policy-oom");
     w.pull_busybox();

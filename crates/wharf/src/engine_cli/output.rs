@@ -39,6 +39,9 @@ fn ago(t: &str) -> String {
 }
 
 fn status(c: &ContainerRow) -> String {
+    if let (true, Some(e)) = (c.restarting, &c.exit) {
+        return format!("Restarting ({}) {} ago", e.code, ago(&e.finished_at));
+    }
     match c.state {
         ContainerState::Running => format!(
             "Up {}",
@@ -92,7 +95,8 @@ fn container_json(engine: &Engine, c: &ContainerRow) -> Value {
         "ImageId": c.image_id,
         "Created": c.created_at,
         "State": {
-            "Status": c.state.to_string(),
+            "Status": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
+            "Restarting": c.restarting,
             "StartedAt": c.started_at,
             "ExitCode": c.exit.as_ref().map(|e| e.code),
             "Signal": c.exit.as_ref().and_then(|e| e.signal),
