@@ -196,6 +196,13 @@ fn pod_sharing_its_pid_namespace() {
         .find(|l| l.split_whitespace().next() == Some("1"))
         .unwrap_or_else(|| panic!("no PID 1 in {ps}"));
     assert!(!init.contains("sleep"), "{init}");
+    // It shows its name, not the shim's command line with host paths.
+    assert_eq!(
+        init.split_whitespace().nth(1),
+        Some("wharf-pause"),
+        "{init}"
+    );
+    assert!(!ps.contains(w.run_dir().to_str().unwrap()), "{ps}");
     // A zombie in the pod is reaped by that init: an orphan exits after its parent did.
     w.ok(&["exec", "c", "sh", "-c", "(sleep 0.2 &) ; exit 0"]);
     let zombies = || {

@@ -62,6 +62,7 @@ fn run(joins: &[(OwnedFd, i32)], sync: OwnedFd) -> ! {
             }
         }
         libc::prctl(libc::PR_SET_NAME, c"wharf-pause".as_ptr(), 0, 0, 0);
+        hide_arguments();
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
@@ -81,5 +82,40 @@ fn run(joins: &[(OwnedFd, i32)], sync: OwnedFd) -> ! {
             let mut status = 0;
             while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
         }
+    }
+}
+
+/// Replace the command line this process inherited from the shim (host paths of its state)
+/// with its name: containers of the pod see this process as their PID 1. Its argument area
+/// is overwritten in place, as setproctitle does (moving it needs CAP_SYS_RESOURCE).
+fn hide_arguments() {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // After "pid (comm) " come the fields from 3 (state) on; arg_start and arg_end are
+    // fields 48 and 49 (proc(5)).
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return;
+    };
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let field = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.trim().parse::<usize>().ok())
+    };
+    let (Some(start), Some(end)) = (field(48), field(49)) else {
+        return;
+    };
+    let name = b"wharf-pause\0";
+    if end <= start || end - start < name.len() {
+        return;
+    }
+    // SAFETY: [start, end) is this process's own argument area as the kernel records it
+    // (writable memory at the top of its stack), read by nothing in this process after the
+    // fork; it is overwritten in place.
+    unsafe {
+        let p = start as *mut u8;
+        std::ptr::write_bytes(p, 0, end - start);
+        std::ptr::copy_nonoverlapping(name.as_ptr(), p, name.len());
     }
 }
