@@ -204,14 +204,20 @@ impl Engine {
         self.db.transaction(|db| {
             for c in &containers {
                 db.update_container(&c.id, ContainerState::Running, Some(&now), None, 0)?;
+                // Handed to the supervisor, which starts them in the plan's order.
+                db.event(
+                    "started",
+                    "container",
+                    &c.id,
+                    &c.name,
+                    serde_json::json!({"pod": pod.name}),
+                )?;
             }
             db.update_pod(&pod.id, &pod.sandbox, "running")?;
             db.event("started", "pod", &pod.id, &pod.name, serde_json::json!({}))
         })
     }
 
-    /// Restart back-off for the shim (WHARF_RESTART_BACKOFF_MS overrides kubelet's 10 s
-    /// start, for tests and impatient users).
     /// The back-off set for tests (WHARF_RESTART_BACKOFF_MS), else None: the default is the
     /// caller's (kubelet's for pods run as a plan, docker's for single containers).
     fn backoff(&self) -> Option<Backoff> {

@@ -336,6 +336,17 @@ fn play_web_example_init_container_shared_volume_host_port_and_down() {
     );
     let out = w.run(&["exec", "web-httpd", "touch", "/www/x"]);
     assert!(out.code != 0 && out.stderr.contains("Read-only"), "{out:?}");
+    // Both containers' starts are events, besides the pod's.
+    let events = w.ok(&["events", "--format", "json"]);
+    for name in ["web-content", "web-httpd", "web"] {
+        assert!(
+            events.lines().any(|l| {
+                let e: Value = serde_json::from_str(l).unwrap();
+                e["type"] == "started" && e["name"] == name
+            }),
+            "no started event for {name}: {events}"
+        );
+    }
     // Playing it again is refused while it runs.
     let err = w.fails(1, &["play", manifest]);
     assert!(
