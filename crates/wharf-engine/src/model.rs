@@ -145,6 +145,10 @@ pub struct ContainerSpec {
     pub mounts: Vec<VolumeMount>,
     /// Memory limit in bytes.
     pub memory: Option<i64>,
+    /// Memory plus swap limit in bytes (-1: unlimited swap). With a memory limit and no
+    /// word on swap, twice the memory limit, as docker does; ignored where the kernel does
+    /// not account swap.
+    pub memory_swap: Option<i64>,
     /// CPU limit in CPUs (e.g. 0.5).
     pub cpus: Option<f64>,
     /// CPU shares (relative weight; from a request).

@@ -122,6 +122,24 @@ pub fn capabilities(spec: &ContainerSpec) -> Result<Vec<String>> {
     Ok(caps)
 }
 
+/// Whether the kernel accounts swap for the pod's cgroup: v1 has memory.memsw files in its
+/// memory hierarchy (swapaccount=1), v2 memory.swap.max below the root.
+fn swap_accounted(pod_cgroup: &str) -> bool {
+    let Ok(layout) = wharf_runtime::cgroups::detect() else {
+        return false;
+    };
+    if let Some(memory) = layout.v1.get("memory") {
+        return memory.join("memory.memsw.limit_in_bytes").exists();
+    }
+    match &layout.unified {
+        Some(u) if layout.is_v2() => u
+            .join(pod_cgroup.trim_start_matches('/'))
+            .join("memory.swap.max")
+            .exists(),
+        _ => false,
+    }
+}
+
 /// The process arguments: Kubernetes/docker rules for entrypoint and command.
 pub fn args(spec: &ContainerSpec, image: &ImageConfiguration) -> Result<Vec<String>> {
     let cfg = image.config().clone().unwrap_or_default();
@@ -384,6 +402,15 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         let mut m = serde_json::Map::new();
         if let Some(l) = spec.memory {
             m.insert("limit".into(), json!(l));
+            if swap_accounted(&i.sandbox.cgroup) {
+                let swap = spec.memory_swap.unwrap_or(l.saturating_mul(2));
+                if swap != -1 && swap < l {
+                    return Err(Error::Invalid(format!(
+                        "memory+swap limit {swap} must not be below the memory limit {l}"
+                    )));
+                }
+                m.insert("swap".into(), json!(swap));
+            }
         }
         if let Some(r) = spec.memory_reservation {
             m.insert("reservation".into(), json!(r));

@@ -283,6 +283,23 @@ fn memory_pids_cpu_limits_and_capabilities() {
         &cgroup_value_script("memory/memory.limit_in_bytes", "memory.max"),
     ]);
     assert_eq!(mem.trim(), (64u64 << 20).to_string());
+    // Swap as docker allows it by default: as much again (v1 counts memory+swap, v2 swap
+    // alone), where the kernel accounts swap.
+    let swap = w.ok(&[
+        "exec",
+        "lim",
+        "sh",
+        "-c",
+        "cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null \
+         || cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || echo unaccounted",
+    ]);
+    let swap = swap.trim();
+    assert!(
+        swap == "unaccounted"
+            || swap == (128u64 << 20).to_string()
+            || swap == (64u64 << 20).to_string(),
+        "memory+swap: {swap}"
+    );
     let pids = w.ok(&[
         "exec",
         "lim",

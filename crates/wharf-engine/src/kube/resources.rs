@@ -99,6 +99,8 @@ pub fn apply(r: &Resources, path: &str, spec: &mut ContainerSpec) -> Result<()> 
             )));
         }
         spec.memory = Some(bytes);
+        // kubelet's default (NoSwap): the limit is on memory and swap together.
+        spec.memory_swap = Some(bytes);
     }
     if let Some(q) = &r.limit_cpu {
         let milli = q.milli_value().ok_or_else(|| too_big("limits.cpu"))?;

@@ -69,6 +69,9 @@ pub struct RunArgs {
     /// Memory limit (e.g. 64m, 1g).
     #[arg(short = 'm', long)]
     pub memory: Option<String>,
+    /// Memory plus swap limit (e.g. 128m; -1 for unlimited swap; default twice --memory).
+    #[arg(long = "memory-swap", allow_hyphen_values = true)]
+    pub memory_swap: Option<String>,
     /// CPU limit (e.g. 0.5).
     #[arg(long)]
     pub cpus: Option<f64>,

@@ -174,6 +174,11 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
         stdin: a.interactive,
         mounts: a.volumes.iter().map(|v| volume(v)).collect::<Result<_>>()?,
         memory: a.memory.as_deref().map(size).transpose()?,
+        memory_swap: match a.memory_swap.as_deref() {
+            Some("-1") => Some(-1),
+            Some(s) => Some(size(s)?),
+            None => None,
+        },
         cpus: a.cpus,
         pids_limit: a.pids_limit,
         oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?,
