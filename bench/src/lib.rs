@@ -84,6 +84,22 @@ pub fn remove_cgroup_tree(parent: &str) {
     }
 }
 
+/// Unmount everything mounted below `dir` (deepest first).
+pub fn unmount_below(dir: &std::path::Path) {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| std::path::Path::new(m).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let c = std::ffi::CString::new(p).unwrap();
+        // SAFETY: umount2 with a NUL-terminated path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use wharf_bench::{
     hidden_unified_namespace, hybrid_with_controllers, median, ms, remove_cgroup_tree,
+    unmount_below,
 };
 
 struct Engine {
@@ -136,22 +137,6 @@ fn start_containerd(dir: &Path, state: &Path) -> (Child, PathBuf) {
         std::thread::sleep(Duration::from_millis(20));
     }
     (child, sock)
-}
-
-/// Unmount everything mounted below `dir` (deepest first).
-fn unmount_below(dir: &Path) {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut points: Vec<&str> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| Path::new(m).starts_with(dir))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    for p in points {
-        let c = std::ffi::CString::new(p).unwrap();
-        // SAFETY: umount2 with a NUL-terminated path.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    }
 }
 
 fn main() {
