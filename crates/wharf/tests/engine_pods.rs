@@ -336,6 +336,14 @@ fn play_web_example_init_container_shared_volume_host_port_and_down() {
     );
     let out = w.run(&["exec", "web-httpd", "touch", "/www/x"]);
     assert!(out.code != 0 && out.stderr.contains("Read-only"), "{out:?}");
+    // The pod is Burstable (one container limits cpu and memory, the other nothing): its
+    // app gets kubelet's oom_score_adj for that class, between Guaranteed and BestEffort.
+    let adj: i32 = w
+        .ok(&["exec", "web-httpd", "cat", "/proc/1/oom_score_adj"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((3..=999).contains(&adj), "oom_score_adj {adj}");
     // Both containers' starts are events, besides the pod's.
     let events = w.ok(&["events", "--format", "json"]);
     for name in ["web-content", "web-httpd", "web"] {

@@ -388,6 +388,11 @@ impl<'a> Planner<'a> {
         )?;
         let res: &Resources = &info.resources[&c.name];
         resources::apply(res, path, &mut spec)?;
+        spec.oom_score_adj = Some(resources::oom_score_adj(
+            resources::qos(info.resources.values()),
+            res,
+            info.node_memory,
+        ));
         spec.mounts = volumes::mounts(c, path, volumes, &env, spec.privileged)?;
         spec.env = env;
         spec.labels = BTreeMap::from([

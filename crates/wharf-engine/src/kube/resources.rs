@@ -124,6 +124,64 @@ pub fn apply(r: &Resources, path: &str, spec: &mut ContainerSpec) -> Result<()> 
     Ok(())
 }
 
+/// A pod's quality-of-service class, as Kubernetes derives it from all its containers'
+/// resources: it decides whom the kernel's OOM killer takes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qos {
+    /// Every container limits cpu and memory, and requests exactly that.
+    Guaranteed,
+    /// Anything between.
+    Burstable,
+    /// No container requests or limits anything.
+    BestEffort,
+}
+
+/// The QoS class of a pod whose containers have these resources.
+pub fn qos<'a>(all: impl Iterator<Item = &'a Resources>) -> Qos {
+    let all: Vec<&Resources> = all.collect();
+    let none = |r: &Resources| {
+        r.limit_cpu.is_none()
+            && r.limit_memory.is_none()
+            && r.request_cpu.is_none()
+            && r.request_memory.is_none()
+    };
+    let exact = |r: &Resources| {
+        r.limit_cpu.is_some()
+            && r.limit_memory.is_some()
+            && r.request_cpu.as_ref().map(Quantity::milli_value)
+                == r.limit_cpu.as_ref().map(Quantity::milli_value)
+            && r.request_memory.as_ref().map(Quantity::value)
+                == r.limit_memory.as_ref().map(Quantity::value)
+    };
+    if all.iter().all(|r| none(r)) {
+        Qos::BestEffort
+    } else if all.iter().all(|r| exact(r)) {
+        Qos::Guaranteed
+    } else {
+        Qos::Burstable
+    }
+}
+
+/// kubelet's oom_score_adj for a container: -997 for Guaranteed pods, 1000 for BestEffort,
+/// and for Burstable ones lower the more of the node's memory the container requests
+/// (between 3 and 999, so that it ranks between the two).
+pub fn oom_score_adj(qos: Qos, r: &Resources, node_memory: u64) -> i32 {
+    match qos {
+        Qos::Guaranteed => -997,
+        Qos::BestEffort => 1000,
+        Qos::Burstable => {
+            let request = r
+                .request_memory
+                .as_ref()
+                .and_then(Quantity::value)
+                .unwrap_or(0)
+                .max(0) as u128;
+            let adj = 1000 - (1000 * request / u128::from(node_memory.max(1))).min(1000) as i32;
+            adj.clamp(3, 999)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -209,5 +267,28 @@ mod tests {
                 "spec.containers[0].resources.limits.ephemeral-storage is not supported"
             )
         );
+    }
+
+    #[test]
+    fn qos_classes_and_kubelets_oom_score_adj() {
+        let r = |l: &[(&str, &str)], q: &[(&str, &str)]| {
+            read(Some(&res(l, q)), "c", &mut Vec::new()).unwrap()
+        };
+        let exact = r(&[("cpu", "1"), ("memory", "1Gi")], &[]);
+        let partial = r(&[("memory", "1Gi")], &[]);
+        let half = r(&[], &[("memory", "512Mi")]);
+        let nothing = r(&[], &[]);
+        assert_eq!(qos([&exact, &exact].into_iter()), Qos::Guaranteed);
+        assert_eq!(qos([&exact, &partial].into_iter()), Qos::Burstable);
+        assert_eq!(qos([&exact, &nothing].into_iter()), Qos::Burstable);
+        assert_eq!(qos([&nothing].into_iter()), Qos::BestEffort);
+        let node = 1u64 << 30;
+        assert_eq!(oom_score_adj(Qos::Guaranteed, &exact, node), -997);
+        assert_eq!(oom_score_adj(Qos::BestEffort, &nothing, node), 1000);
+        // Half the node's memory requested: 1000 - 500.
+        assert_eq!(oom_score_adj(Qos::Burstable, &half, node), 500);
+        // No request: just below BestEffort; all of it: just above Guaranteed.
+        assert_eq!(oom_score_adj(Qos::Burstable, &nothing, node), 999);
+        assert_eq!(oom_score_adj(Qos::Burstable, &partial, node), 3);
     }
 }
