@@ -63,6 +63,23 @@ fn sandbox_present(sb: &Sandbox) -> bool {
         .all(|p| is_nsfs(p))
 }
 
+/// Whether a shim holds the lock of state directory `dir` (it takes it first thing, before
+/// writing its pid file). Only probed for pods that look wrong.
+fn shim_starting(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir.join(wharf_shim::records::LOCK_FILE)) else {
+        return false;
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+}
+
+/// Poll `done` for up to 5 s.
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 fn active(c: &ContainerRow) -> bool {
     matches!(c.state, ContainerState::Running | ContainerState::Paused)
 }
@@ -170,6 +187,12 @@ impl Engine {
             Ok(_) | Err(Error::NotFound { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
+        let records = wharf_shim::records::StateDir::new(self.shim_state_dir(&pod));
+        if !records.shim_alive() && shim_starting(records.path()) {
+            // Spawned by a command that died before the shim was up: let it come up, so
+            // that it is seen (and shut down with its pod if that goes).
+            wait_for(|| records.shim_alive() || !shim_starting(records.path()));
+        }
         let mut done = Vec::new();
         match pod.state.as_str() {
             "creating" => {
@@ -193,7 +216,6 @@ impl Engine {
                 ));
             }
         }
-        let records = wharf_shim::records::StateDir::new(self.shim_state_dir(&pod));
         if records.shim_alive() {
             for c in self.db.containers(Some(&pod.id))? {
                 let known = records.container(&c.id).exists();

@@ -180,7 +180,7 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
         libc::dup2(null.as_raw_fd(), 1);
         libc::dup2(log_file.as_raw_fd(), 2);
     }
-    let lock_path = dir.join("shim.lock");
+    let lock_path = dir.join(records::LOCK_FILE);
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
