@@ -576,6 +576,21 @@ fn a_cli_killed_at_any_step_of_a_run_leaves_no_half_made_pod() {
         }
         assert_eq!(w.status("bystander").as_deref(), Some("running"));
     }
+    // A pod of its own (`pod create`), and a container created into an existing pod: the
+    // pod creation is rolled back; the container is, and its pod stays.
+    w.crash_at("network attached", &["pod", "create", "--name", "pc"]);
+    assert!(!w.pods().contains_key("pc"));
+    w.ok(&["pod", "create", "--name", "shared"]);
+    w.crash_at(
+        "container: row inserted",
+        &[
+            "create", "--pod", "shared", "--name", "inner", &w.image, "true",
+        ],
+    );
+    assert!(!w.ps().contains_key("inner"));
+    assert_eq!(w.pods()["shared"]["State"], "created");
+    w.ok(&["pod", "rm", "shared"]);
+    assert_consistent(&w);
     // Kills at arbitrary moments: whatever survives is whole.
     for i in 0..6 {
         let name = format!("r{i}");
