@@ -124,11 +124,11 @@ runs=$((i > N ? N : i))
 
 inventory >"$base/after"
 files_after=$(cut -f1 /proc/sys/fs/file-nr)
-secs=$(echo "$end - $start" | bc)
-echo "leak_check: $runs runs, $fails failures in ${secs}s ($(echo "scale=1; $secs * 1000 / $runs" | bc) ms/run) with $WHARF"
+awk -v s="$start" -v e="$end" -v n="$runs" -v f="$fails" -v b="$WHARF" 'BEGIN {
+  printf "leak_check: %d runs, %d failures in %.1fs (%.1f ms/run) with %s\n", n, f, e - s, (e - s) * 1000 / n, b }'
 echo "leak_check: kernel file handles in use: $files_before before, $files_after after (whole host, informational)"
 if diff "$base/before" "$base/after" >"$base/diff"; then
-  echo "leak_check: no leaks ($(wc -l <"$base/before") objects compared: mounts, cgroups, netns, links, nft rules, leases, directories, snapshots, rows, processes, fds)"
+  echo "leak_check: no leaks (inventory of mounts, cgroups, netns, links, nft rules, leases, directories, snapshots, rows, processes and fds unchanged: $(wc -l <"$base/before") lines)"
 else
   echo "leak_check: LEAKS (< before, > after):"
   cat "$base/diff"

@@ -635,6 +635,27 @@ fn a_cli_killed_at_any_step_of_a_removal_leaves_it_finished_or_repeatable() {
         assert!(!w.pods().contains_key(&name), "{step}: pod {name} left");
     }
     w.assert_clean();
+    // Removals killed at arbitrary moments: the container is gone, or still there (running
+    // or exited) and removable.
+    for i in 0..6 {
+        let name = format!("r{i}");
+        w.ok(&["run", "-d", "--name", &name, &w.image, "sleep", "1000"]);
+        let mut child = w
+            .cmd(&["rm", "-f", &name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(random_below(150)));
+        let _ = child.kill();
+        child.wait().unwrap();
+        if w.ps().contains_key(&name) {
+            assert_consistent(&w);
+            w.ok(&["rm", "-f", &name]);
+        }
+        assert!(!w.pods().contains_key(&name), "pod {name} left");
+    }
+    w.assert_clean();
 }
 
 #[test]
@@ -803,6 +824,68 @@ fn after_a_simulated_reboot_pods_are_dead_and_remove_cleanly() {
     w.ok(&["rm", "s1", "done", "new"]);
     w.ok(&["pod", "rm", "-f", "s2"]);
     w.assert_clean();
+}
+
+#[test]
+fn a_shim_whose_spawner_died_before_it_was_ready_leaves_nothing() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let env = Env::new("crash-spawner");
+    // Whatever happens, no shim outlives the test.
+    struct KillShims(String);
+    impl Drop for KillShims {
+        fn drop(&mut self) {
+            for p in read_dir(Path::new("/proc")) {
+                let cmdline = std::fs::read(p.join("cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmdline).contains(&self.0)
+                    && let Some(pid) = p.file_name().and_then(|n| n.to_str()?.parse().ok())
+                {
+                    // SAFETY: kill(2) of the shim this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+    let _guard = KillShims(env.path().to_string_lossy().into_owned());
+    let top = env.path().join("pods");
+    let state = top.join("p1/shim");
+    // The spawner is gone before the shim reports: the read end is closed at once.
+    let (r, w) = rustix::pipe::pipe().unwrap();
+    drop(r);
+    let raw = w.as_raw_fd();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wharf"));
+    cmd.args(["shim", "--pod", "p1", "--state-dir"])
+        .arg(&state)
+        .arg("--runtime-root")
+        .arg(env.path().join("runtime"))
+        .args(["--ready-fd", "3"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: dup2 between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    assert!(cmd.status().unwrap().success());
+    drop(w);
+    let needle = state.to_string_lossy().into_owned();
+    let shims = || {
+        read_dir(Path::new("/proc"))
+            .into_iter()
+            .filter(|p| {
+                String::from_utf8_lossy(&std::fs::read(p.join("cmdline")).unwrap_or_default())
+                    .contains(&needle)
+            })
+            .count()
+    };
+    assert!(wait_until(WAIT, || shims() == 0), "the shim keeps running");
+    // What it created for itself is gone again.
+    assert!(!top.exists(), "{:?}", read_dir(&top));
 }
 
 #[test]
