@@ -691,8 +691,15 @@ fn twenty_pods_survive_kills_of_a_shim_and_of_clis() {
         assert_eq!(now[n]["State"]["Status"], "running", "{n}");
         assert!(alive(shims[&pod_of(n)]), "{n}'s shim");
     }
+    // Its sandbox outlives the shim: the container starts again there, under a new shim.
+    w.ok(&["start", "p00"]);
+    assert_eq!(w.status("p00").as_deref(), Some("running"));
+    assert_eq!(w.ok(&["exec", "p00", "hostname"]).trim(), "p00");
+    let new_shim = w.shim_pids()[&pod_of("p00")];
+    assert_ne!(new_shim, victim);
     // Removing it leaves nothing of it.
-    w.ok(&["rm", "p00"]);
+    w.ok(&["rm", "-f", "p00"]);
+    assert!(wait_until(WAIT, || !alive(new_shim)));
     assert!(!w.pods().contains_key("p00"));
     assert_eq!(w.leases().len(), 19);
     assert_eq!(w.host_links().len(), 19);
