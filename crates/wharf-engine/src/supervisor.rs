@@ -253,12 +253,17 @@ impl Engine {
         let pod = self.db.find_pod(&row.pod_id)?;
         let exit = match self.running_shim(&pod) {
             Some(shim) => exit_info(&shim.wait(&row.id, None)?),
-            None => self.exit_on_disk(&pod, &row.id).ok_or_else(|| {
-                Error::Invalid(format!(
-                    "container {} is not running and has no exit record",
-                    row.name
-                ))
-            })?,
+            // No shim: its record on disk, else what the store recorded (a dead pod's
+            // shim records went with its sandbox).
+            None => self
+                .exit_on_disk(&pod, &row.id)
+                .or(row.exit.clone())
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "container {} is not running and has no exit record",
+                        row.name
+                    ))
+                })?,
         };
         self.record_exit(&row, &exit)?;
         Ok(exit)

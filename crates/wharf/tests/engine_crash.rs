@@ -824,6 +824,7 @@ fn after_a_simulated_reboot_pods_are_dead_and_remove_cleanly() {
     assert_eq!(w.cgroups(), Vec::<String>::new());
     // Logs stay readable; a dead pod's container cannot start again.
     assert_eq!(w.ok(&["logs", "done"]), "bye\n");
+    assert_eq!(w.ok(&["wait", "done", "s1"]), "4\n255\n");
     let out = w.run(&["start", "new"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
