@@ -675,6 +675,15 @@ fn twenty_pods_survive_kills_of_a_shim_and_of_clis() {
     // SAFETY: kill(2) of the shim this test started.
     unsafe { libc::kill(victim, libc::SIGKILL) };
     assert!(wait_until(WAIT, || !alive(victim)));
+    // Four commands at once find it: one repairs it, none fails or sees it half done.
+    let seen: Vec<BTreeMap<String, Value>> = std::thread::scope(|s| {
+        let all: Vec<_> = (0..4).map(|_| s.spawn(|| w.ps())).collect();
+        all.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ps in &seen {
+        assert_eq!(ps["p00"]["State"]["Status"], "exited");
+        assert_eq!(reason(&ps["p00"]), "ShimDied");
+    }
     let now = w.ps();
     let c = &now["p00"];
     assert_eq!(c["State"]["Status"], "exited", "{c:#}");
