@@ -45,10 +45,13 @@ pub struct Engine {
     pub(crate) paths: Paths,
     pub(crate) db: Db,
     pub(crate) images: wharf_image::ImageStore,
+    pub(crate) locks: crate::pod_lock::PodLocks,
+    pub(crate) reconciled: crate::reconcile::Report,
 }
 
 impl Engine {
-    /// Open the engine's state (creating directories and tables on first use).
+    /// Open the engine's state (creating directories and tables on first use), and
+    /// reconcile it with what really exists ([`Engine::reconcile`]).
     pub fn open(opts: EngineOptions) -> Result<Engine> {
         let paths = Paths::new(&opts.root, &opts.run);
         for d in [&paths.root, &paths.run] {
@@ -56,12 +59,17 @@ impl Engine {
         }
         let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())?;
         let db = Db::open(&paths.db())?;
-        Ok(Engine {
+        let locks = crate::pod_lock::PodLocks::new(paths.locks_dir());
+        let mut engine = Engine {
             opts,
             paths,
             db,
             images,
-        })
+            locks,
+            reconciled: Default::default(),
+        };
+        engine.reconciled = engine.reconcile();
+        Ok(engine)
     }
 
     /// The engine's directories.
@@ -113,9 +121,15 @@ impl Engine {
             sandbox: Sandbox::default(),
             state: "creating".into(),
         };
+        // Locked (until the caller releases it) before the row exists: no other process
+        // takes the pod for the leftover of a crash while it is being made.
+        self.locks.hold(&id)?;
         // The name is reserved first: a concurrent create with the same name fails here,
         // before anything exists.
-        self.db.insert_pod(&row)?;
+        if let Err(e) = self.db.insert_pod(&row) {
+            self.locks.forget(&id);
+            return Err(e);
+        }
         crate::paths::timing("pod row inserted");
         match sandbox::create(&self.setup(), &id, &row.name, spec) {
             Ok(sb) => {
@@ -142,12 +156,14 @@ impl Engine {
                     self.shutdown_shim(&row);
                     let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
                     let _ = self.db.delete_pod(&id);
+                    self.locks.forget(&id);
                     return Err(e);
                 }
                 Ok(row)
             }
             Err(e) => {
                 let _ = self.db.delete_pod(&id);
+                self.locks.forget(&id);
                 Err(e)
             }
         }
@@ -156,6 +172,8 @@ impl Engine {
     /// Remove a pod's sandbox and record (its containers must be removed first, or `force`).
     pub fn remove_pod(&self, key: &str, force: bool) -> Result<()> {
         let pod = self.db.find_pod(key)?;
+        let _lock = self.locks.lock(&pod.id)?;
+        let pod = self.db.find_pod(&pod.id)?;
         let containers = self.db.containers(Some(&pod.id))?;
         if !containers.is_empty() && !force {
             return Err(Error::Invalid(format!(
@@ -186,7 +204,9 @@ impl Engine {
         self.db.transaction(|db| {
             db.delete_pod(&pod.id)?;
             db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
-        })
+        })?;
+        self.locks.forget(&pod.id);
+        Ok(())
     }
 
     /// Create a container in a pod from an image already in the store: its snapshot, its
@@ -194,6 +214,7 @@ impl Engine {
     /// started by the pod's shim.
     pub fn create_container(&self, pod_key: &str, spec: &ContainerSpec) -> Result<ContainerRow> {
         let pod = self.db.find_pod(pod_key)?;
+        let _lock = self.locks.lock(&pod.id)?;
         let image = self.images.resolve(&spec.image)?;
         let id = paths::new_id();
         let name = match &spec.name {
@@ -222,6 +243,7 @@ impl Engine {
             restarting: false,
         };
         self.db.insert_container(&row)?;
+        crate::paths::timing("container: row inserted");
         match self.make_bundle(&pod, &row, &image) {
             Ok(()) => {
                 self.db.transaction(|db| {
@@ -287,6 +309,8 @@ impl Engine {
     /// rootfs mount, snapshot, bundle, logs and record.
     pub fn remove_container(&self, key: &str, force: bool) -> Result<()> {
         let row = self.db.find_container(key)?;
+        let _lock = self.locks.lock(&row.pod_id)?;
+        let row = self.db.find_container(&row.id)?;
         self.shim_remove(&row, force)?;
         crate::paths::timing("container: deleted in shim");
         self.unmake_bundle(&row.id);

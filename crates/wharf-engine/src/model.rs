@@ -7,6 +7,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// Label of a pod made for one container (`wharf run` without `--pod`): it goes with its
+/// container, and one left without it by an interrupted run is removed when reconciling.
+pub const STANDALONE_LABEL: &str = "io.wharf.standalone";
+
 /// How a pod is networked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "mode", content = "name")]

@@ -13,6 +13,7 @@
 //! <run>/pods/<pod>/shm                 the pod's /dev/shm (tmpfs)
 //! <run>/containers/<id>/rootfs         the container's overlay mount
 //! <run>/runtime/                       the OCI runtime's state root
+//! <run>/locks/<pod>                    the pod's lock (held while a process changes it)
 //! ```
 //! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
 //! what only makes sense while the machine is up.
@@ -94,6 +95,11 @@ impl Paths {
     pub fn runtime_root(&self) -> PathBuf {
         self.run.join("runtime")
     }
+
+    /// Where the pod locks are.
+    pub fn locks_dir(&self) -> PathBuf {
+        self.run.join("locks")
+    }
 }
 
 /// A new random id (32 hex digits).
@@ -132,8 +138,20 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Phase timing on stderr when WHARF_TIMING is set (profiling aid for the engine's steps).
+///
+/// The phases double as crash points for the crash tests: with WHARF_CRASH_AT=<phase>, the
+/// process SIGKILLs itself on reaching that phase (what a kill -9 at the worst moment does).
 pub fn timing(what: &str) {
     use std::sync::OnceLock;
+    static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
+    if CRASH_AT
+        .get_or_init(|| std::env::var("WHARF_CRASH_AT").ok())
+        .as_deref()
+        == Some(what)
+    {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
     static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
     if let Some(t) =
         START.get_or_init(|| std::env::var_os("WHARF_TIMING").map(|_| std::time::Instant::now()))

@@ -141,16 +141,35 @@ impl Engine {
     ) -> Result<(ContainerRow, ShimClient)> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
+        if pod.state == crate::reconcile::DEAD {
+            return Err(Error::Invalid(format!(
+                "container {}: its pod {} is dead (its sandbox vanished when the host restarted \
+                 or the run directory was emptied): remove it and run it again",
+                row.name, pod.name
+            )));
+        }
         let shim = self.shim(&pod)?;
         // Containers started one by one are docker's: its restart back-off.
         let backoff = self.backoff().unwrap_or(DOCKER_BACKOFF);
-        shim.create(&self.shim_spec(&pod, &row, stdio, Some(backoff)))?;
+        match shim.create(&self.shim_spec(&pod, &row, stdio, Some(backoff))) {
+            Ok(_) => {}
+            // Created in the shim by a command that died before starting it: start that.
+            Err(ShimError::Remote {
+                kind: proto::ErrorKind::Exists,
+                ..
+            }) if shim
+                .container(&row.id)
+                .is_ok_and(|c| c.status == proto::Status::Created) => {}
+            Err(e) => return Err(e.into()),
+        }
+        crate::paths::timing("container: created in shim");
         Ok((row, shim))
     }
 
     /// Start a container created with [`Engine::create_in_shim`].
     pub fn start_created(&self, row: &ContainerRow, shim: &ShimClient) -> Result<()> {
         shim.start(&row.id)?;
+        crate::paths::timing("container: started in shim");
         let now = wharf_runtime::clock::now_rfc3339_nano();
         self.db.transaction(|db| {
             db.update_container(
@@ -250,12 +269,17 @@ impl Engine {
         let pod = self.db.find_pod(&row.pod_id)?;
         let exit = match self.running_shim(&pod) {
             Some(shim) => exit_info(&shim.wait(&row.id, None)?),
-            None => self.exit_on_disk(&pod, &row.id).ok_or_else(|| {
-                Error::Invalid(format!(
-                    "container {} is not running and has no exit record",
-                    row.name
-                ))
-            })?,
+            // No shim: its record on disk, else what the store recorded (a dead pod's
+            // shim records went with its sandbox).
+            None => self
+                .exit_on_disk(&pod, &row.id)
+                .or(row.exit.clone())
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "container {} is not running and has no exit record",
+                        row.name
+                    ))
+                })?,
         };
         self.record_exit(&row, &exit)?;
         Ok(exit)
@@ -267,7 +291,7 @@ impl Engine {
         records.exit(id).ok().flatten().map(|e| exit_info(&e))
     }
 
-    fn record_exit(&self, row: &ContainerRow, exit: &ExitInfo) -> Result<()> {
+    pub(crate) fn record_exit(&self, row: &ContainerRow, exit: &ExitInfo) -> Result<()> {
         if row.state != ContainerState::Exited || row.exit.as_ref() != Some(exit) {
             self.db.transaction(|db| {
                 db.update_container(
@@ -455,6 +479,7 @@ impl Engine {
     /// Record the containers of a pod whose shim died: their exits ("ShimDied" where the
     /// shim left none), and clean up what the runtime still holds.
     pub fn reap_pod(&self, pod: &PodRow) -> Result<()> {
+        let _lock = self.locks.lock(&pod.id)?;
         let dir = self.shim_dir(pod);
         let reaped = wharf_shim::reap_dead_shim(&dir, &self.paths.runtime_root())?;
         for r in reaped {

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -153,6 +153,70 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         crate::Error::os(format!("write {}", path.display()), e)
     })
+}
+
+/// Create `path` (in `dir`) holding `data`, only if it does not exist, and only complete: the
+/// file is written unnamed (O_TMPFILE) and then linked into place, so a process killed
+/// midway leaves nothing. Ok(Some(true)) if created, Ok(Some(false)) if `path` exists,
+/// Ok(None) if the filesystem has no O_TMPFILE (the caller falls back).
+pub(crate) fn create_complete(dir: &Path, path: &Path, data: &[u8]) -> io::Result<Option<bool>> {
+    let cdir = cpath(dir)?;
+    // SAFETY: open(2) with a valid C string.
+    let fd = unsafe {
+        libc::open(
+            cdir.as_ptr(),
+            libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: a descriptor we just opened and own.
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    f.write_all(data)?;
+    let src = cpath(Path::new(&format!("/proc/self/fd/{fd}")))?;
+    let dst = cpath(path)?;
+    // SAFETY: linkat(2) with valid C strings; the source is our open descriptor.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc == 0 {
+        return Ok(Some(true));
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::AlreadyExists {
+        Ok(Some(false))
+    } else {
+        Err(e)
+    }
+}
+
+/// Remove what [`write_atomic`] left of `path` in a process that was killed before its
+/// rename (`.<name>.tmp-<pid>-<n>`). Only for callers that hold the lock under which `path`
+/// is written, so no temporary file can be in use.
+pub(crate) fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
 }
 
 /// Remove a file; a missing file is fine (teardown is idempotent).

@@ -5,6 +5,7 @@
 //! <state-dir>/shim.sock                       the shim's socket
 //! <state-dir>/shim.pid                        "<pid> <start time in clock ticks>\n"
 //! <state-dir>/shim.log                        the shim's own warnings and errors
+//! <state-dir>/shim.lock                       flock'ed by the shim while it lives
 //! <state-dir>/pod.json                        PodRecord: plan phase, failure, minimal init
 //! <state-dir>/containers/<id>/spec.json       the ContainerSpec it was created from
 //! <state-dir>/containers/<id>/status.json     ContainerRecord: status, pid, restarts
@@ -29,6 +30,9 @@ pub const SOCKET: &str = "shim.sock";
 pub const PID_FILE: &str = "shim.pid";
 /// The shim's own log.
 pub const SHIM_LOG: &str = "shim.log";
+/// Flock'ed by the shim for its whole life, taken before anything else (so a shim that is
+/// starting up, before its pid file exists, can be told from none).
+pub const LOCK_FILE: &str = "shim.lock";
 const POD: &str = "pod.json";
 const CONTAINERS: &str = "containers";
 

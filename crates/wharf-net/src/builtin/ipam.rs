@@ -1,8 +1,9 @@
 //! Address leases on disk for the built-in network: one file per leased address, named by
 //! the address and holding the owning pod's id, plus the last address handed out per
-//! family (so addresses are reused round-robin, not immediately). Creating a lease is an
-//! O_EXCL file creation, so a lease exists exactly when its file does, also after a crash.
-//! Callers hold the network's lock.
+//! family (so addresses are reused round-robin, not immediately). A lease file is written
+//! unnamed (O_TMPFILE) and linked into place only when complete, failing if the address is
+//! taken: a lease exists exactly when its file does, and a process killed midway leaves no
+//! lease without an owner. Callers hold the network's lock.
 
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -38,6 +39,12 @@ impl Ipam {
     /// Lease `ip` to `owner` if it is free. Ok(false) if someone holds it.
     fn try_lease(&self, ip: &IpAddr, owner: &str) -> Result<bool> {
         let path = self.lease_path(ip);
+        if let Some(taken) = sys::create_complete(&self.dir, &path, owner.as_bytes())
+            .map_err(|e| Error::os(format!("create lease {}", path.display()), e))?
+        {
+            return Ok(taken);
+        }
+        // No O_TMPFILE on this filesystem: an exclusive create, then the owner.
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -103,7 +110,9 @@ impl Ipam {
                 continue;
             }
             if self.try_lease(&ip, owner)? {
-                sys::write_atomic(&self.last_path(subnet.is_ipv6()), ip.to_string().as_bytes())?;
+                let last = self.last_path(subnet.is_ipv6());
+                sys::remove_stale_temps(&last);
+                sys::write_atomic(&last, ip.to_string().as_bytes())?;
                 return Ok(ip);
             }
         }
@@ -205,6 +214,42 @@ mod tests {
         assert_eq!(ipam.leases().unwrap().len(), 5);
         ipam.release_all_of("f").unwrap();
         assert_eq!(ipam.leases().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn crash_leftovers_are_cleaned_under_the_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ipam = Ipam::new(tmp.path().join("ipam"));
+        let subnet: IpNet = "10.9.0.0/29".parse().unwrap();
+        let gw: IpAddr = "10.9.0.1".parse().unwrap();
+        // A lease file appears complete (written unnamed, then linked in place).
+        let a = ipam.lease_next(&subnet, &[gw], "a").unwrap();
+        assert_eq!(ipam.owner_of(&a).as_deref(), Some("a"));
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(ipam.dir()), ["10.9.0.2", "last_reserved.v4"]);
+        // What a writer of last_reserved killed before its rename left goes with the next
+        // lease.
+        std::fs::write(ipam.dir().join(".last_reserved.v4.tmp-999999-0"), "10.9.0").unwrap();
+        ipam.lease_next(&subnet, &[gw], "b").unwrap();
+        assert_eq!(
+            names(ipam.dir()),
+            ["10.9.0.2", "10.9.0.3", "last_reserved.v4"]
+        );
+        // And a pod record's leftovers go with the record.
+        let records = crate::builtin::record::Records::new(tmp.path().join("pods"));
+        std::fs::create_dir_all(tmp.path().join("pods")).unwrap();
+        std::fs::write(tmp.path().join("pods/.p1.json.tmp-999999-3"), "{").unwrap();
+        std::fs::write(tmp.path().join("pods/.p2.json.tmp-999999-4"), "{").unwrap();
+        records.remove("p1").unwrap();
+        assert_eq!(names(&tmp.path().join("pods")), [".p2.json.tmp-999999-4"]);
     }
 
     #[test]

@@ -70,8 +70,10 @@ impl Records {
         sys::write_atomic(&self.path(&rec.pod_id), &data)
     }
 
-    /// Remove a record; idempotent.
+    /// Remove a record, and what a writer killed midway left of it; idempotent. The
+    /// caller holds the network's lock.
     pub fn remove(&self, pod_id: &str) -> Result<()> {
+        sys::remove_stale_temps(&self.path(pod_id));
         sys::remove_file_if_exists(&self.path(pod_id))
     }
 

@@ -109,6 +109,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         eprintln!("wharf shim: {msg}");
         1
     };
+    // The outermost directory this shim creates, if any (removed again if it is abandoned).
+    let created = first_missing(&args.state_dir);
     if let Err(e) = records::create_dir(&args.state_dir) {
         return fail(&mut ready, e.to_string());
     }
@@ -126,8 +128,19 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         // Nothing to undo: the socket and pid file are only replaced under the lock.
         Err(msg) => return fail(&mut ready, msg),
     };
-    if let Some(mut r) = ready.take() {
-        let _ = r.write_all(b"ok\n");
+    if let Some(mut r) = ready.take()
+        && let Err(e) = r.write_all(b"ok\n")
+    {
+        // The spawner died before it learnt the shim was up (a CLI killed midway): nobody
+        // will use or stop this shim, and whoever cleans up after that CLI may already have
+        // removed the pod. Leave as if never started.
+        log(&format!("the spawner is gone ({e}): exiting"));
+        let _ = std::fs::remove_file(args.state_dir.join(records::SOCKET));
+        let _ = std::fs::remove_file(args.state_dir.join(records::PID_FILE));
+        if let Some(dir) = created {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return 0;
     }
     log(&format!(
         "pod {} serving on {}",
@@ -136,6 +149,18 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     ));
     let code = setup.run();
     std::process::exit(code)
+}
+
+/// The outermost ancestor of `dir` (or `dir` itself) that does not exist yet.
+fn first_missing(dir: &std::path::Path) -> Option<PathBuf> {
+    let mut missing = None;
+    for a in dir.ancestors() {
+        if a.as_os_str().is_empty() || a.symlink_metadata().is_ok() {
+            break;
+        }
+        missing = Some(a.to_path_buf());
+    }
+    missing
 }
 
 /// Fork, setsid, fork. Ok(true) in the daemon; Ok(false) in the process that was started
@@ -180,7 +205,7 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
         libc::dup2(null.as_raw_fd(), 1);
         libc::dup2(log_file.as_raw_fd(), 2);
     }
-    let lock_path = dir.join("shim.lock");
+    let lock_path = dir.join(records::LOCK_FILE);
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -212,7 +212,7 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
 }
 
 /// Label of a pod made for one container by `wharf run`/`create` (removed with it).
-pub const STANDALONE: &str = "io.wharf.standalone";
+pub const STANDALONE: &str = wharf_engine::model::STANDALONE_LABEL;
 
 /// The process of `wharf exec`: the container's own (user, env, capabilities, cwd) with the
 /// command line's changes.

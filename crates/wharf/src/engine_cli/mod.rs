@@ -102,7 +102,18 @@ pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
 
 fn open(cli: &Cli) -> Result<Engine> {
     let opts = engine_options(cli)?;
-    Engine::open(opts).with_context(|| format!("opening Wharf's state in {}", cli.root.display()))
+    let engine = Engine::open(opts)
+        .with_context(|| format!("opening Wharf's state in {}", cli.root.display()))?;
+    // Opening reconciles the state with reality (crashed commands, dead shims).
+    for w in &engine.reconciled().warnings {
+        eprintln!("wharf: warning: {w}");
+    }
+    if std::env::var_os("WHARF_DEBUG").is_some() {
+        for r in &engine.reconciled().repaired {
+            eprintln!("wharf: reconciled: {r}");
+        }
+    }
+    Ok(engine)
 }
 
 fn dispatch(cli: &Cli) -> Result<i32> {
@@ -203,6 +214,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
 /// made for it (`wharf run` without `--pod`).
 fn remove(engine: &Engine, key: &str, force: bool) -> Result<()> {
     let row = engine.db().find_container(key)?;
+    // The pod stays locked between its last container's removal and its own.
+    let _lock = engine.lock_pod(&row.pod_id)?;
     let row = engine.refresh(&row)?;
     if row.state == ContainerState::Running && !force {
         bail!(
@@ -327,6 +340,8 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         Ok((shim, attach))
     })();
     timer.mark("started");
+    // The pod is complete: other processes may work on it (and reconcile it) again.
+    engine.release_pod_locks();
     let (shim, attach) = match started {
         Ok(v) => v,
         Err(e) => {
@@ -358,6 +373,7 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     };
     timer.mark("exited");
     if a.rm {
+        let _lock = engine.lock_pod(&pod_id)?;
         engine.remove_container(&row.id, true)?;
         timer.mark("container removed");
         if own_pod {

@@ -49,9 +49,14 @@ fn status(c: &ContainerRow) -> String {
         ),
         ContainerState::Exited => match &c.exit {
             Some(e) => format!(
-                "Exited ({}){} {} ago",
+                "Exited ({}){}{} {} ago",
                 e.code,
                 if e.oom_killed { " OOMKilled" } else { "" },
+                // Why, when it was not the process's own doing (e.g. ShimDied).
+                match e.reason.as_deref() {
+                    None | Some("Completed" | "Error" | "OOMKilled") => String::new(),
+                    Some(r) => format!(" {r}"),
+                },
                 ago(&e.finished_at)
             ),
             None => "Exited".into(),

@@ -1,0 +1,365 @@
+//! Reconciling the store with what really exists, each time the engine is opened.
+//!
+//! Any process using the engine may be killed at any point (the CLI with SIGKILL, a shim by
+//! the OOM killer, the whole host by a reboot). The store then says what was intended, and
+//! the disk, the kernel and the shims say what is. On open, the engine compares the two for
+//! every pod, cheaply: a scan of the pods and containers tables and, per pod, the shim's pid
+//! file and `/proc/<pid>/stat` (plus one statfs when the shim is dead). Only a pod that looks
+//! wrong is locked ([`crate::pod_lock`]) and repaired:
+//!
+//! - a pod still `creating` (its creator died midway): its sandbox is torn down (the
+//!   teardown is idempotent and works from the pod id when the sandbox record is empty) and
+//!   its row removed, as `create_pod` does when a step fails;
+//! - a pod still `removing`: the removal is finished;
+//! - a container still `unknown` (its bundle was being made): rolled back as
+//!   `create_container` does on error;
+//! - a pod whose shim is dead (its pid file names a process that is gone, or containers are
+//!   recorded as running): [`Engine::reap_pod`] kills what is left of its containers and
+//!   records their exits (the shim's own exit records win; otherwise reason `ShimDied`);
+//! - a pod whose pinned namespaces are gone as well (the host restarted, or the run
+//!   directory was emptied): what is left of its sandbox (network attachment and IP lease,
+//!   cgroups, mounts, directories) is released and the pod is marked [`DEAD`]; its
+//!   containers keep their rows and logs until removed;
+//! - a container recorded as running that its (live) shim does not know: marked exited
+//!   (reason `Lost`);
+//! - a standalone pod (made by `wharf run` for one container) left without containers by an
+//!   interrupted run: removed.
+//!
+//! A pod whose lock another process holds is left alone: that process is at work on it.
+//! Nothing here fails the open: problems are reported as warnings.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use crate::db::{ContainerRow, PodRow, Sandbox};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{ContainerState, ExitInfo, STANDALONE_LABEL};
+
+/// State of a pod whose sandbox is gone (its namespaces vanished with a reboot or an
+/// emptied run directory) and was released: its containers cannot run again; remove it.
+pub const DEAD: &str = "dead";
+
+/// What reconciling did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Repairs made, one line each ("pod web: ...").
+    pub repaired: Vec<String>,
+    /// Problems found but not repaired (the next open tries again).
+    pub warnings: Vec<String>,
+}
+
+const NSFS_MAGIC: u64 = 0x6e73_6673;
+
+fn is_nsfs(path: &str) -> bool {
+    rustix::fs::statfs(Path::new(path)).is_ok_and(|s| s.f_type as u64 == NSFS_MAGIC)
+}
+
+/// Whether the sandbox's pinned namespaces are still there.
+fn sandbox_present(sb: &Sandbox) -> bool {
+    [&sb.utsns, &sb.netns, &sb.ipcns]
+        .into_iter()
+        .flatten()
+        .all(|p| is_nsfs(p))
+}
+
+/// Whether a shim holds the lock of state directory `dir` (it takes it first thing, before
+/// writing its pid file). Only probed for pods that look wrong.
+fn shim_starting(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir.join(wharf_shim::records::LOCK_FILE)) else {
+        return false;
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+}
+
+/// Poll `done` for up to 5 s.
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+fn active(c: &ContainerRow) -> bool {
+    matches!(c.state, ContainerState::Running | ContainerState::Paused)
+}
+
+/// Whether the shim has started container `id` (running now, or exited since).
+fn started(records: &wharf_shim::records::StateDir, id: &str) -> bool {
+    records.status(id).ok().flatten().is_some_and(|s| {
+        matches!(
+            s.status,
+            wharf_shim::Status::Running | wharf_shim::Status::Exited
+        )
+    })
+}
+
+fn standalone(pod: &PodRow) -> bool {
+    pod.spec.labels.contains_key(STANDALONE_LABEL)
+}
+
+fn lost(reason: &str) -> ExitInfo {
+    ExitInfo {
+        code: 255,
+        signal: None,
+        finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+        oom_killed: false,
+        reason: Some(reason.into()),
+    }
+}
+
+impl Engine {
+    /// Compare the store with reality and repair what interrupted operations and dead
+    /// shims left (see the module docs). [`Engine::open`] runs it; its report is kept in
+    /// [`Engine::reconciled`].
+    pub fn reconcile(&self) -> Report {
+        let mut report = Report::default();
+        let (pods, containers) = match (self.db.pods(), self.db.containers(None)) {
+            (Ok(p), Ok(c)) => (p, c),
+            (Err(e), _) | (_, Err(e)) => {
+                report
+                    .warnings
+                    .push(format!("reconcile: reading the store: {e}"));
+                return report;
+            }
+        };
+        let mut by_pod: HashMap<&str, Vec<&ContainerRow>> = HashMap::new();
+        for c in &containers {
+            by_pod.entry(c.pod_id.as_str()).or_default().push(c);
+        }
+        for pod in &pods {
+            let cs = by_pod.get(pod.id.as_str()).map_or(&[][..], |v| &v[..]);
+            if !self.looks_wrong(pod, cs) {
+                continue;
+            }
+            match self.repair(&pod.id) {
+                Ok(done) => report
+                    .repaired
+                    .extend(done.into_iter().map(|d| format!("pod {}: {d}", pod.name))),
+                Err(e) => report
+                    .warnings
+                    .push(format!("reconciling pod {}: {e}", pod.name)),
+            }
+        }
+        let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
+        self.remove_stale_locks(&known);
+        crate::paths::timing("reconciled");
+        report
+    }
+
+    /// The cheap test: does anything about this pod need a closer look under its lock?
+    fn looks_wrong(&self, pod: &PodRow, containers: &[&ContainerRow]) -> bool {
+        if matches!(pod.state.as_str(), "creating" | "removing") {
+            return true;
+        }
+        if containers
+            .iter()
+            .any(|c| c.state == ContainerState::Unknown)
+        {
+            return true;
+        }
+        if standalone(pod) && containers.is_empty() {
+            return true;
+        }
+        let records = wharf_shim::records::StateDir::new(self.shim_state_dir(pod));
+        if records.shim_alive() {
+            containers.iter().any(|c| {
+                let known = records.container(&c.id).exists();
+                (active(c) && !known)
+                    || (c.state == ContainerState::Created && known && started(&records, &c.id))
+            })
+        } else {
+            records.shim_pid().is_some()
+                || containers.iter().any(|c| active(c))
+                || (pod.state != DEAD && !sandbox_present(&pod.sandbox))
+        }
+    }
+
+    /// Repair pod `id` under its lock (nothing if another process holds it). Returns what
+    /// was done.
+    fn repair(&self, id: &str) -> Result<Vec<String>> {
+        let Some(_lock) = self.locks.try_lock(id)? else {
+            return Ok(Vec::new());
+        };
+        // Read again under the lock: the pod may have changed or gone meanwhile.
+        let pod = match self.db.find_pod(id) {
+            Ok(p) if p.id == id => p,
+            Ok(_) | Err(Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let records = wharf_shim::records::StateDir::new(self.shim_state_dir(&pod));
+        if !records.shim_alive() && shim_starting(records.path()) {
+            // Spawned by a command that died before the shim was up: let it come up, so
+            // that it is seen (and shut down with its pod if that goes).
+            wait_for(|| records.shim_alive() || !shim_starting(records.path()));
+        }
+        let mut done = Vec::new();
+        match pod.state.as_str() {
+            "creating" => {
+                self.roll_back_pod(&pod)?;
+                done.push("its creation was interrupted: rolled back".to_string());
+                return Ok(done);
+            }
+            "removing" => {
+                self.remove_pod(&pod.id, true)?;
+                done.push("its removal was interrupted: finished".to_string());
+                return Ok(done);
+            }
+            _ => {}
+        }
+        for c in self.db.containers(Some(&pod.id))? {
+            if c.state == ContainerState::Unknown {
+                self.remove_container(&c.id, true)?;
+                done.push(format!(
+                    "container {}: its creation was interrupted: rolled back",
+                    c.name
+                ));
+            }
+        }
+        if records.shim_alive() {
+            for c in self.db.containers(Some(&pod.id))? {
+                let known = records.container(&c.id).exists();
+                if active(&c) && !known {
+                    self.record_exit(&c, &lost("Lost"))?;
+                    done.push(format!(
+                        "container {}: its shim does not know it: marked exited",
+                        c.name
+                    ));
+                } else if c.state == ContainerState::Created && known && started(&records, &c.id) {
+                    // Started by a command that died before recording it.
+                    let st = records.status(&c.id).ok().flatten();
+                    self.db.update_container(
+                        &c.id,
+                        ContainerState::Running,
+                        st.as_ref().and_then(|s| s.started_at.as_deref()),
+                        None,
+                        st.as_ref().map_or(0, |s| s.restart_count as i64),
+                    )?;
+                    let row = self.db.find_container(&c.id)?;
+                    self.refresh(&row)?;
+                    done.push(format!(
+                        "container {}: it was started by a command that died: recorded",
+                        c.name
+                    ));
+                }
+            }
+        } else {
+            let containers = self.db.containers(Some(&pod.id))?;
+            if records.shim_pid().is_some() || containers.iter().any(active) {
+                self.reap_pod(&pod)?;
+                // Containers the shim kept no record of have no exit to tell.
+                for c in self.db.containers(Some(&pod.id))? {
+                    if active(&c) {
+                        self.record_exit(&c, &lost("ShimDied"))?;
+                    }
+                }
+                done.push("its shim died: its containers are recorded as exited".to_string());
+            }
+            if pod.state != DEAD && !sandbox_present(&pod.sandbox) {
+                self.release_sandbox(&pod)?;
+                done.push(
+                    "its sandbox is gone (host restarted or run directory emptied): \
+                     released what was left; the pod is dead"
+                        .to_string(),
+                );
+            }
+        }
+        if standalone(&pod) && self.db.containers(Some(&pod.id))?.is_empty() {
+            self.remove_pod(&pod.id, true)?;
+            done.push("an interrupted run left it without its container: removed".to_string());
+        }
+        Ok(done)
+    }
+
+    /// Undo a pod creation that never finished, as `create_pod` does when a step fails.
+    fn roll_back_pod(&self, pod: &PodRow) -> Result<()> {
+        for c in self.db.containers(Some(&pod.id))? {
+            self.remove_container(&c.id, true)?;
+        }
+        self.shutdown_shim(pod);
+        crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
+        self.db.transaction(|db| {
+            db.delete_pod(&pod.id)?;
+            db.event(
+                "removed",
+                "pod",
+                &pod.id,
+                &pod.name,
+                serde_json::json!({"reason": "creation interrupted"}),
+            )
+        })?;
+        self.locks.forget(&pod.id);
+        Ok(())
+    }
+
+    /// Release what is left of a pod whose namespaces are gone, and mark it dead.
+    fn release_sandbox(&self, pod: &PodRow) -> Result<()> {
+        crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+        crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
+        self.db.transaction(|db| {
+            db.update_pod(&pod.id, &pod.sandbox, DEAD)?;
+            db.event(
+                "died",
+                "pod",
+                &pod.id,
+                &pod.name,
+                serde_json::json!({"reason": "sandbox gone"}),
+            )
+        })
+    }
+
+    /// The pod's sandbox record, completed with what the teardown needs when the pod's
+    /// creation was interrupted before it was recorded.
+    fn sandbox_of(&self, pod: &PodRow) -> Sandbox {
+        let mut sb = pod.sandbox.clone();
+        if sb.cgroup.is_empty() {
+            sb.cgroup = format!(
+                "{}/{}",
+                self.opts.cgroup_parent.trim_end_matches('/'),
+                pod.id
+            );
+        }
+        sb
+    }
+
+    /// Lock files of pods that no longer exist (left by a process killed between taking
+    /// the lock of a new pod and recording it).
+    fn remove_stale_locks(&self, known: &HashSet<&str>) {
+        let Ok(entries) = std::fs::read_dir(self.locks.dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if known.contains(name.as_str()) {
+                continue;
+            }
+            if let Ok(Some(_lock)) = self.locks.try_lock(&name)
+                && matches!(self.db.find_pod(&name), Err(Error::NotFound { .. }))
+            {
+                self.locks.forget(&name);
+            }
+        }
+    }
+
+    /// Release the pod locks this engine holds (the pods it created stay locked until
+    /// then, so that no other process takes them for leftovers of a crash while their
+    /// containers are being set up). A front end calls this once a command's pods are
+    /// complete (`wharf run`: after the start, before attaching), and a daemon after each
+    /// request.
+    pub fn release_pod_locks(&self) {
+        self.locks.release_all();
+    }
+
+    /// Lock a pod against other processes' changes (and reconciliation) until the guard is
+    /// dropped, e.g. around removing a container and then its standalone pod.
+    pub fn lock_pod(&self, id: &str) -> Result<crate::pod_lock::PodLock<'_>> {
+        self.locks.lock(id)
+    }
+
+    /// What reconciling did when the engine was opened.
+    pub fn reconciled(&self) -> &Report {
+        &self.reconciled
+    }
+}
