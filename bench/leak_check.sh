@@ -85,10 +85,12 @@ inventory() {
   echo "nft-rules $(nsenter --net="$WHARF_NET_HOST_NS" nft list ruleset 2>/dev/null | grep -c . || true)"
   find "$WHARF_ROOT/net/builtin/ipam" -mindepth 1 2>/dev/null | grep -E '/[0-9a-f.:]+$' |
     grep -v last_reserved | sed 's/^/lease /' || true
-  find "$WHARF_ROOT/net/builtin/pods" -mindepth 1 2>/dev/null | sed 's/^/net-record /'
+  find "$WHARF_ROOT/net/builtin/pods" -mindepth 1 2>/dev/null | sed 's/^/net-record /' || true
+  # (Each of these appears only once something needs it.)
   for d in "$WHARF_ROOT/pods" "$WHARF_ROOT/containers" "$WHARF_RUN/pods" \
     "$WHARF_RUN/containers" "$WHARF_RUN/runtime" "$WHARF_RUN/locks"; do
-    find "$d" -mindepth 1 -maxdepth 1 2>/dev/null | sed 's/^/dir /'
+    [ -d "$d" ] || continue
+    find "$d" -mindepth 1 -maxdepth 1 | sed 's/^/dir /'
   done
   echo "snapshots $(find "$WHARF_ROOT/image/snapshots" -mindepth 1 -maxdepth 1 | wc -l)"
   w ps -aq | sed 's/^/container /'

@@ -147,7 +147,8 @@ impl World {
     /// The shim pid of each pod (from its pid file), by pod id.
     fn shim_pids(&self) -> BTreeMap<String, i32> {
         let mut out = BTreeMap::new();
-        for e in read_dir(&self.root.join("pods")) {
+        // Shims keep their state in the runtime directory.
+        for e in read_dir(&self.run.join("pods")) {
             if let Ok(text) = std::fs::read_to_string(e.join("shim/shim.pid"))
                 && let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok())
             {
@@ -485,7 +486,7 @@ fn a_killed_attached_cli_leaves_its_container_running_and_its_exit_is_recorded_l
     let rootfs = w.run.join("containers").join(&id).join("rootfs");
     std::fs::write(rootfs.join("tmp/go"), "").unwrap();
     let dir = w
-        .root
+        .run
         .join("pods")
         .join(shims.keys().next().unwrap())
         .join("shim/containers")
@@ -508,7 +509,7 @@ fn a_container_that_exits_while_no_cli_runs_shows_its_exit_code() {
     ]);
     // Nothing of Wharf runs but the shim; wait for its record on disk, not through the CLI.
     let pod = w.shim_pids().keys().next().unwrap().clone();
-    let dir = w.root.join("pods").join(&pod).join("shim/containers");
+    let dir = w.run.join("pods").join(&pod).join("shim/containers");
     assert!(wait_until(WAIT, || {
         read_dir(&dir).first().is_some_and(|c| exit_recorded(c))
     }));
@@ -733,7 +734,7 @@ fn twenty_pods_survive_kills_of_a_shim_and_of_clis() {
         .unwrap();
     let p03 = pod_of("p03");
     let dir = w
-        .root
+        .run
         .join("pods")
         .join(&p03)
         .join("shim/containers")
@@ -812,7 +813,7 @@ fn after_a_simulated_reboot_pods_are_dead_and_remove_cleanly() {
     ]);
     w.ok(&["create", "--name", "new", &w.image, "true"]);
     let pod = w.ps()["done"]["PodId"].as_str().unwrap().to_string();
-    let dir = read_dir(&w.root.join("pods").join(&pod).join("shim/containers"))[0].clone();
+    let dir = read_dir(&w.run.join("pods").join(&pod).join("shim/containers"))[0].clone();
     assert!(wait_until(WAIT, || exit_recorded(&dir)));
     w.reboot();
     assert_eq!(w.leases().len(), 4, "leases are on disk");
