@@ -100,6 +100,35 @@ pub fn unmount_below(dir: &std::path::Path) {
     }
 }
 
+/// The wharf binary to measure: `WHARF_BIN`, else `wharf` next to the benchmark's binary
+/// (target/release/wharf for `cargo run --release`).
+pub fn wharf_bin() -> PathBuf {
+    std::env::var("WHARF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::env::current_exe()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("wharf")
+        })
+}
+
+/// Run `cmd` in the mount namespace open as `ns_fd` (see [`hidden_unified_namespace`]).
+pub fn in_mount_ns(cmd: &mut Command, ns_fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setns between fork and exec touches no shared state.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(ns_fd, libc::CLONE_NEWNS) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,15 +101,7 @@ fn main() {
         .unwrap_or_else(|_| format!("{DEFAULT_REGISTRY}/fixtures/multilayer:latest"));
     let small_image = std::env::var("WHARF_BENCH_SMALL_IMAGE")
         .unwrap_or_else(|_| format!("{DEFAULT_REGISTRY}/fixtures/busybox:latest"));
-    let wharf = std::env::var("WHARF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::env::current_exe()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("wharf")
-        });
+    let wharf = wharf_bench::wharf_bin();
     assert!(
         wharf.exists(),
         "{} missing: cargo build --release -p wharf (or set WHARF_BIN)",

@@ -20,7 +20,6 @@
 //! (env WHARF_BIN selects the wharf binary; default: target/release/wharf next to this one).
 
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,16 +51,7 @@ impl Engine {
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         if let Some(ns) = &self.mount_ns {
             let fd = ns.as_raw_fd();
-            // SAFETY: setns between fork and exec touches no shared state.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNS) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            wharf_bench::in_mount_ns(&mut cmd, fd);
         }
         cmd
     }
@@ -161,15 +151,7 @@ fn main() {
             .arg(&run_fs),
         "mount the runtime tmpfs",
     );
-    let wharf = std::env::var("WHARF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::env::current_exe()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("wharf")
-        });
+    let wharf = wharf_bench::wharf_bin();
     let s = |p: &Path| p.display().to_string();
 
     // wharf: private root and run dirs, no CNI configuration (its default is then the

@@ -6,7 +6,7 @@
 //! Run as root: `cargo run --release -p wharf-bench --bin runtime_lifecycle -- [ITERATIONS]`
 //! (env WHARF_BIN selects the wharf binary; default: target/release/wharf next to this one).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -40,15 +40,7 @@ fn main() {
     let rootfs = work.join("rootfs");
     make_rootfs(&rootfs);
     let cgroup_parent = format!("/wharf-bench-{}", std::process::id());
-    let wharf = std::env::var("WHARF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::env::current_exe()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("wharf")
-        });
+    let wharf = wharf_bench::wharf_bin();
     let mut runtimes = vec![Runtime {
         name: "wharf",
         argv: vec![wharf.display().to_string(), "runtime".into()],
@@ -168,18 +160,8 @@ fn once(rt: &Runtime, work: &Path, id: &str) -> Result<(Duration, [Duration; 4])
         let mut cmd = Command::new(&rt.argv[0]);
         if let Some(ns) = &rt.mount_ns {
             use std::os::fd::AsRawFd;
-            use std::os::unix::process::CommandExt;
             let fd = ns.as_raw_fd();
-            // SAFETY: setns between fork and exec touches no shared state.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNS) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            wharf_bench::in_mount_ns(&mut cmd, fd);
         }
         let status = cmd
             .args(&rt.argv[1..])

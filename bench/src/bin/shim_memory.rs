@@ -37,15 +37,7 @@ fn main() {
     let rootfs = work.join("rootfs");
     wharf_testbed::make_busybox_rootfs(&rootfs);
     let cgroup_parent = format!("/wharf-bench-shim-{}", std::process::id());
-    let wharf = std::env::var("WHARF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::env::current_exe()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("wharf")
-        });
+    let wharf = wharf_bench::wharf_bin();
     let mut samples = Vec::new();
     let mut detail = None;
     for n in [1, 3] {
