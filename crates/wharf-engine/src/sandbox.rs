@@ -327,6 +327,7 @@ pub fn start_network_teardown(
     let id = id.to_string();
     let netns = sb.netns.clone();
     NetworkTeardown(Some(std::thread::spawn(move || {
+        crate::paths::timing("destroy: network thread started");
         let mut first: Option<Error> = None;
         if let Ok(Some(network)) = network(&paths, &net, &mode)
             && let Err(e) = network.detach(&id, netns.as_deref().map(Path::new))
