@@ -374,12 +374,14 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     timer.mark("exited");
     if a.rm {
         let _lock = engine.lock_pod(&pod_id)?;
-        engine.remove_container(&row.id, true)?;
-        timer.mark("container removed");
         if own_pod {
+            // The container goes with its pod, in one removal (the pod's network comes down
+            // on a thread of its own meanwhile).
             engine.remove_pod(&pod_id, true)?;
+        } else {
+            engine.remove_container(&row.id, true)?;
         }
-        timer.mark("pod removed");
+        timer.mark("removed");
     }
     Ok(code)
 }
