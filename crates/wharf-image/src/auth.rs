@@ -3,7 +3,10 @@
 //! Credentials come from `--creds user:password` or from docker's `config.json`
 //! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`; podman's
 //! `$XDG_RUNTIME_DIR/containers/auth.json` as well), `auths.<registry>.auth` =
-//! base64(`user:password`). Credential helpers (`credsStore`, `credHelpers`) are not run.
+//! base64(`user:password`), and the credential helpers it names, as docker runs them:
+//! `credHelpers.<registry>` first, then the inline entry in `auths`, then `credsStore`;
+//! a helper is `docker-credential-<name> get`, given the server on stdin, answering
+//! `{"Username": ..., "Secret": ...}` on stdout.
 //!
 //! A 401 answer carries a `WWW-Authenticate` challenge: `Basic realm=...` means "send the
 //! credentials with every request"; `Bearer realm=...,service=...,scope=...` (Docker Hub and
@@ -51,9 +54,14 @@ impl Credentials {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct DockerConfig {
     #[serde(default)]
     auths: std::collections::HashMap<String, DockerAuth>,
+    #[serde(default)]
+    cred_helpers: std::collections::HashMap<String, String>,
+    #[serde(default)]
+    creds_store: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -80,22 +88,53 @@ pub fn auth_files() -> Vec<PathBuf> {
     files
 }
 
-/// Credentials for `registry` from the auth files, if any has them.
+/// Credentials for `registry` from the auth files (and the helpers they name), if any has
+/// them.
 pub fn lookup(registry: &str) -> Option<Credentials> {
     auth_files()
         .iter()
-        .find_map(|f| lookup_in(&std::fs::read(f).ok()?, registry))
+        .find_map(|f| lookup_with_helpers(&std::fs::read(f).ok()?, registry, &run_helper))
 }
 
-/// Credentials for `registry` in one config.json text.
+/// Credentials for `registry` in one config.json text (its `auths` only).
 pub fn lookup_in(text: &[u8], registry: &str) -> Option<Credentials> {
+    lookup_with_helpers(text, registry, &|_, _| None)
+}
+
+/// Credentials for `registry` in one config.json text, asking `helper(name, server)` where
+/// it names a credential helper.
+fn lookup_with_helpers(
+    text: &[u8],
+    registry: &str,
+    helper: &dyn Fn(&str, &str) -> Option<Credentials>,
+) -> Option<Credentials> {
     let cfg: DockerConfig = serde_json::from_slice(text).ok()?;
     let want = normalize_key(registry);
+    // Docker Hub's credentials are stored under its v1 address.
+    let server = if want == "docker.io" {
+        "https://index.docker.io/v1/".to_string()
+    } else {
+        want.clone()
+    };
+    if let Some((_, name)) = cfg
+        .cred_helpers
+        .iter()
+        .find(|(k, _)| normalize_key(k) == want)
+    {
+        return helper(name, &server);
+    }
     let entry = cfg
         .auths
         .iter()
         .find(|(k, _)| normalize_key(k) == want)
-        .map(|(_, v)| v)?;
+        .map(|(_, v)| v)
+        .filter(|e| e.auth.is_some() || e.username.is_some());
+    let Some(entry) = entry else {
+        return cfg
+            .creds_store
+            .as_deref()
+            .and_then(|name| helper(name, &server));
+    };
     if let Some(a) = &entry.auth {
         let raw = B64.decode(a.trim()).ok()?;
         return Credentials::parse(&String::from_utf8(raw).ok()?);
@@ -119,6 +158,63 @@ fn normalize_key(k: &str) -> String {
         }
         h => h.to_string(),
     }
+}
+
+/// How long a credential helper may take (it may ask a keyring, never a person).
+const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Run `docker-credential-<name> get` for `server`. None when it is missing, fails (as it
+/// does for "credentials not found"), hangs, or answers with an identity token, which
+/// needs an OAuth exchange Wharf does not do.
+fn run_helper(name: &str, server: &str) -> Option<Credentials> {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let mut child = Command::new(format!("docker-credential-{name}"))
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let _ = child.stdin.take()?.write_all(server.as_bytes());
+    let deadline = std::time::Instant::now() + HELPER_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    let mut out = Vec::new();
+    child.stdout.take()?.read_to_end(&mut out).ok()?;
+    if !status.success() {
+        return None;
+    }
+    parse_helper_answer(&out)
+}
+
+/// A helper's answer: `{"ServerURL": ..., "Username": ..., "Secret": ...}`.
+fn parse_helper_answer(out: &[u8]) -> Option<Credentials> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Answer {
+        username: String,
+        secret: String,
+    }
+    let a: Answer = serde_json::from_slice(out).ok()?;
+    (a.username != "<token>" && !a.username.is_empty()).then_some(Credentials {
+        username: a.username,
+        password: a.secret,
+    })
 }
 
 /// A parsed `WWW-Authenticate` challenge.
@@ -246,5 +342,51 @@ mod tests {
         let c = Credentials::parse("u:p:q").unwrap();
         assert_eq!(c.password, "p:q");
         assert!(Credentials::parse("nocolon").is_none());
+    }
+
+    #[test]
+    fn credential_helpers_come_first_then_auths_then_the_store() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let helper = |name: &str, server: &str| {
+            asked.borrow_mut().push(format!("{name} {server}"));
+            Some(Credentials {
+                username: name.to_string(),
+                password: server.to_string(),
+            })
+        };
+        let cfg = br#"{"credHelpers": {"gcr.io": "gcloud"},
+            "auths": {"gcr.io": {"auth": "dTpw"}, "quay.io": {"auth": "dTpw"}, "ghcr.io": {}},
+            "credsStore": "pass"}"#;
+        // credHelpers wins over an inline entry for the same registry.
+        let c = lookup_with_helpers(cfg, "gcr.io", &helper).unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("gcloud", "gcr.io")
+        );
+        // An inline entry wins over the store.
+        let c = lookup_with_helpers(cfg, "quay.io", &helper).unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p"));
+        // An empty entry (what docker login leaves with a store) and unknown registries go
+        // to the store; Docker Hub under its v1 address.
+        let c = lookup_with_helpers(cfg, "ghcr.io", &helper).unwrap();
+        assert_eq!(c.username, "pass");
+        let c = lookup_with_helpers(cfg, "docker.io", &helper).unwrap();
+        assert_eq!(c.password, "https://index.docker.io/v1/");
+        assert_eq!(asked.borrow().len(), 3);
+        // Without helpers: only auths.
+        assert!(lookup_in(cfg, "ghcr.io").is_none());
+    }
+
+    #[test]
+    fn helper_answers_and_identity_tokens() {
+        let c = parse_helper_answer(br#"{"ServerURL":"x","Username":"me","Secret":"s3"}"#);
+        assert_eq!(c.unwrap().password, "s3");
+        assert!(
+            parse_helper_answer(br#"{"ServerURL":"x","Username":"<token>","Secret":"t"}"#)
+                .is_none()
+        );
+        assert!(parse_helper_answer(b"credentials not found in native keychain").is_none());
+        assert!(run_helper("wharf-surely-missing", "x").is_none());
+        assert!(run_helper("../evil", "x").is_none());
     }
 }

@@ -122,6 +122,52 @@ fn credentials_from_the_flag_and_from_docker_config() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    r.ok(&["rmi", &name]);
+
+    // A credential helper named for the registry (docker-credential-<name> get, the server
+    // on stdin); one that knows nothing fails the pull with the registry's 401.
+    use std::os::unix::fs::PermissionsExt;
+    let bin = r.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let helper = |name: &str, body: &str| {
+        let p = bin.join(format!("docker-credential-{name}"));
+        std::fs::write(&p, format!("#!/bin/sh\nread server\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    helper(
+        "wharftest",
+        &format!(
+            r#"[ "$1" = get ] && [ "$server" = "{}" ] && echo '{{"ServerURL":"x","Username":"fixture","Secret":"fixture-pass"}}' || exit 1"#,
+            registry_auth()
+        ),
+    );
+    helper(
+        "empty",
+        "echo 'credentials not found in native keychain'; exit 1",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (helper, works) in [("wharftest", true), ("empty", false)] {
+        std::fs::write(
+            cfg.join("config.json"),
+            format!(r#"{{"credHelpers":{{"{}":"{helper}"}}}}"#, registry_auth()),
+        )
+        .unwrap();
+        let out = r
+            .cmd(&["pull", "-q", &name])
+            .env("DOCKER_CONFIG", &cfg)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), works, "{helper}: {err}");
+        if !works {
+            assert!(err.contains("401"), "{err}");
+        }
+    }
 }
 
 #[test]
