@@ -233,19 +233,30 @@ impl Snapshots {
             params![key, parent, kind, crate::db::now()],
         )?;
         let id = tx.last_insert_rowid();
-        let d = self.dir(id);
-        if d.exists() {
-            fsops::remove_tree(&d).ctx(|| format!("removing stale {}", d.display()))?;
-        }
-        let subdirs: &[&str] = if kind == "view" {
-            &["merged", "empty"]
-        } else {
-            &["fs", "work", "empty"]
-        };
-        for s in subdirs {
-            fs::create_dir_all(d.join(s)).ctx(|| format!("creating {}/{s}", d.display()))?;
-        }
+        // The record first, then its directories: a process killed in between leaves a
+        // record that removing the snapshot by its key cleans up, never a directory that
+        // nothing names.
         tx.commit()?;
+        let d = self.dir(id);
+        let made = (|| -> Result<()> {
+            if d.exists() {
+                fsops::remove_tree(&d).ctx(|| format!("removing stale {}", d.display()))?;
+            }
+            let subdirs: &[&str] = if kind == "view" {
+                &["merged", "empty"]
+            } else {
+                &["fs", "work", "empty"]
+            };
+            for s in subdirs {
+                fs::create_dir_all(d.join(s)).ctx(|| format!("creating {}/{s}", d.display()))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = made {
+            let _ = fsops::remove_tree(&d);
+            let _ = conn.execute("DELETE FROM snapshot_snapshots WHERE id = ?1", [id]);
+            return Err(e);
+        }
         Ok(SnapshotInfo {
             id,
             key: key.to_string(),

@@ -431,6 +431,13 @@ impl Runtime {
                 ));
             }
         }
+        // The pidfd first: opening the fifo releases the init, whose process may run, exit
+        // and be reaped by its parent before this one looks at it again.
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(st.pid).expect("positive pid"),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ctx(|| format!("open pidfd of the container's init {}", st.pid))?;
         let fifo_path = dir.join(FIFO);
         let fifo = rustix::fs::open(
             &fifo_path,
@@ -438,11 +445,6 @@ impl Runtime {
             rustix::fs::Mode::empty(),
         )
         .ctx(|| format!("open {}", p(&fifo_path)))?;
-        let pidfd = rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(st.pid).expect("positive pid"),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .ctx(|| format!("open pidfd of the container's init {}", st.pid))?;
         crate::log::debug(|| "start: fifo opened, waiting for the exec".into());
         let message = wait_exec(&fifo, &pidfd)?;
         crate::log::debug(|| "start: the init exec'd".into());
