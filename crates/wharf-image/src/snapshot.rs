@@ -286,10 +286,12 @@ impl Snapshots {
             if !e.file_name().to_string_lossy().starts_with("extract-") {
                 continue;
             }
-            let stale = File::open(e.path()).is_ok_and(|f| {
-                rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
+            // The lock is held while the directory goes: an unpack that made it and now
+            // waits for its lock then finds it gone and makes another.
+            let held = File::open(e.path()).ok().filter(|f| {
+                rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
             });
-            if stale && fsops::remove_tree(&e.path()).is_ok() {
+            if held.is_some() && fsops::remove_tree(&e.path()).is_ok() {
                 n += 1;
             }
         }
@@ -304,10 +306,13 @@ impl Snapshots {
         for e in fs::read_dir(&self.dir).ctx(|| format!("listing {}", self.dir.display()))? {
             let Ok(e) = e else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
+            // An unpack's lock is held while its directory goes (see above).
+            let mut _held = None;
             let stale = if name.starts_with("extract-") {
-                File::open(e.path()).is_ok_and(|f| {
-                    rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
-                })
+                _held = File::open(e.path()).ok().filter(|f| {
+                    rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
+                });
+                _held.is_some()
             } else {
                 name.parse::<i64>().is_ok_and(|id| !ids.contains(&id))
             };
