@@ -281,21 +281,10 @@ impl Snapshots {
         let Ok(rd) = fs::read_dir(&self.dir) else {
             return 0;
         };
-        let mut n = 0;
-        for e in rd.flatten() {
-            if !e.file_name().to_string_lossy().starts_with("extract-") {
-                continue;
-            }
-            // The lock is held while the directory goes: an unpack that made it and now
-            // waits for its lock then finds it gone and makes another.
-            let held = File::open(e.path()).ok().filter(|f| {
-                rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
-            });
-            if held.is_some() && fsops::remove_tree(&e.path()).is_ok() {
-                n += 1;
-            }
-        }
-        n
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("extract-"))
+            .filter(|e| remove_unused_extraction(&e.path()))
+            .count()
     }
 
     /// Remove directories that no row names and unpacks that no process holds.
@@ -306,22 +295,27 @@ impl Snapshots {
         for e in fs::read_dir(&self.dir).ctx(|| format!("listing {}", self.dir.display()))? {
             let Ok(e) = e else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
-            // An unpack's lock is held while its directory goes (see above).
-            let mut _held = None;
-            let stale = if name.starts_with("extract-") {
-                _held = File::open(e.path()).ok().filter(|f| {
-                    rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
-                });
-                _held.is_some()
+            let removed = if name.starts_with("extract-") {
+                remove_unused_extraction(&e.path())
             } else {
                 name.parse::<i64>().is_ok_and(|id| !ids.contains(&id))
+                    && fsops::remove_tree(&e.path()).is_ok()
             };
-            if stale && fsops::remove_tree(&e.path()).is_ok() {
-                n += 1;
-            }
+            n += usize::from(removed);
         }
         Ok(n)
     }
+}
+
+/// Remove an unpack's directory if no process holds its lock. The lock is held while the
+/// directory goes: an unpack that made it and now waits for its lock then finds it gone and
+/// makes another.
+fn remove_unused_extraction(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir) else {
+        return false;
+    };
+    rustix::fs::flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok()
+        && fsops::remove_tree(dir).is_ok()
 }
 
 /// Mount an overlay of `lowers` (top first) at `target`: read-only when `upper` is `None`,
