@@ -9,6 +9,7 @@ mod completion;
 mod engine_cli;
 mod image_cli;
 mod net_cli;
+mod raw_mode;
 mod runtime_cli;
 
 use std::ffi::OsString;

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use wharf_shim::{Attach, Output, ShimClient};
 
+use crate::raw_mode::RawMode;
+
 /// How the relay ended.
 pub enum Ended {
     /// The process exited with this code.
@@ -44,41 +46,6 @@ pub fn parse_keys(s: &str) -> Result<Vec<u8>> {
         }
     }
     Ok(out)
-}
-
-struct RawMode(Option<rustix::termios::Termios>);
-
-impl RawMode {
-    fn enter() -> RawMode {
-        let stdin = std::io::stdin();
-        let saved = rustix::termios::tcgetattr(stdin.as_fd()).ok();
-        if let Some(t) = &saved {
-            let mut raw = t.clone();
-            raw.make_raw();
-            let _ = rustix::termios::tcsetattr(
-                stdin.as_fd(),
-                rustix::termios::OptionalActions::Now,
-                &raw,
-            );
-        }
-        RawMode(saved)
-    }
-
-    fn restore(&self) {
-        if let Some(t) = &self.0 {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin().as_fd(),
-                rustix::termios::OptionalActions::Now,
-                t,
-            );
-        }
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        self.restore();
-    }
 }
 
 fn term_size() -> Option<(u16, u16)> {
@@ -145,7 +112,7 @@ pub fn relay(
     }
     if stdin {
         let keys = detach_keys.to_vec();
-        let saved = raw.as_ref().and_then(|r| r.0.clone());
+        let saved = raw.as_ref().and_then(RawMode::saved);
         let detach_id = id.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
@@ -168,11 +135,7 @@ pub fn relay(
                                 let _ = input.write_stdin(&data[..i + 1 - matched.min(i + 1)]);
                                 // Detaching leaves the process running: this CLI just goes.
                                 if let Some(t) = &saved {
-                                    let _ = rustix::termios::tcsetattr(
-                                        std::io::stdin().as_fd(),
-                                        rustix::termios::OptionalActions::Now,
-                                        t,
-                                    );
+                                    crate::raw_mode::restore(t);
                                 }
                                 eprintln!("\r\nwharf: detached from {detach_id}");
                                 std::process::exit(0);

@@ -6,6 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use anyhow::{Context, Result};
 use rustix::event::{PollFd, PollFlags, poll};
 
+use crate::raw_mode::RawMode;
+
 /// A connected pair of unix stream sockets (ours, the container's console socket).
 pub fn socketpair() -> Result<(OwnedFd, OwnedFd)> {
     rustix::net::socketpair(
@@ -33,39 +35,6 @@ fn forwarded() -> Vec<i32> {
             .contains(s)
         })
         .collect()
-}
-
-struct RawMode {
-    saved: Option<rustix::termios::Termios>,
-}
-
-impl RawMode {
-    fn enter() -> RawMode {
-        let stdin = std::io::stdin();
-        let saved = rustix::termios::tcgetattr(stdin.as_fd()).ok();
-        if let Some(t) = &saved {
-            let mut raw = t.clone();
-            raw.make_raw();
-            let _ = rustix::termios::tcsetattr(
-                stdin.as_fd(),
-                rustix::termios::OptionalActions::Now,
-                &raw,
-            );
-        }
-        RawMode { saved }
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        if let Some(t) = &self.saved {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin().as_fd(),
-                rustix::termios::OptionalActions::Now,
-                t,
-            );
-        }
-    }
 }
 
 fn copy_winsize(master: &OwnedFd) {
