@@ -458,13 +458,6 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         linux["seccomp"] = s;
     }
     let env_list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut process_extra = serde_json::Map::new();
-    if let Some(adj) = spec.oom_score_adj {
-        process_extra.insert(
-            "oomScoreAdj".into(),
-            json!(crate::oom::effective(adj)?.value),
-        );
-    }
     let mut config = json!({
         "ociVersion": wharf_runtime::OCI_VERSION,
         "process": {
@@ -481,10 +474,9 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         "linux": linux,
         "annotations": {"io.wharf.container.name": spec.name.clone().unwrap_or_default()},
     });
-    config["process"]
-        .as_object_mut()
-        .expect("process is an object")
-        .extend(process_extra);
+    if let Some(adj) = spec.oom_score_adj {
+        config["process"]["oomScoreAdj"] = json!(crate::oom::effective(adj)?.value);
+    }
     Ok(config)
 }
 
