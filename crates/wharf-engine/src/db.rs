@@ -66,8 +66,12 @@ pub struct Sandbox {
     pub etc_dir: Option<String>,
     /// The pod's cgroup (absolute cgroupsPath form), parent of its containers' cgroups.
     pub cgroup: String,
-    /// PID of the pod's init when containers share a PID namespace.
+    /// PID of the pod's init when containers share a PID namespace (for display: joining
+    /// goes through `pidns`).
     pub pause_pid: Option<i32>,
+    /// The pinned PID namespace of the pod's init, which its containers join.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pidns: Option<String>,
     /// The shim's state directory.
     pub shim_dir: String,
 }

@@ -47,6 +47,10 @@ pub struct Engine {
     pub(crate) images: wharf_image::ImageStore,
     pub(crate) locks: crate::pod_lock::PodLocks,
     pub(crate) reconciled: crate::reconcile::Report,
+    /// A shorter deadline for shim requests than the client's own, in milliseconds (0 for
+    /// none): reconciling, which every command does first, must not wait long on one stuck
+    /// shim.
+    pub(crate) shim_deadline_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -55,7 +59,7 @@ impl Engine {
     pub fn open(opts: EngineOptions) -> Result<Engine> {
         let paths = Paths::new(&opts.root, &opts.run);
         for d in [&paths.root, &paths.run] {
-            std::fs::create_dir_all(d).ctx(|| format!("create {}", d.display()))?;
+            paths::create_private_dir(d)?;
         }
         let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())?;
         let db = Db::open(&paths.db())?;
@@ -67,6 +71,7 @@ impl Engine {
             images,
             locks,
             reconciled: Default::default(),
+            shim_deadline_ms: Default::default(),
         };
         engine.reconciled = engine.reconcile();
         Ok(engine)
@@ -291,8 +296,8 @@ impl Engine {
         let bundle = self.paths.bundle(&row.id);
         std::fs::create_dir_all(&bundle).ctx(|| format!("create {}", bundle.display()))?;
         let path = bundle.join("config.json");
-        std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json"))
-            .ctx(|| format!("write {}", path.display()))?;
+        // Owner-only: it holds the container's environment (passwords, tokens).
+        paths::write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
         Ok(())
     }
 

@@ -17,8 +17,48 @@
 //! ```
 //! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
 //! what only makes sense while the machine is up.
+//!
+//! Both are 0700, as runc's and docker's state directories: below them are container root
+//! filesystems (setuid binaries and device nodes of any image), bundles with environments,
+//! volumes with secrets. Other local users must not reach any of it, whatever the modes
+//! further down (mount points are listed in the world-readable /proc/self/mountinfo, so
+//! an obscure path is no protection).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Context, Result};
+
+/// Create `dir` (and missing parents) owner-only, and tighten an existing one that other
+/// users could enter.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ctx(|| format!("create {}", dir.display()))?;
+    let meta = std::fs::metadata(dir).ctx(|| format!("stat {}", dir.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .ctx(|| format!("make {} private (0700)", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Write a file only its owner (root) may read.
+pub fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .ctx(|| format!("create {}", path.display()))?;
+    f.write_all(data)
+        .ctx(|| format!("write {}", path.display()))
+}
 
 /// Default state root.
 pub const DEFAULT_ROOT: &str = "/var/lib/wharf";

@@ -51,13 +51,16 @@ pub struct Report {
 
 const NSFS_MAGIC: u64 = 0x6e73_6673;
 
+/// How long reconciling waits for any one shim request.
+const RECONCILE_SHIM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
 fn is_nsfs(path: &str) -> bool {
     rustix::fs::statfs(Path::new(path)).is_ok_and(|s| s.f_type as u64 == NSFS_MAGIC)
 }
 
 /// Whether the sandbox's pinned namespaces are still there.
 fn sandbox_present(sb: &Sandbox) -> bool {
-    [&sb.utsns, &sb.netns, &sb.ipcns]
+    [&sb.utsns, &sb.netns, &sb.ipcns, &sb.pidns]
         .into_iter()
         .flatten()
         .all(|p| is_nsfs(p))
@@ -82,6 +85,16 @@ fn wait_for(mut done: impl FnMut() -> bool) {
 
 fn active(c: &ContainerRow) -> bool {
     matches!(c.state, ContainerState::Running | ContainerState::Paused)
+}
+
+/// Whether the shim reports that the pod's init (the PID 1 of its shared pid namespace)
+/// exited: the pod can never run a container again.
+fn init_exited(pod: &PodRow, records: &wharf_shim::records::StateDir) -> bool {
+    pod.spec.share_pid
+        && records.pod().ok().flatten().is_some_and(|r| {
+            r.failure
+                .is_some_and(|f| f.starts_with(wharf_shim::protocol::PAUSE_EXITED))
+        })
 }
 
 /// Whether the shim has started container `id` (running now, or exited since).
@@ -127,6 +140,12 @@ impl Engine {
         for c in &containers {
             by_pod.entry(c.pod_id.as_str()).or_default().push(c);
         }
+        // Repairs talk to shims; a stuck one gets a short deadline and a warning, and the
+        // command goes on (its own requests to that shim fail with a clear error).
+        self.shim_deadline_ms.store(
+            RECONCILE_SHIM_DEADLINE.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         for pod in &pods {
             let cs = by_pod.get(pod.id.as_str()).map_or(&[][..], |v| &v[..]);
             if !self.looks_wrong(pod, cs) {
@@ -141,6 +160,8 @@ impl Engine {
                     .push(format!("reconciling pod {}: {e}", pod.name)),
             }
         }
+        self.shim_deadline_ms
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
         self.remove_stale_locks(&known);
         crate::paths::timing("reconciled");
@@ -162,6 +183,9 @@ impl Engine {
             return true;
         }
         let records = wharf_shim::records::StateDir::new(self.shim_state_dir(pod));
+        if pod.state != DEAD && init_exited(pod, &records) {
+            return true;
+        }
         if records.shim_alive() {
             containers.iter().any(|c| {
                 let known = records.container(&c.id).exists();
@@ -215,6 +239,13 @@ impl Engine {
                     c.name
                 ));
             }
+        }
+        if pod.state != DEAD && init_exited(&pod, &records) {
+            self.mark_dead(&pod, "pod init exited")?;
+            done.push(format!(
+                "{}: the pod is dead; remove it",
+                wharf_shim::protocol::PAUSE_EXITED
+            ));
         }
         if records.shim_alive() {
             for c in self.db.containers(Some(&pod.id))? {
@@ -296,6 +327,11 @@ impl Engine {
     fn release_sandbox(&self, pod: &PodRow) -> Result<()> {
         crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
         crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
+        self.mark_dead(pod, "sandbox gone")
+    }
+
+    /// Record the pod as [`DEAD`], with a "died" event saying why.
+    fn mark_dead(&self, pod: &PodRow, reason: &str) -> Result<()> {
         self.db.transaction(|db| {
             db.update_pod(&pod.id, &pod.sandbox, DEAD)?;
             db.event(
@@ -303,7 +339,7 @@ impl Engine {
                 "pod",
                 &pod.id,
                 &pod.name,
-                serde_json::json!({"reason": "sandbox gone"}),
+                serde_json::json!({ "reason": reason }),
             )
         })
     }

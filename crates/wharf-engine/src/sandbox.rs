@@ -352,7 +352,7 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         }
     };
     let run = s.paths.pod_run(id);
-    for p in [run.join("ns/ipc"), run.join("ns/uts")] {
+    for p in [run.join("ns/ipc"), run.join("ns/uts"), run.join("ns/pid")] {
         keep(unpin(&p.display().to_string()));
     }
     let shm = run.join("shm");

@@ -228,6 +228,16 @@ pub fn resolve_user(rootfs: &Path, user: &str) -> Result<(u32, u32, Option<Strin
         },
         None => user_gid.unwrap_or(0),
     };
+    // (uid_t)-1 means "unchanged" to setresuid: the container would stay root. Refused as
+    // runc refuses it, whether given as a number or found in the image's files.
+    for (what, id) in [("uid", uid), ("gid", gid)] {
+        if id > wharf_runtime::spec::MAX_ID {
+            return Err(Error::Invalid(format!(
+                "user {user:?}: {what} {id} is out of range (0-{})",
+                wharf_runtime::spec::MAX_ID
+            )));
+        }
+    }
     let home = passwd.as_deref().and_then(|p| {
         p.lines().find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
@@ -384,9 +394,14 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
     }
     namespaces.push(ns("uts", &i.sandbox.utsns));
     if !i.pod.host_pid {
-        match i.sandbox.pause_pid {
-            Some(pid) if i.pod.share_pid => {
-                namespaces.push(json!({"type": "pid", "path": format!("/proc/{pid}/ns/pid")}))
+        match &i.sandbox.pidns {
+            Some(pin) if i.pod.share_pid => namespaces.push(json!({"type": "pid", "path": pin})),
+            _ if i.pod.share_pid => {
+                return Err(Error::Other(
+                    "the pod's shared pid namespace is not pinned (its init never started): \
+                     remove the pod and create it again"
+                        .into(),
+                ));
             }
             _ => namespaces.push(json!({"type": "pid"})),
         }
@@ -528,5 +543,42 @@ mod tests {
         assert_eq!(resolve_user(dir.path(), "web:staff").unwrap().1, 50);
         assert_eq!(resolve_user(dir.path(), "1234:7").unwrap(), (1234, 7, None));
         assert!(resolve_user(dir.path(), "nobody").is_err());
+    }
+
+    /// (uid_t)-1 leaves the ids unchanged: the container would stay root. Every spelling of
+    /// an id above 2147483647 is refused, from the command line or the image's files.
+    #[test]
+    fn ids_out_of_range_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::write(
+            dir.path().join("etc/passwd"),
+            "evil:x:4294967295:0::/:/bin/sh
+big:x:2147483648:0::/:/bin/sh
+",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("etc/group"),
+            "evilg:x:4294967295:
+",
+        )
+        .unwrap();
+        for user in [
+            "4294967295",
+            "2147483648",
+            "0:4294967295",
+            "evil",
+            "big",
+            "0:evilg",
+            "4294967295:0",
+        ] {
+            let e = resolve_user(dir.path(), user).unwrap_err().to_string();
+            assert!(e.contains("out of range"), "{user}: {e}");
+        }
+        assert_eq!(
+            resolve_user(dir.path(), "2147483647:2147483647").unwrap().0,
+            2147483647
+        );
     }
 }

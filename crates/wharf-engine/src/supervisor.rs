@@ -65,14 +65,29 @@ impl Engine {
         }
     }
 
+    /// Connect to a shim with the engine's deadline (shortened while reconciling).
+    fn connect(&self, dir: &std::path::Path) -> std::result::Result<ShimClient, ShimError> {
+        match self
+            .shim_deadline_ms
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => ShimClient::connect(dir),
+            ms => ShimClient::connect_with_timeout(dir, Duration::from_millis(ms)),
+        }
+    }
+
     /// A client of the pod's shim, starting the shim if it is not running.
     pub fn shim(&self, pod: &PodRow) -> Result<ShimClient> {
         let dir = self.shim_dir(pod);
         let records = wharf_shim::records::StateDir::new(&dir);
-        if records.shim_alive()
-            && let Ok(c) = ShimClient::connect(&dir)
-        {
-            return Ok(c);
+        if records.shim_alive() {
+            match self.connect(&dir) {
+                Ok(c) => return Ok(c),
+                // Alive but not answering: a second shim for the pod would not help.
+                Err(e @ ShimError::Timeout { .. }) => return Err(e.into()),
+                // Gone meanwhile: start another.
+                Err(_) => {}
+            }
         }
         let mut opts = wharf_shim::SpawnOptions::new(&pod.id, &dir, self.paths.runtime_root());
         if let Some(bin) = &self.opts.wharf_bin {
@@ -81,25 +96,33 @@ impl Engine {
         Ok(wharf_shim::spawn(&opts)?)
     }
 
-    /// The pod's shim if it runs (without starting one).
-    pub fn running_shim(&self, pod: &PodRow) -> Option<ShimClient> {
+    /// The pod's shim if it runs (without starting one). A shim that runs but does not
+    /// answer is an error (ShimError::Timeout), not "no shim".
+    pub fn running_shim(&self, pod: &PodRow) -> Result<Option<ShimClient>> {
         let dir = self.shim_dir(pod);
         let records = wharf_shim::records::StateDir::new(&dir);
         if !records.shim_alive() {
-            return None;
+            return Ok(None);
         }
-        ShimClient::connect(&dir).ok()
+        match self.connect(&dir) {
+            Ok(c) => Ok(Some(c)),
+            Err(e @ ShimError::Timeout { .. }) => Err(e.into()),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Start the pod's minimal init (shared PID namespace) and record its pid.
     pub(crate) fn start_pause(&self, pod: &mut PodRow) -> Result<()> {
         let shim = self.shim(pod)?;
+        let pin = self.paths.pod_run(&pod.id).join("ns/pid");
         let pid = shim.pause_init(&proto::PauseSpec {
             network: pod.sandbox.netns.as_ref().map(PathBuf::from),
             ipc: pod.sandbox.ipcns.as_ref().map(PathBuf::from),
             uts: pod.sandbox.utsns.as_ref().map(PathBuf::from),
+            pin_pid: Some(pin.clone()),
         })?;
         pod.sandbox.pause_pid = Some(pid);
+        pod.sandbox.pidns = Some(pin.display().to_string());
         self.db.update_pod(&pod.id, &pod.sandbox, &pod.state)?;
         Ok(())
     }
@@ -144,7 +167,8 @@ impl Engine {
         if pod.state == crate::reconcile::DEAD {
             return Err(Error::Invalid(format!(
                 "container {}: its pod {} is dead (its sandbox vanished when the host restarted \
-                 or the run directory was emptied): remove it and run it again",
+                 or the run directory was emptied, or the init of its shared pid namespace \
+                 exited): remove it and run it again",
                 row.name, pod.name
             )));
         }
@@ -254,7 +278,7 @@ impl Engine {
     pub fn attach(&self, key: &str, exec_id: Option<&str>) -> Result<wharf_shim::Attach> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
-        let shim = self.running_shim(&pod).ok_or_else(|| {
+        let shim = self.running_shim(&pod)?.ok_or_else(|| {
             Error::Invalid(format!(
                 "container {} is not running (its pod's shim is gone)",
                 row.name
@@ -267,7 +291,7 @@ impl Engine {
     pub fn wait(&self, key: &str) -> Result<ExitInfo> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
-        let exit = match self.running_shim(&pod) {
+        let exit = match self.running_shim(&pod)? {
             Some(shim) => exit_info(&shim.wait(&row.id, None)?),
             // No shim: its record on disk, else what the store recorded (a dead pod's
             // shim records went with its sandbox).
@@ -372,7 +396,7 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         let shim = self
-            .running_shim(&pod)
+            .running_shim(&pod)?
             .ok_or_else(|| Error::Invalid(format!("container {} is not running", row.name)))?;
         shim.kill(&row.id, signal, false)?;
         Ok(())
@@ -392,7 +416,7 @@ impl Engine {
         for key in keys {
             let row = self.db.find_container(key)?;
             let pod = self.db.find_pod(&row.pod_id)?;
-            let Some(shim) = self.running_shim(&pod) else {
+            let Some(shim) = self.running_shim(&pod)? else {
                 pending.push((row, None, Duration::ZERO));
                 continue;
             };
@@ -412,14 +436,7 @@ impl Engine {
                 // never started (waiting for init containers), which has no exit to report.
                 Some(shim) => match shim.wait(&row.id, Some(grace + Duration::from_secs(5))) {
                     Ok(e) => Some(exit_info(&e)),
-                    Err(ShimError::Connection { cause, .. })
-                        if matches!(
-                            cause.kind(),
-                            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-                        ) =>
-                    {
-                        None
-                    }
+                    Err(ShimError::Timeout { .. }) => None,
                     Err(e) => return Err(e.into()),
                 },
                 None => {
@@ -455,7 +472,7 @@ impl Engine {
     /// The shim's part of removing a container: delete it in the runtime.
     pub(crate) fn shim_remove(&self, row: &ContainerRow, force: bool) -> Result<()> {
         let pod = self.db.find_pod(&row.pod_id)?;
-        if let Some(shim) = self.running_shim(&pod) {
+        if let Some(shim) = self.running_shim(&pod)? {
             match shim.delete(&row.id, force) {
                 Ok(()) => {}
                 Err(ShimError::Remote {
@@ -492,7 +509,7 @@ impl Engine {
 
     /// Stop the pod's shim once its containers are gone.
     pub(crate) fn shutdown_shim(&self, pod: &PodRow) {
-        if let Some(shim) = self.running_shim(pod) {
+        if let Ok(Some(shim)) = self.running_shim(pod) {
             // Watch the shim's pid before asking it to go, so its exit cannot be missed:
             // once it is gone, its pause process and socket are gone too.
             let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));

@@ -159,15 +159,10 @@ pub fn build(pid: i32, sandbox: &Sandbox) -> Option<Proc> {
         ("net", sandbox.netns.as_deref()),
         ("ipc", sandbox.ipcns.as_deref()),
         ("uts", sandbox.utsns.as_deref()),
+        ("pid", sandbox.pidns.as_deref()),
     ]
     .into_iter()
     .filter_map(|(t, p)| Some((t, ns_inode(p?)?)))
-    .chain(
-        sandbox
-            .pause_pid
-            .and_then(|pp| ns_inode(&format!("/proc/{pp}/ns/pid")))
-            .map(|i| ("pid", i)),
-    )
     .collect();
     let host_ns: BTreeMap<&str, u64> = NAMESPACES
         .iter()

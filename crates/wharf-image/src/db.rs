@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS lease_resources (
 
 /// Open (creating if needed) the metadata store and its image tables.
 pub fn open(path: &Path) -> Result<Connection> {
+    secure_file(path).map_err(|e| crate::Error::Io {
+        what: format!("create {}", path.display()),
+        err: e,
+    })?;
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(30))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -56,6 +60,34 @@ pub fn open(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.execute_batch(SCHEMA)?;
     Ok(conn)
+}
+
+/// Make the store file owner-only: it holds container environments (passwords among them)
+/// and registry state. Created 0600 before SQLite opens it (SQLite gives its `-wal` and
+/// `-shm` files the mode of the database), and tightened when an older version left it
+/// readable by others.
+pub fn secure_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        if let Ok(meta) = std::fs::metadata(&name)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
 }
 
 /// Seconds since the epoch.

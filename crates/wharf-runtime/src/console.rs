@@ -26,20 +26,41 @@ pub struct Pty {
 }
 
 /// Open a new pty from `/dev/ptmx` of the current root, sized `(height, width)` if given.
+///
+/// Both sides are checked to be what they claim: the container's /dev may come from a
+/// volume, where `ptmx` or `pts/N` could be symlinks to any file (a procfs file among them)
+/// that would otherwise become the container's stdio (the CVE-2025-52565 class). The slave
+/// is taken from the master with TIOCGPTPEER, without a path.
 pub fn open_pty(size: Option<(u16, u16)>) -> Result<Pty> {
     let master =
         rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
             .ctx(|| "open /dev/ptmx (process.terminal)".into())?;
+    check_char_device(
+        &master,
+        |major, minor| (major, minor) == (5, 2),
+        "/dev/ptmx",
+    )?;
     rustix::pty::grantpt(&master).ctx(|| "grantpt".into())?;
     rustix::pty::unlockpt(&master).ctx(|| "unlockpt".into())?;
     let name = rustix::pty::ptsname(&master, Vec::new()).ctx(|| "ptsname".into())?;
     let slave_path = name.to_string_lossy().into_owned();
-    let slave = rustix::fs::open(
-        name.as_c_str(),
-        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .ctx(|| format!("open {slave_path}"))?;
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let slave = match rustix::pty::ioctl_tiocgptpeer(&master, flags) {
+        Ok(fd) => fd,
+        // Kernels before 4.13: by path, checked below.
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOTTY) => rustix::fs::open(
+            name.as_c_str(),
+            rustix::fs::OFlags::RDWR
+                | rustix::fs::OFlags::NOCTTY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ctx(|| format!("open {slave_path}"))?,
+        Err(e) => return Err(Error::os(format!("open the peer of {slave_path}"), e)),
+    };
+    // UNIX98 pty slaves have majors 136 to 143.
+    check_char_device(&slave, |major, _| (136..=143).contains(&major), &slave_path)?;
     if let Some((rows, cols)) = size {
         set_size(master.as_fd(), rows, cols)?;
     }
@@ -48,6 +69,20 @@ pub fn open_pty(size: Option<(u16, u16)>) -> Result<Pty> {
         slave,
         slave_path,
     })
+}
+
+fn check_char_device(fd: &OwnedFd, ok: impl Fn(u32, u32) -> bool, what: &str) -> Result<()> {
+    let st = rustix::fs::fstat(fd).ctx(|| format!("stat {what}"))?;
+    let is_char =
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::CharacterDevice;
+    let (major, minor) = (rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev));
+    if !is_char || !ok(major, minor) {
+        return Err(Error::Config(format!(
+            "process.terminal: {what} in the container is not a pty device \
+             (it is {major}:{minor}); refusing to use it as the terminal"
+        )));
+    }
+    Ok(())
 }
 
 /// TIOCSWINSZ.
@@ -80,26 +115,53 @@ pub fn become_terminal_owner(slave: &OwnedFd) -> Result<()> {
     Ok(())
 }
 
-/// Bind the pty slave onto `/dev/console` of the current root.
-pub fn mount_console(slave_path: &str) -> Result<()> {
+/// Bind the pty slave (`slave`, an fd: no path is looked up) onto `/dev/console` of the
+/// current root. A `/dev/console` that is anything but a regular file or a character
+/// device (a symlink into /proc, a directory) is replaced by an empty file first.
+pub fn mount_console(slave: &OwnedFd) -> Result<()> {
     let root = rustix::fs::open(
         "/",
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
     .ctx(|| "open /".into())?;
-    let target = crate::safe_path::ensure_file(root.as_fd(), Path::new("/dev/console"))
-        .ctx(|| "create /dev/console".into())?;
-    let src = std::ffi::CString::new(slave_path)
-        .map_err(|_| Error::Other("pty path has a NUL".into()))?;
-    crate::sys::mount(
-        Some(&src),
-        &crate::safe_path::proc_fd_path(&target),
-        None,
-        libc::MS_BIND,
-        None,
+    let dev = crate::safe_path::mkdir_all(root.as_fd(), Path::new("/dev"), 0o755)
+        .ctx(|| "create /dev".into())?;
+    let dev = crate::safe_path::reopen_dir(&dev).ctx(|| "open /dev".into())?;
+    match rustix::fs::statat(&dev, "console", rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st)
+            if matches!(
+                rustix::fs::FileType::from_raw_mode(st.st_mode),
+                rustix::fs::FileType::RegularFile | rustix::fs::FileType::CharacterDevice
+            ) => {}
+        Ok(_) => {
+            rustix::fs::unlinkat(&dev, "console", rustix::fs::AtFlags::empty())
+                .or_else(|_| rustix::fs::unlinkat(&dev, "console", rustix::fs::AtFlags::REMOVEDIR))
+                .ctx(|| "remove /dev/console (not a file)".into())?;
+        }
+        Err(_) => {}
+    }
+    match rustix::fs::openat(
+        &dev,
+        "console",
+        rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::EXCL
+            | rustix::fs::OFlags::WRONLY
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(0o666),
+    ) {
+        Ok(_) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(Error::os("create /dev/console", e)),
+    }
+    let target = rustix::fs::openat(
+        &dev,
+        "console",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
     )
-    .ctx(|| format!("bind {slave_path} on /dev/console"))
+    .ctx(|| "open /dev/console".into())?;
+    crate::mounts::bind_fd(slave.as_fd(), target.as_fd())
+        .ctx(|| "bind the pty on /dev/console".into())
 }
 
 /// Send `fd` over the connected unix socket `sock`, with `name` as the payload (runc sends the

@@ -174,6 +174,7 @@ impl Runtime {
         };
         let unified = cg.unified_fd();
         let plan = Plan::new(&bundle.spec, cg.v2 && unified.is_some())?;
+        crate::dmz::memfd().ctx(|| "create the exec helper's memfd".into())?;
         let (parent_end, child_end) = sync::pair()?;
         let created = self.spawn_init(
             id,
@@ -397,6 +398,7 @@ impl Runtime {
                     no_new_keyring: opts.no_new_keyring,
                     preserve_fds: opts.preserve_fds,
                     seccomp: filter,
+                    dmz: crate::dmz::memfd().unwrap_or_else(|_| sys::exit_now(1)),
                 })
             }
             (Forked::Parent { pid, pidfd }, placed) => {
@@ -450,7 +452,7 @@ impl Runtime {
         crate::log::debug(|| "start: the init exec'd".into());
         let _ = std::fs::remove_file(&fifo_path);
         if let Some(text) = message {
-            return Err(Error::Init(text));
+            return Err(Error::Init(exec_failure_text(&st.config, text)));
         }
         let hook_state = HookState::new(
             id,
@@ -641,6 +643,22 @@ impl Runtime {
         let st = self.store.load(id)?;
         st.cgroup.pids()
     }
+}
+
+/// The exec helper reports a failed exec as an errno; say which program and why.
+fn exec_failure_text(config: &oci_spec::runtime::Spec, text: String) -> String {
+    let Some(errno) = crate::dmz::parse_failure(text.as_bytes()) else {
+        return text;
+    };
+    let program = config
+        .process()
+        .as_ref()
+        .and_then(|p| p.args().as_ref()?.first().cloned())
+        .unwrap_or_default();
+    format!(
+        "exec {program:?}: {}",
+        std::io::Error::from_raw_os_error(errno)
+    )
 }
 
 /// Wait for the init to exec (the fifo's write end closes with CLOEXEC) or to report an

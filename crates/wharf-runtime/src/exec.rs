@@ -54,6 +54,7 @@ impl Runtime {
             }
         }
         let proc_ = &opts.process;
+        crate::spec::check_user(proc_.user())?;
         if proc_.args().as_ref().is_none_or(|a| a.is_empty()) {
             return Err(Error::Config("exec: process.args must not be empty".into()));
         }
@@ -132,6 +133,7 @@ impl Runtime {
             None => None,
         };
         let (parent_end, child_end) = sync::pair()?;
+        crate::dmz::memfd().ctx(|| "create the exec helper's memfd".into())?;
         let unified = st.cgroup.unified_fd();
         // clone3 places the process in the unified hierarchy; the v1 ones it joins itself
         // (cheap: Cgroup::join_self_v1), unless it is about to enter a user namespace,
@@ -180,6 +182,20 @@ impl Runtime {
                 // SAFETY: reap our failed child.
                 unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
                 return Err(Error::Init(text));
+            }
+            Ok(Some(Msg::ExecFailed(errno))) => {
+                // SAFETY: reap our failed child.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                let program = opts
+                    .process
+                    .args()
+                    .as_ref()
+                    .and_then(|a| a.first().cloned());
+                return Err(Error::Init(format!(
+                    "exec {:?}: {}",
+                    program.unwrap_or_default(),
+                    std::io::Error::from_raw_os_error(errno)
+                )));
             }
             Ok(Some(other)) => {
                 return Err(kill_child(Error::Other(format!(
@@ -243,6 +259,18 @@ fn child_setup(
     } else {
         let _ = rustix::process::setsid();
     }
+    drop(console);
+    // Nothing of the host stays open once paths of the container's choosing are resolved.
+    crate::log::detach();
+    let dmz = crate::dmz::memfd().map_err(|e| Error::os("the exec helper's memfd", e))?;
+    sys::close_fds_except(
+        3 + opts.preserve_fds,
+        &[
+            std::os::fd::AsRawFd::as_raw_fd(channel),
+            std::os::fd::AsRawFd::as_raw_fd(&dmz),
+        ],
+    )
+    .ctx(|| "close the runtime's file descriptors".into())?;
     let env = init::environment(proc_);
     let args = proc_.args().as_ref().expect("checked by the parent");
     let program = init::find_program(&args[0], &env)?;
@@ -260,9 +288,13 @@ fn child_setup(
         proc_,
         None,
         filter,
-        opts.preserve_fds,
-        &program,
-        &argv,
-        &envp,
+        init::Exec {
+            dmz,
+            errfd: std::os::fd::AsRawFd::as_raw_fd(channel),
+            preserve_fds: opts.preserve_fds,
+            program: &program,
+            argv: &argv,
+            envp: &envp,
+        },
     )
 }

@@ -56,6 +56,8 @@ pub struct InitArgs<'a> {
     pub preserve_fds: u32,
     /// Compiled seccomp filter.
     pub seccomp: Option<&'a seccomp::Filter>,
+    /// The sealed exec helper the container's program is exec'd through ([`crate::dmz`]).
+    pub dmz: std::os::fd::BorrowedFd<'static>,
 }
 
 /// Run the init. Never returns: it execs the container's program or exits.
@@ -172,7 +174,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         console::send_fd(sock.as_fd(), &pty.slave_path, pty.master.as_fd())?;
         drop(pty.master);
         console::become_terminal_owner(&pty.slave)?;
-        console::mount_console(&pty.slave_path)?;
+        console::mount_console(&pty.slave)?;
     }
     // Sysctls go in before /proc/sys turns read-only (readonlyPaths), as in runc.
     if let Some(sysctl) = spec.linux().as_ref().and_then(|l| l.sysctl().as_ref()) {
@@ -185,6 +187,9 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     if let Some(d) = spec.domainname().as_ref().filter(|h| !h.is_empty()) {
         rustix::system::setdomainname(d.as_bytes()).ctx(|| format!("set domainname {d:?}"))?;
     }
+    // From here on nothing of the host is needed: close every fd the runtime (or shim)
+    // held, before any path of the container's choosing is resolved.
+    close_inherited(args)?;
     let exec = match proc_ {
         Some(proc_) => {
             let env = environment(proc_);
@@ -216,6 +221,23 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         fifo,
         host_pid,
     })
+}
+
+/// Close every fd but stdio, the preserved ones, the sync channel, the exec fifo (O_PATH of
+/// a fifo: no directory to walk from) and the exec helper.
+fn close_inherited(args: &InitArgs<'_>) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // The log sink writes to a file of the runtime's, which is about to be closed.
+    crate::log::detach();
+    sys::close_fds_except(
+        3 + args.preserve_fds,
+        &[
+            args.channel.as_raw_fd(),
+            args.fifo.as_raw_fd(),
+            args.dmz.as_raw_fd(),
+        ],
+    )
+    .ctx(|| "close the runtime's file descriptors".into())
 }
 
 fn host_pid() -> i32 {
@@ -262,11 +284,32 @@ fn finish(args: &InitArgs<'_>, ready: &Ready) -> Result<std::convert::Infallible
         proc_,
         persona,
         args.seccomp,
-        args.preserve_fds,
-        program,
-        argv,
-        envp,
+        Exec {
+            dmz: args.dmz,
+            errfd: std::os::fd::AsRawFd::as_raw_fd(&ready.fifo),
+            preserve_fds: args.preserve_fds,
+            program,
+            argv,
+            envp,
+        },
     )
+}
+
+/// What [`exec_process`] execs, and through what.
+pub struct Exec<'a> {
+    /// The sealed exec helper.
+    pub dmz: std::os::fd::BorrowedFd<'static>,
+    /// Where a failed exec is reported (the exec fifo, or the exec's sync socket); it closes
+    /// when the program runs.
+    pub errfd: std::os::fd::RawFd,
+    /// fds 3..3+N stay open for the program.
+    pub preserve_fds: u32,
+    /// The resolved program path.
+    pub program: &'a CString,
+    /// Its argv.
+    pub argv: &'a [CString],
+    /// Its environment.
+    pub envp: &'a [CString],
 }
 
 /// Apply the process attributes and exec. Shared with `exec`.
@@ -274,19 +317,19 @@ pub fn exec_process(
     proc_: &Process,
     personality: Option<&oci_spec::runtime::LinuxPersonality>,
     seccomp: Option<&seccomp::Filter>,
-    preserve_fds: u32,
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
+    x: Exec<'_>,
 ) -> Result<std::convert::Infallible> {
+    use std::os::fd::AsRawFd;
+    // Nothing of the host may be open when the program, its interpreter or the working
+    // directory is resolved; the errfd (a fifo or a socket) and the memfd lead nowhere.
+    crate::log::detach();
+    sys::close_fds_except(3 + x.preserve_fds, &[x.errfd, x.dmz.as_raw_fd()])
+        .ctx(|| "close the runtime's file descriptors".into())?;
     // Everything that allocates or may be refused by the container's seccomp profile happens
     // before the filter is loaded: the exec argument arrays, the working directory check.
-    let argv_ptrs: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp_ptrs: Vec<*const libc::c_char> = envp
+    let dmz_args = crate::dmz::ExecArgs::new(Some(x.errfd), x.program, x.argv);
+    let envp_ptrs: Vec<*const libc::c_char> = x
+        .envp
         .iter()
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
@@ -323,12 +366,14 @@ pub fn exec_process(
     if let (Some(f), true) = (seccomp, nnp) {
         f.load()?;
     }
-    sys::cloexec_from(3 + preserve_fds).ctx(|| "mark fds close-on-exec".into())?;
-    // SAFETY: NUL-terminated arrays of valid C strings.
-    unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    crate::dmz::keep_across_exec(x.errfd).ctx(|| "keep the exec report fd open".into())?;
+    let err = crate::dmz::exec(x.dmz, &dmz_args, &envp_ptrs);
     Err(Error::os(
-        format!("exec {}", program.to_string_lossy()),
-        std::io::Error::last_os_error(),
+        format!(
+            "exec {} through the runtime's exec helper",
+            x.program.to_string_lossy()
+        ),
+        err,
     ))
 }
 

@@ -13,6 +13,7 @@ pub mod console;
 mod container;
 mod copy;
 pub mod devices;
+pub mod dmz;
 mod error;
 mod exec;
 pub mod features;

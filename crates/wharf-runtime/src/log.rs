@@ -23,8 +23,25 @@ pub fn set_sink(sink: impl Fn(&str, &str) + Send + 'static, debug: bool) {
         .get_or_insert_with(Instant::now);
 }
 
+/// Set in a container process once it has closed the runtime's fds: its log lines have
+/// nowhere to go (stderr is the container's).
+static DETACHED: AtomicBool = AtomicBool::new(false);
+
+/// Stop logging in this process: called by container processes before they close every fd
+/// they inherited. The sink (which may own the log file) is forgotten rather than dropped,
+/// since dropping it would close an fd number that may already be closed or reused.
+pub fn detach() {
+    DETACHED.store(true, Ordering::Relaxed);
+    if let Some(sink) = SINK.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        std::mem::forget(sink);
+    }
+}
+
 /// Log at `level`.
 pub fn log(level: &str, msg: &str) {
+    if DETACHED.load(Ordering::Relaxed) {
+        return;
+    }
     match &*SINK.lock().unwrap_or_else(|e| e.into_inner()) {
         Some(sink) => sink(level, msg),
         None => eprintln!("{level}: {msg}"),

@@ -183,6 +183,23 @@ pub(crate) fn path_cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_else(|_| CString::new("").unwrap())
 }
 
+/// Bind what `src` refers to onto what `target` (an O_PATH fd) refers to, with no path
+/// lookup at all, so nothing of the container (symlinks, a mount over /proc) can redirect
+/// either side. Falls back to mount(2) through /proc/self/fd on kernels before 5.2.
+pub fn bind_fd(src: BorrowedFd<'_>, target: BorrowedFd<'_>) -> std::io::Result<()> {
+    match sys::clone_mount(src) {
+        Ok(tree) => sys::move_mount(tree.as_fd(), target),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => sys::mount(
+            Some(&safe_path::proc_fd_path(src)),
+            &safe_path::proc_fd_path(target),
+            None,
+            libc::MS_BIND,
+            None,
+        ),
+        Err(e) => Err(e),
+    }
+}
+
 /// Perform one config.json mount inside the root.
 pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     let dest = m.destination();

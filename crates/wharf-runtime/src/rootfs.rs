@@ -129,7 +129,39 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     if !dev_bound {
         devices::create_symlinks(root.as_fd(), devpts)?;
     }
+    // Masks go on now, while the host's /dev/null is still reachable as their source (the
+    // container's own /dev/null may be anything: a symlink into /proc, a volume's file).
+    let linux = spec.linux().clone().unwrap_or_default();
+    let masked = linux.masked_paths().clone().unwrap_or_default();
+    if !masked.is_empty() {
+        let null = host_dev_null()?;
+        for path in &masked {
+            mask(root.as_fd(), null.as_fd(), Path::new(path))?;
+        }
+    }
     Ok(())
+}
+
+/// The host's /dev/null, opened without following links and checked to be the character
+/// device 1:3.
+fn host_dev_null() -> Result<OwnedFd> {
+    let fd = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ctx(|| "linux.maskedPaths: open the host's /dev/null".into())?;
+    let st = rustix::fs::fstat(&fd).ctx(|| "stat the host's /dev/null".into())?;
+    let is_char =
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::CharacterDevice;
+    if !is_char || rustix::fs::major(st.st_rdev) != 1 || rustix::fs::minor(st.st_rdev) != 3 {
+        return Err(Error::Other(
+            "linux.maskedPaths: the host's /dev/null is not the character device 1:3; refusing \
+             to mask with it"
+                .into(),
+        ));
+    }
+    Ok(fd)
 }
 
 /// pivot_root into the rootfs (or MS_MOVE + chroot with --no-pivot), leaving nothing of the
@@ -176,13 +208,11 @@ fn move_root(rootfs: &Path) -> Result<()> {
     Ok(())
 }
 
-/// After pivot_root: masked and read-only paths, the root's propagation, a read-only root.
+/// After pivot_root: read-only paths, the root's propagation, a read-only root. (Masked
+/// paths were covered before pivot_root, in [`prepare`].)
 pub fn finalize(spec: &Spec, shared_mount_ns: bool) -> Result<()> {
     let root = open_root(Path::new("/"))?;
     let linux = spec.linux().clone().unwrap_or_default();
-    for path in linux.masked_paths().iter().flatten() {
-        mask(root.as_fd(), Path::new(path))?;
-    }
     for path in linux.readonly_paths().iter().flatten() {
         readonly(root.as_fd(), Path::new(path))?;
     }
@@ -207,8 +237,13 @@ pub fn finalize(spec: &Spec, shared_mount_ns: bool) -> Result<()> {
     Ok(())
 }
 
-/// Hide a path: /dev/null over a file, an empty read-only tmpfs over a directory.
-fn mask(root: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+/// Hide a path: the host's /dev/null (`null`) over a file, an empty read-only tmpfs over a
+/// directory. Both sides are fds: nothing in the container can redirect them.
+fn mask(
+    root: std::os::fd::BorrowedFd<'_>,
+    null: std::os::fd::BorrowedFd<'_>,
+    path: &Path,
+) -> Result<()> {
     let target = match safe_path::lookup(root, path) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
@@ -216,11 +251,11 @@ fn mask(root: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
     };
     let st = rustix::fs::fstat(&target).ctx(|| format!("stat {}", p(path)))?;
     let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
-    let dest = safe_path::proc_fd_path(&target);
     let res = if is_dir {
+        let dest = safe_path::proc_fd_path(&target);
         sys::mount(Some(c"tmpfs"), &dest, Some(c"tmpfs"), libc::MS_RDONLY, None)
     } else {
-        sys::mount(Some(c"/dev/null"), &dest, None, libc::MS_BIND, None)
+        mounts::bind_fd(null, target.as_fd())
     };
     res.ctx(|| format!("linux.maskedPaths: mask {}", p(path)))
 }

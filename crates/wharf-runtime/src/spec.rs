@@ -34,6 +34,28 @@ pub fn load_bundle(dir: &Path) -> Result<Bundle> {
 }
 
 /// Check a spec against the rules runc enforces; returns the absolute rootfs path.
+/// The largest uid or gid a process may run as. Ids above it are refused as runc refuses
+/// them: (uid_t)-1 = 4294967295 means "leave unchanged" to setresuid(2), so a container
+/// asking for it would silently stay root.
+pub const MAX_ID: u32 = i32::MAX as u32;
+
+/// Refuse user and group ids outside 0..=[`MAX_ID`] (process.user of a config, or of an
+/// exec).
+pub fn check_user(user: &oci_spec::runtime::User) -> Result<()> {
+    let extra = user.additional_gids().clone().unwrap_or_default();
+    let ids = [("uid", user.uid()), ("gid", user.gid())]
+        .into_iter()
+        .chain(extra.into_iter().map(|g| ("additionalGids", g)));
+    for (what, id) in ids {
+        if id > MAX_ID {
+            return Err(Error::Config(format!(
+                "process.user.{what} {id} is out of range (0-{MAX_ID})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     let bad = |msg: String| Err(Error::Config(msg));
     let root = match spec.root() {
@@ -48,6 +70,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     }
     // process may be absent at create: then `start` fails (runtime-spec: REQUIRED for start).
     if let Some(process) = spec.process() {
+        check_user(process.user())?;
         if process.args().as_ref().is_none_or(|a| a.is_empty()) {
             return bad("process.args must not be empty".into());
         }

@@ -31,6 +31,8 @@ pub enum Msg {
     IdsMapped,
     /// Intermediate child to parent: this is the container's init (your child now).
     Pid(i32),
+    /// The exec helper (wharf-dmz) to parent: exec of the program failed with this errno.
+    ExecFailed(i32),
 }
 
 impl Msg {
@@ -48,6 +50,7 @@ impl Msg {
                 v.extend_from_slice(text.as_bytes());
                 v
             }
+            Msg::ExecFailed(errno) => format!("\x01E{errno}").into_bytes(),
         }
     }
 
@@ -61,6 +64,7 @@ impl Msg {
             b'M' => Msg::MapIds,
             b'm' => Msg::IdsMapped,
             b'P' => Msg::Pid(std::str::from_utf8(&buf[1..]).ok()?.parse().ok()?),
+            1 => Msg::ExecFailed(crate::dmz::parse_failure(buf)?),
             _ => return None,
         })
     }
@@ -128,6 +132,12 @@ impl Channel {
     }
 }
 
+impl std::os::fd::AsRawFd for Channel {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 impl AsFd for Channel {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
@@ -148,6 +158,8 @@ mod tests {
             Some(Msg::Failed("mount proc: EPERM".into()))
         );
         b.expect(Msg::Ready, "test").unwrap();
+        a.send(&Msg::ExecFailed(2)).unwrap();
+        assert_eq!(b.recv().unwrap(), Some(Msg::ExecFailed(2)));
         drop(a);
         assert_eq!(b.recv().unwrap(), None);
     }

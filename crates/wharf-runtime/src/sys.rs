@@ -13,20 +13,21 @@ fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// The kernel's struct clone_args (clone3(2)), version 2.
 #[repr(C)]
 #[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
+pub struct CloneArgs {
+    pub flags: u64,
+    pub pidfd: u64,
+    pub child_tid: u64,
+    pub parent_tid: u64,
+    pub exit_signal: u64,
+    pub stack: u64,
+    pub stack_size: u64,
+    pub tls: u64,
+    pub set_tid: u64,
+    pub set_tid_size: u64,
+    pub cgroup: u64,
 }
 
 /// What a fork-like clone returned.
@@ -134,6 +135,59 @@ pub fn unshare(flags: i32) -> io::Result<()> {
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and is async-signal-safe.
     unsafe { libc::_exit(code) }
+}
+
+/// Close every fd from `first` on except those in `keep`.
+///
+/// Close-on-exec is not enough before a container process execs: the kernel resolves the
+/// program's path, its `#!` interpreter and its ELF interpreter while the fds are still
+/// open, so `/proc/self/fd/N/../..` in any of them would reach the host through a
+/// directory fd the runtime held (CVE-2024-21626). What is kept must be no directory.
+pub fn close_fds_except(first: u32, keep: &[RawFd]) -> io::Result<()> {
+    // No allocation: this runs in freshly cloned children.
+    let mut kept = [u32::MAX; 16];
+    let mut n = 0;
+    for &fd in keep {
+        if fd >= first as RawFd && n < kept.len() && !kept[..n].contains(&(fd as u32)) {
+            kept[n] = fd as u32;
+            n += 1;
+        }
+    }
+    assert!(
+        keep.len() <= kept.len(),
+        "close_fds_except keeps at most 16 fds"
+    );
+    kept[..n].sort_unstable();
+    let mut lo = first;
+    for &k in &kept[..n] {
+        if k > lo {
+            close_range(lo, k - 1)?;
+        }
+        lo = k + 1;
+    }
+    close_range(lo, u32::MAX)
+}
+
+/// close_range(lo, hi, 0), or one close per fd on kernels before 5.9.
+fn close_range(lo: u32, hi: u32) -> io::Result<()> {
+    // SAFETY: closes fd numbers only; callers own every fd in the range.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) };
+    if ret == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(err);
+    }
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(1 << 20)
+        .min(1 << 20) as u32;
+    for fd in lo..=hi.min(limit) {
+        // SAFETY: as above.
+        unsafe { libc::close(fd as RawFd) };
+    }
+    Ok(())
 }
 
 /// Mark every fd from `first` on close-on-exec, so nothing of the host leaks into the container.
@@ -255,6 +309,44 @@ pub fn mount_setattr(fd: BorrowedFd<'_>, flags: u32, attr: &MountAttr) -> io::Re
     .map(|_| ())
 }
 
+const OPEN_TREE_CLONE: u32 = 1;
+const OPEN_TREE_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+
+/// open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH): a detached bind mount of the file or
+/// directory `fd` refers to, made without any path lookup.
+pub fn clone_mount(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: empty path with AT_EMPTY_PATH; returns a new fd or -1.
+    let ret = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as u32,
+        )
+    })?;
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// move_mount(from, "", to, "", F_EMPTY_PATH | T_EMPTY_PATH): attach the detached mount
+/// `from` onto the file or directory `to` refers to.
+pub fn move_mount(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: empty paths with the EMPTY_PATH flags.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from.as_raw_fd(),
+            c"".as_ptr(),
+            to.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(|_| ())
+}
+
 /// The start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), used to
 /// tell a container's init from an unrelated process that reused its pid.
 pub fn process_start_time(pid: i32) -> io::Result<u64> {
@@ -288,6 +380,30 @@ mod tests {
     fn parses_stat_with_odd_command_names() {
         let line = "42 (a b) c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
         assert_eq!(parse_stat(line), Some(('S', 987654)));
+    }
+
+    #[test]
+    fn closes_all_but_the_kept_fds() {
+        // In a child: closing fds of the (multi-threaded) test harness would break it.
+        // SAFETY: the child only makes plain syscalls and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                let a = unsafe { libc::dup(2) };
+                let b = unsafe { libc::dup(2) };
+                let c = unsafe { libc::dup(2) };
+                let ok = close_fds_except(3, &[b]).is_ok()
+                    && unsafe { libc::fcntl(a, libc::F_GETFD) } == -1
+                    && unsafe { libc::fcntl(b, libc::F_GETFD) } != -1
+                    && unsafe { libc::fcntl(c, libc::F_GETFD) } == -1
+                    && unsafe { libc::fcntl(2, libc::F_GETFD) } != -1;
+                exit_now(if ok { 0 } else { 1 })
+            }
+            pid => {
+                let mut status = 0;
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            }
+        }
     }
 
     #[test]

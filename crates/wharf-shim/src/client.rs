@@ -19,8 +19,14 @@ use crate::frame;
 use crate::protocol::*;
 use crate::records::{SOCKET, StateDir};
 
-/// Default time a request may take (create and start run the container's setup).
+/// Default time a request that sets a container up may take (create, start, exec, a pod
+/// plan: they run the container's setup and hooks).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Deadline of every other request (queries, signals, stop, delete): the shim answers them
+/// at once, so a shim that takes longer is stuck, and its pod's commands must fail with a
+/// clear error instead of hanging every command that touches it.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How to start a shim.
 #[derive(Debug, Clone)]
@@ -176,9 +182,18 @@ impl ShimClient {
     /// Connect to the shim of `state_dir` (checks that it answers). A shim that is gone
     /// gives [`ShimError::NotRunning`].
     pub fn connect(state_dir: impl Into<PathBuf>) -> Result<ShimClient> {
+        Self::connect_with_timeout(state_dir, DEFAULT_TIMEOUT)
+    }
+
+    /// [`ShimClient::connect`] with [`ShimClient::with_timeout`] applied from the first
+    /// request (the liveness check) on.
+    pub fn connect_with_timeout(
+        state_dir: impl Into<PathBuf>,
+        timeout: Duration,
+    ) -> Result<ShimClient> {
         let c = ShimClient {
             state_dir: state_dir.into(),
-            timeout: DEFAULT_TIMEOUT,
+            timeout,
         };
         c.ping()?;
         Ok(c)
@@ -231,6 +246,27 @@ impl ShimClient {
     }
 
     fn conn_err(&self, op: &str, cause: std::io::Error) -> ShimError {
+        self.conn_err_after(op, cause, None)
+    }
+
+    fn conn_err_after(
+        &self,
+        op: &str,
+        cause: std::io::Error,
+        deadline: Option<Duration>,
+    ) -> ShimError {
+        if let Some(d) = deadline
+            && matches!(
+                cause.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            )
+        {
+            return ShimError::Timeout {
+                state_dir: self.state_dir.clone(),
+                op: op.to_string(),
+                secs: d.as_secs().max(1),
+            };
+        }
         ShimError::Connection {
             state_dir: self.state_dir.clone(),
             op: op.to_string(),
@@ -277,7 +313,7 @@ impl ShimClient {
                 Ok(_) if b[0] == b'\n' => break,
                 Ok(_) => answer.push(b[0]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.conn_err(what, e)),
+                Err(e) => return Err(self.conn_err_after(what, e, read_timeout)),
             }
         }
         match serde_json::from_slice::<Response>(&answer) {
@@ -298,7 +334,15 @@ impl ShimClient {
 
     fn call(&self, what: &str, op: Op) -> Result<Reply> {
         let mut s = self.open(what)?;
-        self.exchange(&mut s, what, op, Some(self.timeout))
+        let deadline = match op {
+            Op::Create { .. }
+            | Op::Start { .. }
+            | Op::Exec { .. }
+            | Op::RunPod { .. }
+            | Op::PauseInit { .. } => self.timeout,
+            _ => self.timeout.min(QUERY_TIMEOUT),
+        };
+        self.exchange(&mut s, what, op, Some(deadline))
     }
 
     fn unexpected(&self, what: &str, r: Reply) -> ShimError {

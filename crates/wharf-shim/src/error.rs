@@ -28,7 +28,21 @@ pub enum ShimError {
         /// The shim's message (names the container and the cause).
         message: String,
     },
-    /// The connection failed or timed out in the middle of a request.
+    /// The shim did not answer within the request's deadline: it is stuck or overloaded.
+    /// (A `wait` with a deadline reports this too when the container simply runs on.)
+    #[error(
+        "shim {state_dir}: {op}: no answer within {secs} s (the shim is stuck or overloaded; \
+         see {state_dir}/shim.log)"
+    )]
+    Timeout {
+        /// The pod's state directory.
+        state_dir: PathBuf,
+        /// The operation (with its container).
+        op: String,
+        /// The deadline, in seconds.
+        secs: u64,
+    },
+    /// The connection failed in the middle of a request.
     #[error("shim {state_dir}: {op}: {cause}")]
     Connection {
         /// The pod's state directory.

@@ -258,6 +258,11 @@ pub struct PodPlan {
     pub containers: Vec<ContainerSpec>,
 }
 
+/// The start of a pod's failure text when its minimal init (the pid namespace's PID 1)
+/// exited while the pod was not being shut down: the pod cannot run containers any more.
+pub const PAUSE_EXITED: &str =
+    "the pod's init (wharf-pause) exited, and with it its shared pid namespace";
+
 /// Namespaces the pod's minimal init joins (paths of nsfs files, e.g. pinned bind mounts).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PauseSpec {
@@ -270,6 +275,10 @@ pub struct PauseSpec {
     /// UTS namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uts: Option<PathBuf>,
+    /// Where to pin the init's pid namespace (a file the shim bind-mounts it on), so
+    /// containers join it by that path, never by the init's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_pid: Option<PathBuf>,
 }
 
 /// One response line.

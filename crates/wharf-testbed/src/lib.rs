@@ -166,7 +166,7 @@ pub fn make_busybox_rootfs(rootfs: &Path) {
     }
     let bb = rootfs.join("bin/busybox");
     // A copy, not a link: a test that writes into the container must not reach the host's.
-    std::fs::copy(busybox(), &bb).expect("copy busybox");
+    copy_executable(&busybox(), &bb);
     let list = std::process::Command::new(&bb)
         .arg("--list")
         .output()
@@ -184,6 +184,73 @@ pub fn make_busybox_rootfs(rootfs: &Path) {
     std::fs::write(rootfs.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(rootfs.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+}
+
+/// Copy an executable without this process ever holding it open for writing.
+///
+/// When tests run as threads of one process (`cargo test`), a child forked by another thread
+/// (a `Command`, or a container init cloned by the runtime library) inherits every fd open
+/// at that moment and keeps it until it execs; an executable still open for writing in any
+/// process cannot be exec'd (ETXTBSY). So the copy is made by a `cp` child of its own.
+pub fn copy_executable(src: &Path, dst: &Path) {
+    let status = std::process::Command::new("cp")
+        .arg("--")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp {} {}: {status}",
+        src.display(),
+        dst.display()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Write an executable file (a script) with `content`, safely against ETXTBSY (see
+/// [`copy_executable`]): the text goes to a side file first, which is never executed.
+pub fn write_executable(path: &Path, content: &str) {
+    let draft = path.with_extension("draft");
+    std::fs::write(&draft, content).expect("write the script");
+    copy_executable(&draft, path);
+    let _ = std::fs::remove_file(&draft);
+}
+
+/// A host program for escape tests: a static busybox named `echo` in `dir` (a directory
+/// of the test's own, only the host can see), so `[<its path>, "ESCAPED"]` prints ESCAPED
+/// only when a container reached it.
+pub fn host_echo(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("create the marker directory");
+    let marker = dir.join("echo");
+    copy_executable(&busybox(), &marker);
+    marker
+}
+
+/// `/proc/self/fd/N/../..(many)/<host path>`: the host path, if fd N of the process that
+/// resolves it is a directory of the host (the CVE-2024-21626 way out).
+pub fn through_fd(n: u32, host: &Path) -> String {
+    format!(
+        "/proc/self/fd/{n}/{}{}",
+        "../".repeat(16),
+        host.to_str().expect("UTF-8 path").trim_start_matches('/')
+    )
+}
+
+/// The open fd numbers of process `pid`, sorted, as the host sees them.
+pub fn fds_of(pid: i32) -> Vec<String> {
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read the process's fd directory")
+        .map(|e| {
+            e.expect("fd entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    fds.sort_by_key(|f| f.parse::<u32>().unwrap_or(u32::MAX));
+    fds
 }
 
 /// Mount points of every cgroup hierarchy (v1 controllers, named ones, cgroup2).

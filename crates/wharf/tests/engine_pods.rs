@@ -178,7 +178,7 @@ fn pod_sharing_its_pid_namespace() {
     }
     let text = w.ok(&["inspect", "--tree", "q"]);
     assert!(
-        text.contains(&format!("pid /proc/{pause}/ns/pid (shared)")),
+        text.contains(&format!("/ns/pid (shared, init pid {pause})")),
         "{text}"
     );
     assert!(

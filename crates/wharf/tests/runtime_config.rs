@@ -526,8 +526,7 @@ fn rootfs_propagation_and_cgroup_mount() {
 
 #[test]
 fn terminal_via_console_socket() {
-    use std::io::{Read, Write};
-    use std::os::fd::AsFd;
+    use std::io::Write;
     let env = Env::new("console");
     let mut b = env.bundle(
         "c",
@@ -537,36 +536,10 @@ fn terminal_via_console_socket() {
     b.config["process"]["terminal"] = json!(true);
     b.config["process"]["consoleSize"] = json!({"height": 33, "width": 101});
     b.save();
-    let sock_path = env.path().join("console.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
-    ok(
-        &env,
-        &[
-            "create",
-            "--bundle",
-            b.dir.to_str().unwrap(),
-            "--console-socket",
-            sock_path.to_str().unwrap(),
-            "c",
-        ],
-    );
-    let (conn, _) = listener.accept().unwrap();
-    let master = wharf_runtime::console::recv_fd(conn.as_fd()).unwrap();
-    let mut master = std::fs::File::from(master);
+    let mut master = create_with_console(&env, &b, "c");
     ok(&env, &["start", "c"]);
     master.write_all(b"hello\n").unwrap();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 1024];
-    while let Ok(n) = master.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-        if String::from_utf8_lossy(&out).contains("got:hello") {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&out);
+    let text = read_console_until(&mut master, "got:hello");
     assert!(text.contains("/dev/pts/0"), "{text}");
     assert!(text.contains("33 101"), "{text}");
     assert!(text.contains("got:hello"), "{text}");

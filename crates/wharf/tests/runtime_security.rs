@@ -136,7 +136,8 @@ fn preserve_fds_passes_extra_fds() {
 
 /// CVE-2019-5736 / CVE-2016-9962: while `exec` joins a container, the process is visible in
 /// the container's pid namespace; the container must not read its /proc/PID/exe (the
-/// runtime binary), fds or environment.
+/// runtime binary), fds or environment. (Once it execs the sealed exec helper, its exe is
+/// that memfd: nothing of the host.)
 #[test]
 fn container_cannot_reach_the_runtime_binary_during_exec() {
     let env = Env::new("cve-2019-5736");
@@ -144,7 +145,7 @@ fn container_cannot_reach_the_runtime_binary_during_exec() {
     std::fs::create_dir(&log).unwrap();
     let scanner = "while true; do for p in /proc/[0-9]*; do \
         t=$(readlink $p/exe 2>/dev/null) || continue; \
-        case \"$t\" in *busybox*|'') ;; *) echo \"LEAK $p $t\" >> /scan/out;; esac; \
+        case \"$t\" in *busybox*|''|/memfd:wharf-dmz*) ;; *) echo \"LEAK $p $t\" >> /scan/out;; esac; \
         if ls $p/fd >/dev/null 2>&1 && [ \"$(cat $p/comm)\" = wharf ]; then echo \"FD $p\" >> /scan/out; fi; \
         done; done";
     let mut b = env.bundle("c", BASE, &["sh", "-c", scanner]);

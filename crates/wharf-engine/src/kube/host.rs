@@ -43,7 +43,14 @@ pub struct HostVolumes {
 /// Create `volumes` below `dir` (e.g. `<root>/pods/<pod>/volumes`, which must not hold
 /// them yet). On failure everything created is removed again.
 pub fn create_volumes(volumes: &[Volume], dir: &Path) -> Result<HostVolumes> {
-    fs::create_dir_all(dir).ctx(|| format!("create the volume directory {}", dir.display()))?;
+    // Owner-only on the host, whatever the volumes hold (secrets, configs).
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ctx(|| format!("create the volume directory {}", dir.display()))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .ctx(|| format!("make the volume directory {} private", dir.display()))?;
     let mut out = HostVolumes {
         dir: dir.to_path_buf(),
         paths: BTreeMap::new(),
@@ -135,13 +142,21 @@ fn create_one(v: &Volume, dir: &Path) -> Result<(PathBuf, bool)> {
             files, in_memory, ..
         } => {
             mkdir(&path).ctx(|| what("create"))?;
+            // Secrets (in memory): their directory lets the pod's fsGroup in, and other
+            // users of the container only reach files whose names they know; configMaps
+            // and downward API files are listable, as the kubelet makes them.
+            let (root_mode, dir_mode) = match (*in_memory, v.fs_group.is_some()) {
+                (true, true) => (0o2750, 0o2750),
+                (true, false) => (0o711, 0o711),
+                (false, true) => (0o2755, 0o2755),
+                (false, false) => (0o755, 0o755),
+            };
             if *in_memory {
                 let total: usize = files.iter().map(|f| f.data.len() + 4096).sum();
-                let opts = format!("mode=0755,size={}", total.max(1 << 20));
+                let opts = format!("mode={root_mode:o},size={}", total.max(1 << 20));
                 mount_tmpfs(&path, &opts).ctx(|| what("mount a tmpfs at"))?;
             }
-            let dir_mode = if v.fs_group.is_some() { 0o2755 } else { 0o755 };
-            own(&path, v.fs_group, dir_mode).ctx(|| what("set the mode of"))?;
+            own(&path, v.fs_group, root_mode).ctx(|| what("set the mode of"))?;
             for f in files {
                 let target = path.join(&f.path);
                 let mut parent = path.clone();

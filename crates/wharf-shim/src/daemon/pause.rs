@@ -1,11 +1,24 @@
 //! The pod's minimal init, for pods that share one pid namespace: PID 1 of a new pid
 //! namespace that joins the pod's network, IPC and UTS namespaces, reaps every orphan that
-//! the kernel hands it, and exits on SIGTERM. It is a clone of the shim (no exec, no image),
-//! closes everything it inherited, and dies with the shim (PR_SET_PDEATHSIG): a pid
-//! namespace whose init is gone kills all its processes, so a pod sharing its pid namespace
-//! cannot outlive its shim.
+//! the kernel hands it, and exits on SIGTERM from outside the pod. It dies with the shim
+//! (PR_SET_PDEATHSIG): a pid namespace whose init is gone kills all its processes, so a pod
+//! sharing its pid namespace cannot outlive its shim.
+//!
+//! Every container of the pod sees it as PID 1, so it holds nothing a container could use
+//! against the host: it is a clone of the shim that, before anything of the pod can see it,
+//! leaves the host's mount namespace for one whose root is an empty read-only tmpfs, drops
+//! every capability (bounding set included) and sets no_new_privs, closes every inherited
+//! fd, and then execs the sealed exec helper in its init mode ([`wharf_runtime::dmz`]):
+//! its `/proc/1/exe` is an immutable memfd, its `/proc/1/root` an empty directory, and it
+//! is non-dumpable. A SIGTERM sent from inside the pod is ignored (only its ancestors' end
+//! it), so a container cannot take the pod's pid namespace down.
+//!
+//! Its pid namespace is pinned at the path the engine gives (a bind mount of the nsfs file,
+//! made while the init is the shim's unreaped child, so the pid cannot have been reused):
+//! containers join it by that path, never by `/proc/<pid>/ns/pid`.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 
 use crate::protocol::PauseSpec;
 
@@ -27,95 +40,195 @@ pub fn spawn(spec: &PauseSpec) -> Result<i32, String> {
             joins.push((fd, flag));
         }
     }
+    let dmz = wharf_runtime::dmz::memfd().map_err(|e| format!("the exec helper: {e}"))?;
     let (sync_r, sync_w) = super::sys::pipe().map_err(|e| format!("pipe: {e}"))?;
     // SAFETY: the shim is single-threaded; the child only makes plain syscalls.
     let forked = unsafe { wharf_runtime::sys::clone_process(libc::CLONE_NEWPID as u64, None) }
         .map_err(|e| format!("clone the pod's init into a new pid namespace: {e}"))?;
     match forked.0 {
-        wharf_runtime::sys::Forked::Child => run(&joins, sync_w),
+        wharf_runtime::sys::Forked::Child => run(&joins, dmz.as_raw_fd(), sync_w),
         wharf_runtime::sys::Forked::Parent { pid, .. } => {
             drop(sync_w);
-            // The child reports a failed join (a byte) or closes the pipe when ready.
+            // The child reports a failed step (text) or closes the pipe when it execs.
             let mut b = [0u8; 256];
             let n = rustix::io::read(&sync_r, &mut b).unwrap_or(0);
             if n > 0 {
                 super::sys::reap(pid);
                 return Err(String::from_utf8_lossy(&b[..n]).into_owned());
             }
+            if let Some(pin) = &spec.pin_pid
+                && let Err(e) = pin_pid_namespace(pid, pin)
+            {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                super::sys::reap(pid);
+                return Err(e);
+            }
             Ok(pid)
         }
     }
 }
 
-fn run(joins: &[(OwnedFd, i32)], sync: OwnedFd) -> ! {
+/// Bind-mount the init's pid namespace at `pin`. The init is our child and not reaped yet,
+/// so `/proc/<pid>` is still it.
+fn pin_pid_namespace(pid: i32, pin: &Path) -> Result<(), String> {
+    std::fs::File::create(pin)
+        .map_err(|e| format!("create the pid namespace pin {}: {e}", pin.display()))?;
+    let src = std::ffi::CString::new(format!("/proc/{pid}/ns/pid")).expect("no NUL");
+    let dst = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("pin path {} has a NUL", pin.display()))?;
+    wharf_runtime::sys::mount(Some(&src), &dst, None, libc::MS_BIND, None).map_err(|e| {
+        let _ = std::fs::remove_file(pin);
+        format!("pin the pod's pid namespace at {}: {e}", pin.display())
+    })
+}
+
+/// The child: join, confine, exec the helper's init mode. Reports failures on `sync`.
+fn run(joins: &[(OwnedFd, i32)], dmz: i32, sync: OwnedFd) -> ! {
+    let fail = |what: &str| -> ! {
+        let msg = format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: write to our own pipe, then exit without running the shim's destructors.
+        unsafe {
+            libc::write(sync.as_raw_fd(), msg.as_ptr().cast(), msg.len());
+            libc::_exit(1)
+        }
+    };
     // SAFETY: plain syscalls in a freshly cloned single-threaded child.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         for (fd, flag) in joins {
             if libc::setns(fd.as_raw_fd(), *flag) != 0 {
-                let msg = format!(
-                    "join namespace (flag {flag:#x}): {}",
-                    std::io::Error::last_os_error()
-                );
-                libc::write(sync.as_raw_fd(), msg.as_ptr().cast(), msg.len());
-                libc::_exit(1);
+                fail(&format!("join namespace (flag {flag:#x})"));
             }
         }
-        libc::prctl(libc::PR_SET_NAME, c"wharf-pause".as_ptr(), 0, 0, 0);
-        hide_arguments();
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-        // Nothing of the shim stays open here (sockets, pipes of containers, the sync pipe:
-        // closing it tells the shim we are ready).
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-        let mut wanted: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut wanted);
-        for s in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT] {
-            libc::sigaddset(&mut wanted, s);
+        if let Err(what) = empty_root() {
+            fail(what);
         }
-        loop {
-            let sig = libc::sigwaitinfo(&wanted, std::ptr::null_mut());
-            if sig == libc::SIGTERM || sig == libc::SIGINT {
-                libc::_exit(0);
-            }
-            let mut status = 0;
-            while libc::waitpid(-1, &mut status, libc::WNOHANG) > 0 {}
+        if let Err(what) = drop_privileges() {
+            fail(what);
         }
+    }
+    // Nothing of the shim stays open: the helper's memfd and the sync pipe are close-on-exec
+    // (the pipe's closing tells the shim the init runs).
+    if wharf_runtime::sys::close_fds_except(3, &[dmz, sync.as_raw_fd()]).is_err() {
+        fail("close the shim's file descriptors");
+    }
+    // SAFETY: dmz is the shim's memfd, inherited by this child.
+    let dmz = unsafe { std::os::fd::BorrowedFd::borrow_raw(dmz) };
+    let err = wharf_runtime::dmz::exec_pause(dmz);
+    let msg = format!("exec the pod's init: {err}");
+    // SAFETY: as in `fail`.
+    unsafe {
+        libc::write(sync.as_raw_fd(), msg.as_ptr().cast(), msg.len());
+        libc::_exit(1)
     }
 }
 
-/// Replace the command line this process inherited from the shim (host paths of its state)
-/// with its name: containers of the pod see this process as their PID 1. Its argument area
-/// is overwritten in place, as setproctitle does (moving it needs CAP_SYS_RESOURCE).
-fn hide_arguments() {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return;
+/// A mount namespace of our own whose root is an empty read-only tmpfs: the host's tree is
+/// neither visible nor reachable through /proc/1/root.
+///
+/// # Safety
+/// Call only in the freshly cloned, single-threaded child.
+unsafe fn empty_root() -> Result<(), &'static str> {
+    let mount = |src: &std::ffi::CStr,
+                 dst: &std::ffi::CStr,
+                 fs: Option<&std::ffi::CStr>,
+                 flags,
+                 data: Option<&std::ffi::CStr>| {
+        wharf_runtime::sys::mount(Some(src), dst, fs, flags, data)
     };
-    // After "pid (comm) " come the fields from 3 (state) on; arg_start and arg_end are
-    // fields 48 and 49 (proc(5)).
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-        return;
-    };
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let field = |n: usize| {
-        fields
-            .get(n - 3)
-            .and_then(|v| v.trim().parse::<usize>().ok())
-    };
-    let (Some(start), Some(end)) = (field(48), field(49)) else {
-        return;
-    };
-    let name = b"wharf-pause\0";
-    if end <= start || end - start < name.len() {
-        return;
-    }
-    // SAFETY: [start, end) is this process's own argument area as the kernel records it
-    // (writable memory at the top of its stack), read by nothing in this process after the
-    // fork; it is overwritten in place.
+    // SAFETY: plain syscalls; see the function's contract.
     unsafe {
-        let p = start as *mut u8;
-        std::ptr::write_bytes(p, 0, end - start);
-        std::ptr::copy_nonoverlapping(name.as_ptr(), p, name.len());
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err("unshare the mount namespace");
+        }
+        if wharf_runtime::sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+            .is_err()
+        {
+            return Err("make / private");
+        }
+        // /proc exists on every host and is not needed here any more.
+        if mount(
+            c"tmpfs",
+            c"/proc",
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(c"size=4k,nr_inodes=1,mode=0555"),
+        )
+        .is_err()
+        {
+            return Err("mount the init's empty root");
+        }
+        if libc::chdir(c"/proc".as_ptr()) != 0 {
+            return Err("chdir to the init's empty root");
+        }
+        // pivot_root(".", ".") stacks the old root on the new one; detaching "." drops it.
+        if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+            return Err("pivot_root to the init's empty root");
+        }
+        if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
+            return Err("detach the host's root");
+        }
+        if libc::chdir(c"/".as_ptr()) != 0 {
+            return Err("chdir /");
+        }
+        if wharf_runtime::sys::mount(
+            None,
+            c"/",
+            None,
+            libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        )
+        .is_err()
+        {
+            return Err("make the init's root read-only");
+        }
     }
+    Ok(())
+}
+
+/// No capability in any set (bounding included, so the exec cannot regain them as root),
+/// and no_new_privs.
+///
+/// # Safety
+/// Call only in the freshly cloned, single-threaded child.
+unsafe fn drop_privileges() -> Result<(), &'static str> {
+    // SAFETY: plain syscalls with valid pointers; see the function's contract.
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err("drop the bounding set");
+            }
+        }
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut header = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) != 0 {
+            return Err("clear the capability sets");
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err("set no_new_privs");
+        }
+    }
+    Ok(())
 }

@@ -115,6 +115,9 @@ pub struct Shim {
     pause: Option<(i32, u64)>,
     pod_dirty: bool,
     shutting_down: bool,
+    /// Children reaped while waiting for another one (see [`Shim::reap_waiting`]), handled
+    /// by the event loop next.
+    deferred_exits: Vec<(i32, i32)>,
 }
 
 #[derive(Clone, Copy)]
@@ -146,6 +149,39 @@ impl Shim {
             pause: None,
             pod_dirty: false,
             shutting_down: false,
+            deferred_exits: Vec::new(),
+        }
+    }
+
+    /// Wait for our child `pid` (blocking), reaping every other child that exits meanwhile
+    /// (its exit is handled by the event loop afterwards). Waiting for `pid` alone can
+    /// deadlock: a container's init killed as PID 1 of its pid namespace does not finish
+    /// exiting until every other process of that namespace is reaped, and exec'd processes
+    /// are our children, not its.
+    fn reap_waiting(&mut self, pid: i32) -> Option<i32> {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid on any child of ours.
+            let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if r == pid {
+                return Some(status);
+            }
+            if r > 0 {
+                self.deferred_exits.push((r, status));
+                continue;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+    }
+
+    fn handle_deferred_exits(&mut self) {
+        while !self.deferred_exits.is_empty() {
+            for (pid, status) in std::mem::take(&mut self.deferred_exits) {
+                self.on_child_exit(pid, status);
+            }
         }
     }
 
@@ -154,6 +190,7 @@ impl Shim {
         self.persist_pod();
         let mut trim = true;
         loop {
+            self.handle_deferred_exits();
             for sig in sys::take_pending() {
                 self.on_signal(sig);
             }
@@ -276,6 +313,7 @@ impl Shim {
     fn on_signal(&mut self, sig: i32) {
         match sig {
             libc::SIGCHLD => {
+                self.handle_deferred_exits();
                 while let Some((pid, status)) = sys::reap_any() {
                     self.on_child_exit(pid, status);
                 }
@@ -832,6 +870,15 @@ impl Shim {
         }
         wharf_runtime::state::validate_id(&spec.id)
             .map_err(|e| Fail(ErrorKind::Invalid, e.to_string()))?;
+        if let Some(f) = self.init_exited() {
+            return Err(Fail(
+                ErrorKind::State,
+                format!(
+                    "container {}: pod {} is not ready: {f}; remove the pod and create it again",
+                    spec.id, self.cfg.pod
+                ),
+            ));
+        }
         if self.containers.iter().any(|c| c.spec.id == spec.id) {
             return Err(Fail(
                 ErrorKind::Exists,
@@ -905,7 +952,7 @@ impl Shim {
         let pid = created.pid;
         if let Err(msg) = ends.finish(&mut io, spec_stdio.stdin) {
             let _ = rt.delete(&id, true);
-            sys::reap(pid);
+            self.reap_waiting(pid);
             return Err(format!("create container {id}: {msg}"));
         }
         let oom = match rt.state(&id) {
@@ -954,7 +1001,7 @@ impl Shim {
                 if let Some(pid) = c.pid {
                     // SAFETY: our own unreaped child.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
-                    let status = sys::reap(pid).unwrap_or(0);
+                    let status = self.reap_waiting(pid).unwrap_or(0);
                     self.container_exited(key, status, Some(("StartError", msg.clone())));
                 }
                 Err(msg)
@@ -1071,25 +1118,28 @@ impl Shim {
         }
         c.stopping = true;
         c.restart_at = None;
-        if let Some(pid) = c.pid {
-            let _ = self.cfg.runtime.kill(id, libc::SIGKILL, true);
-            // SAFETY: our own unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            if let Some(status) = sys::reap(pid) {
-                self.container_exited(key, status, None);
-            }
-        }
-        let execs: Vec<i32> = self.containers[self.find(id)?]
+        let init = c.pid;
+        let execs: Vec<i32> = c
             .execs
             .iter()
             .filter(|e| e.exit.is_none())
             .map(|e| e.pid)
             .collect();
+        // Exec'd processes first: the init, as PID 1 of its pid namespace, does not finish
+        // exiting while they are unreaped.
+        let _ = self.cfg.runtime.kill(id, libc::SIGKILL, true);
         for pid in execs {
             // SAFETY: our own unreaped child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            if let Some(status) = sys::reap(pid) {
+            if let Some(status) = self.reap_waiting(pid) {
                 self.on_child_exit_reaped(pid, status);
+            }
+        }
+        if let Some(pid) = init {
+            // SAFETY: our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            if let Some(status) = self.reap_waiting(pid) {
+                self.container_exited(key, status, None);
             }
         }
         let i = self.find(id)?;
@@ -1251,7 +1301,23 @@ impl Shim {
         }
     }
 
+    /// Why the pod cannot run containers any more, if its minimal init exited.
+    fn init_exited(&self) -> Option<&String> {
+        self.failure
+            .as_ref()
+            .filter(|f| f.starts_with(PAUSE_EXITED))
+    }
+
     fn op_pause(&mut self, spec: &PauseSpec) -> OpResult {
+        if let Some(f) = self.init_exited() {
+            return Err(Fail(
+                ErrorKind::State,
+                format!(
+                    "pod {}: {f}; its pid namespace cannot be used again",
+                    self.cfg.pod
+                ),
+            ));
+        }
         if let Some((pid, _)) = self.pause {
             return Err(Fail(
                 ErrorKind::Exists,
@@ -1290,6 +1356,15 @@ impl Shim {
         if self.pause.is_some_and(|(p, _)| p == pid) {
             log(&format!("the pod's init (pid {pid}) exited"));
             self.pause = None;
+            if !self.shutting_down {
+                // Every process of the shared pid namespace died with it, and no new one
+                // can enter it: the pod is over.
+                self.phase = PodPhase::Failed;
+                self.failure = Some(format!("{PAUSE_EXITED} (pid {pid})"));
+                for c in &mut self.containers {
+                    c.restart_at = None;
+                }
+            }
             self.persist_pod();
             return;
         }
@@ -1531,7 +1606,7 @@ impl Shim {
             let pid = self.find_key_mut(key).and_then(|c| c.pid);
             let _ = self.cfg.runtime.delete(&id, true);
             if let Some(pid) = pid
-                && let Some(status) = sys::reap(pid)
+                && let Some(status) = self.reap_waiting(pid)
             {
                 self.container_exited(key, status, None);
             }
@@ -1539,8 +1614,9 @@ impl Shim {
         if let Some((pid, _)) = self.pause.take() {
             // SAFETY: our own child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            sys::reap(pid);
+            self.reap_waiting(pid);
         }
+        self.handle_deferred_exits();
         self.persist_pod();
         // Last words to clients (the answer to shutdown), best effort.
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();

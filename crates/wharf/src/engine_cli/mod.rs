@@ -428,7 +428,7 @@ fn exec(cli: &Cli, e: &args::ExecArgs) -> Result<i32> {
     }
     let pod = engine.db().find_pod(&row.pod_id)?;
     let shim = engine
-        .running_shim(&pod)
+        .running_shim(&pod)?
         .with_context(|| format!("container {}: its pod's shim is not running", row.name))?;
     let config: serde_json::Value = serde_json::from_slice(
         &std::fs::read(engine.bundle_dir(&row.id).join("config.json"))

@@ -296,10 +296,11 @@ pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) ->
                     pod.sandbox.netns.as_deref().unwrap_or("host"),
                     pod.sandbox.ipcns.as_deref().unwrap_or("host"),
                     pod.sandbox.utsns.as_deref().unwrap_or("-"),
-                    pod.sandbox
-                        .pause_pid
-                        .map(|p| format!(" pid /proc/{p}/ns/pid (shared)"))
-                        .unwrap_or_default()
+                    match (&pod.sandbox.pidns, pod.sandbox.pause_pid) {
+                        (Some(ns), Some(p)) => format!(" pid {ns} (shared, init pid {p})"),
+                        (Some(ns), None) => format!(" pid {ns} (shared)"),
+                        _ => String::new(),
+                    }
                 ));
                 wharf_engine::tree::render(&t, &mut s, "", true, true);
                 print!("{s}");

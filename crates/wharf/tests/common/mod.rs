@@ -113,3 +113,42 @@ pub fn is_mounted(path: &Path) -> bool {
         .lines()
         .any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap_or("")))
 }
+
+/// Read a console's pty master until `what` shows up or the other side closes; returns what
+/// was read.
+pub fn read_console_until(master: &mut std::fs::File, what: &str) -> String {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&out).contains(what) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `create` a bundle whose process has a terminal, through a console socket of the test's;
+/// returns the pty master the runtime sent.
+pub fn create_with_console(env: &Env, bundle: &Bundle, id: &str) -> std::fs::File {
+    use std::os::fd::AsFd;
+    let sock_path = env.path().join(format!("{id}.console.sock"));
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    ok(
+        env,
+        &[
+            "create",
+            "--bundle",
+            bundle.dir.to_str().unwrap(),
+            "--console-socket",
+            sock_path.to_str().unwrap(),
+            id,
+        ],
+    );
+    let (conn, _) = listener.accept().unwrap();
+    std::fs::File::from(wharf_runtime::console::recv_fd(conn.as_fd()).unwrap())
+}

@@ -1,0 +1,394 @@
+//! The red-team escapes through the engine (`wharf run`, `wharf exec`, pods), each with
+//! harmless markers in the test's own directory: program paths through leaked fds
+//! (CVE-2024-21626), the host binary through /proc/self/exe (CVE-2019-5736), and the pod's
+//! init (its pid namespace's PID 1) as a way out or as a stale namespace to join.
+
+mod engine_support;
+
+use engine_support::*;
+use std::path::Path;
+use std::time::Duration;
+use wharf_testbed::{fds_of, host_echo, through_fd};
+
+#[test]
+fn run_and_exec_start_with_stdio_only_and_reach_no_host_path() {
+    let w = Wharf::new("esc-fd");
+    w.pull_busybox();
+    let marker = host_echo(&w.path("host-only"));
+    for n in 3..40 {
+        let out = w.run(&[
+            "run",
+            "--rm",
+            &busybox(),
+            &through_fd(n, &marker),
+            "ESCAPED",
+        ]);
+        assert!(
+            !out.stdout.contains("ESCAPED") && !out.stderr.contains("ESCAPED"),
+            "run, fd {n}: {out:?}"
+        );
+    }
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    let init = w.pids("c")[0];
+    assert_eq!(fds_of(init), ["0", "1", "2"], "the container's process");
+    for n in 3..48 {
+        let out = w.run(&["exec", "c", &through_fd(n, &marker), "ESCAPED"]);
+        assert!(
+            !out.stdout.contains("ESCAPED") && !out.stderr.contains("ESCAPED"),
+            "exec, fd {n}: {out:?}"
+        );
+    }
+    w.ok(&["exec", "-d", "c", "sleep", "1001"]);
+    let mut exec_pid = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        exec_pid = w.pids("c").into_iter().find(|p| *p != init);
+        exec_pid.is_some()
+    }));
+    assert_eq!(
+        fds_of(exec_pid.unwrap()),
+        ["0", "1", "2"],
+        "an exec'd process"
+    );
+    w.ok(&["rm", "-f", "c"]);
+}
+
+#[test]
+fn proc_self_exe_runs_nothing_of_the_host() {
+    let w = Wharf::new("esc-exe");
+    w.pull_busybox();
+    let wharf = std::fs::read(env!("CARGO_BIN_EXE_wharf")).unwrap();
+    // The host's loader and libc, as a glibc-based image would have them (else exec'ing the
+    // host binary fails for want of a loader, hiding the escape).
+    let libs = [
+        "-v",
+        "/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:ro",
+        "-v",
+        "/lib64:/lib64:ro",
+    ];
+    let mut args = vec!["run", "--rm", "-e", "LD_PRELOAD=/x.so"];
+    args.extend(libs);
+    let bb = busybox();
+    args.extend([bb.as_str(), "/proc/self/exe", "--version"]);
+    let out = w.run(&args);
+    assert!(
+        !out.stdout.contains("wharf") && out.code != 0,
+        "the container ran the host binary: {out:?}"
+    );
+    let mut args = vec!["run", "-d", "--name", "c"];
+    args.extend(libs);
+    args.extend([bb.as_str(), "sleep", "1000"]);
+    w.ok(&args);
+    let out = w.run(&["exec", "c", "/proc/self/exe", "--version"]);
+    assert!(!out.stdout.contains("wharf"), "{out:?}");
+    w.ok(&["rm", "-f", "c"]);
+    assert!(std::fs::read(env!("CARGO_BIN_EXE_wharf")).unwrap() == wharf);
+}
+
+/// The pod's init is PID 1 of every container of a `--share-pid` pod: containers cannot
+/// kill it, and even with CAP_SYS_PTRACE its exe and root lead nowhere.
+#[test]
+fn the_pod_init_cannot_be_killed_or_used_from_inside() {
+    let w = Wharf::new("esc-pause");
+    shared_pid_pod(&w, &["--cap-add", "SYS_PTRACE"]);
+    let look = w.ok(&[
+        "exec",
+        "c",
+        "sh",
+        "-c",
+        "echo exe=$(readlink /proc/1/exe); echo root=$(ls -A /proc/1/root/ 2>&1 | tr '\\n' ' '); \
+         cat /proc/1/root/etc/hostname 2>&1; true",
+    ]);
+    assert!(
+        !look.contains(env!("CARGO_BIN_EXE_wharf")) && !look.contains("/wharf"),
+        "PID 1's exe is the host binary: {look}"
+    );
+    assert!(
+        look.contains("root=\n") || look.contains("denied"),
+        "PID 1's root is not empty: {look}"
+    );
+    assert!(
+        look.contains("No such file") || look.contains("denied"),
+        "PID 1's root shows the host: {look}"
+    );
+    w.ok(&[
+        "exec",
+        "c",
+        "sh",
+        "-c",
+        "kill -TERM 1; kill -INT 1; kill -KILL 1; kill -HUP 1; sleep 0.5",
+    ]);
+    let ps = w.ok(&[
+        "run",
+        "--rm",
+        "--pod",
+        "q",
+        &busybox(),
+        "ps",
+        "-o",
+        "pid,args",
+    ]);
+    assert!(
+        ps.contains("wharf-pause") && ps.contains("sleep 1000"),
+        "the pod lost its init: {ps}"
+    );
+    w.ok(&["pod", "rm", "-f", "q"]);
+}
+
+/// The pause's pid after it died is free for any process; a new container must never join
+/// the pid namespace of whatever takes it (the red team saw 112 host processes that way).
+#[test]
+fn a_dead_pod_init_is_never_replaced_by_another_process() {
+    let w = Wharf::new("esc-stale-pid");
+    shared_pid_pod(&w, &[]);
+    let tree: serde_json::Value =
+        serde_json::from_str(&w.ok(&["inspect", "--tree", "--format", "json", "q"])).unwrap();
+    let pause = tree["sandbox"]["pause_pid"].as_i64().unwrap() as i32;
+    // SAFETY: killing the pod init of this test's own pod.
+    unsafe { libc::kill(pause, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || {
+        !Path::new(&format!("/proc/{pause}")).exists()
+    }));
+    // An impostor takes the same pid, in a pid namespace of its own.
+    let impostor = Impostor::spawn(pause);
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--pod",
+        "q",
+        &busybox(),
+        "ps",
+        "-o",
+        "pid,args",
+    ]);
+    assert_ne!(out.code, 0, "a container ran in the dead pod: {out:?}");
+    assert!(
+        !out.stdout.contains("4242"),
+        "joined the impostor: {}",
+        out.stdout
+    );
+    assert!(out.stderr.contains("init"), "unclear error: {}", out.stderr);
+    let pods = w.ok(&["pod", "ls"]);
+    assert!(pods.contains("dead"), "{pods}");
+    w.ok(&["pod", "rm", "-f", "q"]);
+    drop(impostor);
+}
+
+/// A `--share-pid` pod "q" with a container "c" (`sleep 1000`, created with `extra` flags).
+fn shared_pid_pod(w: &Wharf, extra: &[&str]) {
+    w.pull_busybox();
+    w.ok(&["pod", "create", "--name", "q", "--share-pid"]);
+    let bb = busybox();
+    let mut args = vec!["run", "-d", "--name", "c", "--pod", "q"];
+    args.extend(extra);
+    args.extend([bb.as_str(), "sleep", "1000"]);
+    w.ok(&args);
+}
+
+/// A `sleep 4242` with a chosen host pid, in a new pid namespace (clone3 with set_tid).
+struct Impostor(i32);
+
+impl Impostor {
+    fn spawn(pid: i32) -> Impostor {
+        // With CLONE_NEWPID: its pid in the new namespace (1), then in ours.
+        let tids = [1, pid];
+        let mut args = wharf_runtime::sys::CloneArgs {
+            flags: libc::CLONE_NEWPID as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            set_tid: tids.as_ptr() as u64,
+            set_tid_size: 2,
+            ..Default::default()
+        };
+        let prog = c"/bin/busybox";
+        let argv = [c"sleep".as_ptr(), c"4242".as_ptr(), std::ptr::null()];
+        // SAFETY: a fork-like clone3; the child only execs (async-signal-safe) or exits.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &mut args as *mut wharf_runtime::sys::CloneArgs,
+                std::mem::size_of::<wharf_runtime::sys::CloneArgs>(),
+            )
+        };
+        if ret == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::execv(prog.as_ptr(), argv.as_ptr());
+                libc::_exit(127);
+            }
+        }
+        assert_eq!(
+            ret,
+            pid as i64,
+            "clone3 with set_tid {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+        Impostor(pid)
+    }
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// `rm -f` of a container with an exec running finishes (the shim used to deadlock: waiting
+/// for the init, which as PID 1 waited for the unreaped exec), and a stuck shim makes only
+/// its own pod's commands fail, with a clear error and in bounded time.
+#[test]
+fn rm_f_with_an_exec_running_and_a_stuck_shim_block_nothing() {
+    use std::time::Instant;
+    let w = Wharf::new("esc-stuck");
+    w.pull_busybox();
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    let mut exec = w.cmd(&["exec", "c", "sleep", "1001"]).spawn().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || w.pids("c").len() == 2));
+    let t = Instant::now();
+    w.ok(&["rm", "-f", "c"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "rm -f took {:?}",
+        t.elapsed()
+    );
+    let _ = exec.wait();
+    let t = Instant::now();
+    assert!(!w.ok(&["ps", "-a"]).contains(" c "));
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "ps took {:?}",
+        t.elapsed()
+    );
+    // A shim that stops answering (SIGSTOP): other pods' commands go on.
+    w.ok(&["run", "-d", "--name", "d", &busybox(), "sleep", "1000"]);
+    let pod = w.inspect("d")["PodId"].as_str().unwrap().to_string();
+    let pid_file = w.run_dir().join("pods").join(&pod).join("shim/shim.pid");
+    let shim: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: stopping (and below resuming) the shim of this test's own pod.
+    unsafe { libc::kill(shim, libc::SIGSTOP) };
+    let t = Instant::now();
+    assert!(w.ok(&["ps"]).contains("sleep 1000"));
+    assert_eq!(
+        w.ok(&["run", "--rm", &busybox(), "echo", "unaffected"])
+            .trim(),
+        "unaffected"
+    );
+    let out = w.run(&["stop", "-t", "1", "d"]);
+    assert!(
+        out.code != 0 && out.stderr.contains("no answer within"),
+        "{out:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        t.elapsed()
+    );
+    unsafe { libc::kill(shim, libc::SIGCONT) };
+    w.ok(&["rm", "-f", "d"]);
+}
+
+/// `cmd` run on the host as user nobody (65534), with no groups.
+fn as_nobody(cmd: &[&str]) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Local users get nothing from the engine's state: not a setuid binary of a container's
+/// root filesystem, not a container's environment in its config.json or in the store.
+#[test]
+fn local_users_reach_no_container_state() {
+    let w = Wharf::new("esc-perms");
+    w.pull_busybox();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "c",
+        "-e",
+        "DB_PASSWORD=hunter2-marker",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&[
+        "exec",
+        "c",
+        "sh",
+        "-c",
+        "cp /bin/busybox /bin/suid && chmod 4755 /bin/suid",
+    ]);
+    let id = w.inspect("c")["Id"].as_str().unwrap().to_string();
+    let suid = w
+        .run_dir()
+        .join("containers")
+        .join(&id)
+        .join("rootfs/bin/suid");
+    assert!(suid.exists(), "the test's own setuid copy is missing");
+    let out = as_nobody(&[suid.to_str().unwrap(), "id", "-u"]);
+    assert!(
+        !out.status.success() && !String::from_utf8_lossy(&out.stdout).contains('0'),
+        "nobody ran a container's setuid binary: {out:?}"
+    );
+    let config = w.root().join("containers").join(&id).join("config.json");
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("hunter2-marker")
+    );
+    let db = w.root().join("wharf.db");
+    for f in [&config, &db] {
+        let out = as_nobody(&["cat", f.to_str().unwrap()]);
+        assert!(
+            !out.status.success() && !String::from_utf8_lossy(&out.stdout).contains("hunter2"),
+            "nobody read {}",
+            f.display()
+        );
+    }
+    assert_eq!(mode_of(&w.root()), 0o700);
+    assert_eq!(mode_of(&w.run_dir()), 0o700);
+    assert_eq!(mode_of(&config), 0o600);
+    assert_eq!(mode_of(&db), 0o600);
+    w.ok(&["rm", "-f", "c"]);
+}
+
+/// uid 4294967295 is (uid_t)-1, "unchanged" to setresuid: it must never mean root.
+#[test]
+fn user_ids_out_of_range_are_refused() {
+    let w = Wharf::new("esc-uid");
+    w.pull_busybox();
+    for user in [
+        "4294967295",
+        "2147483648",
+        "0:4294967295",
+        "4294967295:4294967295",
+    ] {
+        let out = w.run(&["run", "--rm", "-u", user, &busybox(), "id"]);
+        assert!(
+            out.code != 0 && out.stderr.contains("out of range") && !out.stdout.contains("uid="),
+            "-u {user}: {out:?}"
+        );
+    }
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    let out = w.run(&["exec", "-u", "4294967295", "c", "id", "-u"]);
+    assert!(
+        out.code != 0 && !out.stdout.contains('0'),
+        "exec -u: {out:?}"
+    );
+    w.ok(&["rm", "-f", "c"]);
+}
