@@ -15,6 +15,8 @@ use crate::paths::Paths;
 /// How pods are networked (the engine's network configuration).
 #[derive(Debug, Clone, Default)]
 pub struct NetOptions {
+    /// What a pod asking for the default network gets.
+    pub default_network: DefaultNetwork,
     /// CNI configuration directories (default /etc/cni/net.d).
     pub cni_conf_dirs: Option<Vec<PathBuf>>,
     /// CNI plugin directories (default /opt/cni/bin, /usr/lib/cni).
@@ -26,6 +28,33 @@ pub struct NetOptions {
     pub host_netns: Option<PathBuf>,
 }
 
+/// The network pods get when they name none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DefaultNetwork {
+    /// Wharf's own bridge (`wharf0`): the CLI's default, whatever another tool drops into
+    /// the CNI configuration directory (podman's bridge there once took over `wharf play`,
+    /// and gave pods two routes for one subnet).
+    #[default]
+    Builtin,
+    /// The first network of the CNI configuration directories (kubelet's convention, for
+    /// the CRI daemon), the built-in bridge when there is none.
+    FirstCni,
+    /// The CNI network of this name.
+    Named(String),
+}
+
+impl DefaultNetwork {
+    /// From the config file's `network.default`: `wharf`/`builtin`, `cni` (the first CNI
+    /// network), or a CNI network's name.
+    pub fn parse(name: &str) -> DefaultNetwork {
+        match name {
+            "" | "wharf" | "builtin" => DefaultNetwork::Builtin,
+            "cni" => DefaultNetwork::FirstCni,
+            n => DefaultNetwork::Named(n.to_string()),
+        }
+    }
+}
+
 /// The network of a pod, opened with the engine's settings.
 pub fn network(
     paths: &Paths,
@@ -33,7 +62,11 @@ pub fn network(
     mode: &NetworkMode,
 ) -> Result<Option<wharf_net::Network>> {
     let sel = match mode {
-        NetworkMode::Default => wharf_net::Selection::Default,
+        NetworkMode::Default => match &net.default_network {
+            DefaultNetwork::Builtin => wharf_net::Selection::Builtin,
+            DefaultNetwork::FirstCni => wharf_net::Selection::Default,
+            DefaultNetwork::Named(n) => wharf_net::Selection::Cni(n.clone()),
+        },
         NetworkMode::Named(n) if n == "wharf" || n == "builtin" => wharf_net::Selection::Builtin,
         NetworkMode::Named(n) => wharf_net::Selection::Cni(n.clone()),
         NetworkMode::None | NetworkMode::Host => return Ok(None),

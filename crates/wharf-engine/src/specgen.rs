@@ -356,6 +356,21 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         }
     }
     for v in &spec.mounts {
+        // Volumes over the kernel's own files would hide them (a masked path) or redirect
+        // what the runtime writes there: refused, as runc refuses them inside /proc.
+        let dest = wharf_runtime::safe_path::clean_absolute(&v.destination);
+        if dest.starts_with("/proc") || dest.starts_with("/sys") {
+            return Err(Error::Invalid(format!(
+                "container {}: a volume may not be mounted at {}: it is inside {}",
+                spec.name.as_deref().unwrap_or(i.id),
+                v.destination.display(),
+                if dest.starts_with("/proc") {
+                    "/proc"
+                } else {
+                    "/sys"
+                }
+            )));
+        }
         if v.kind != "tmpfs" && v.kind != "bind" {
             // e.g. a manifest's volume mount that was not resolved to a host path.
             return Err(Error::Invalid(format!(

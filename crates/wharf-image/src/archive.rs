@@ -548,10 +548,8 @@ impl ArchiveView<'_, '_> {
         let (_, diff_ids) = parse_config(config)?;
         self.store
             .fetch_and_unpack(None, self.lease, m, &diff_ids, 1, &())?;
-        let size = mbytes.len() as u64
-            + config.len() as u64
-            + m.layers.iter().map(|l| l.size).sum::<u64>();
         let chain = image_chain(&diff_ids);
+        let size = self.store.unpacked_size(chain.last())?;
         self.store
             .record_image(&cd, &md, mt, chain.last(), size, None)?;
         Ok(cd)

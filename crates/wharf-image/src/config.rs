@@ -22,12 +22,60 @@ use crate::error::{Error, Result};
 /// Default location of Wharf's config file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/wharf/config.json";
 
-/// The registry part of Wharf's config file.
+/// The image part of Wharf's config file: registries, and limits on what unpacking may
+/// write.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct RegistriesConfig {
     /// Per registry host (as in image names: `docker.io`, `host:port`).
     #[serde(default)]
     pub registries: HashMap<String, RegistryHost>,
+    /// The `images` section.
+    #[serde(default)]
+    pub limits: UnpackLimits,
+}
+
+/// How much a layer may expand when it is decompressed (the `images` section:
+/// `{"images": {"max-expansion-ratio": 100, "expansion-allowance-bytes": 1073741824}}`).
+/// A layer may unpack to this ratio times its compressed size, or to the allowance,
+/// whichever is larger: ordinary layers expand 2 to 10 times, and a small layer of zeros
+/// that unpacks to gigabytes (a decompression bomb) fills the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct UnpackLimits {
+    /// Times its compressed size a layer may unpack to (0: no limit at all).
+    #[serde(default = "default_ratio")]
+    pub max_expansion_ratio: u64,
+    /// Bytes any layer may unpack to, whatever its ratio.
+    #[serde(default = "default_allowance")]
+    pub expansion_allowance_bytes: u64,
+}
+
+fn default_ratio() -> u64 {
+    100
+}
+
+fn default_allowance() -> u64 {
+    1 << 30
+}
+
+impl Default for UnpackLimits {
+    fn default() -> Self {
+        UnpackLimits {
+            max_expansion_ratio: default_ratio(),
+            expansion_allowance_bytes: default_allowance(),
+        }
+    }
+}
+
+impl UnpackLimits {
+    /// The most bytes a layer of `compressed` bytes may unpack to (None: no limit).
+    pub fn limit_for(&self, compressed: u64) -> Option<u64> {
+        (self.max_expansion_ratio != 0).then(|| {
+            compressed
+                .saturating_mul(self.max_expansion_ratio)
+                .max(self.expansion_allowance_bytes)
+        })
+    }
 }
 
 /// Settings of one registry host.
@@ -46,6 +94,8 @@ pub struct RegistryHost {
 struct FileFormat {
     #[serde(default)]
     registries: HashMap<String, RegistryHost>,
+    #[serde(default)]
+    images: UnpackLimits,
 }
 
 impl RegistriesConfig {
@@ -60,6 +110,7 @@ impl RegistriesConfig {
             .map_err(|e| Error::Invalid(format!("config file {}: {e}", path.display())))?;
         Ok(RegistriesConfig {
             registries: f.registries,
+            limits: f.images,
         })
     }
 

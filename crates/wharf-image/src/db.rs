@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS image_images (
     manifest_digest TEXT NOT NULL,       -- the platform manifest
     manifest_media_type TEXT NOT NULL,
     top_chain_id TEXT NOT NULL,          -- key of the top layer's snapshot ('' = no layers)
-    size INTEGER NOT NULL,               -- manifest + config + compressed layers
+    size INTEGER NOT NULL,               -- unpacked size of its layers (their tar streams)
     created_at INTEGER NOT NULL          -- when it entered the store (unix seconds)
 );
 CREATE TABLE IF NOT EXISTS image_names (
@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS snapshot_snapshots (
     key TEXT NOT NULL UNIQUE,            -- chain id (committed), 'container/<id>', 'view/<image>'
     parent TEXT NOT NULL,                -- key of the parent snapshot ('' = none)
     kind TEXT NOT NULL,                  -- committed | active | view
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0      -- committed: bytes of the layer's tar stream
 );
 CREATE TABLE IF NOT EXISTS lease_leases (
     id TEXT PRIMARY KEY,
@@ -59,7 +60,26 @@ pub fn open(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.execute_batch(SCHEMA)?;
+    add_column(
+        &conn,
+        "snapshot_snapshots",
+        "size",
+        "INTEGER NOT NULL DEFAULT 0",
+    )?;
     Ok(conn)
+}
+
+/// Bring a table made by an older version up to date with a column it lacks.
+fn add_column(conn: &Connection, table: &str, column: &str, decl: &str) -> Result<()> {
+    let has = conn
+        .prepare(&format!(
+            "SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"
+        ))?
+        .exists([column])?;
+    if !has {
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+    }
+    Ok(())
 }
 
 /// Make the store file owner-only: it holds container environments (passwords among them)

@@ -125,34 +125,29 @@ impl ImageStore {
         let top = repo.manifest(&r.manifest_ref())?;
         self.put_small(&lease, &top.bytes, &top.digest)?;
         let want = opts.platform.clone().unwrap_or_else(Platform::host);
-        let (manifest, mdigest, mmt, mbytes_len) =
-            match manifest::parse(&top.bytes, &top.media_type)? {
-                Parsed::Manifest(m) => (
-                    m,
-                    top.digest.clone(),
-                    media_type_of(&top.media_type, manifest::OCI_MANIFEST),
-                    top.bytes.len(),
-                ),
-                Parsed::Index(idx) => {
-                    let d = manifest::select_platform(&idx, &want)?;
-                    let dd = d.digest()?;
-                    let m = repo.manifest(dd.as_str())?;
-                    self.put_small(&lease, &m.bytes, &m.digest)?;
-                    match manifest::parse(&m.bytes, &m.media_type)? {
-                        Parsed::Manifest(man) => (
-                            man,
-                            m.digest,
-                            media_type_of(&m.media_type, &d.media_type),
-                            m.bytes.len(),
-                        ),
-                        Parsed::Index(_) => {
-                            return Err(Error::UnsupportedMediaType(format!(
-                                "nested index {dd} for platform {want}"
-                            )));
-                        }
+        let (manifest, mdigest, mmt) = match manifest::parse(&top.bytes, &top.media_type)? {
+            Parsed::Manifest(m) => (
+                m,
+                top.digest.clone(),
+                media_type_of(&top.media_type, manifest::OCI_MANIFEST),
+            ),
+            Parsed::Index(idx) => {
+                let d = manifest::select_platform(&idx, &want)?;
+                let dd = d.digest()?;
+                let m = repo.manifest(dd.as_str())?;
+                self.put_small(&lease, &m.bytes, &m.digest)?;
+                match manifest::parse(&m.bytes, &m.media_type)? {
+                    Parsed::Manifest(man) => {
+                        (man, m.digest, media_type_of(&m.media_type, &d.media_type))
+                    }
+                    Parsed::Index(_) => {
+                        return Err(Error::UnsupportedMediaType(format!(
+                            "nested index {dd} for platform {want}"
+                        )));
                     }
                 }
-            };
+            }
+        };
         let name = r.store_name();
         let layers = manifest.layers.clone();
         progress.event(PullEvent::Resolved {
@@ -171,9 +166,8 @@ impl ImageStore {
             opts.jobs.max(1),
             progress,
         )?;
-        let size =
-            mbytes_len as u64 + manifest.config.size + layers.iter().map(|l| l.size).sum::<u64>();
         let chain = image_chain(&diff_ids);
+        let size = self.unpacked_size(chain.last())?;
         self.record_image(
             &config_digest,
             &mdigest,
@@ -311,9 +305,11 @@ impl ImageStore {
                     }
                 });
             }
+            let sizes: Vec<u64> = m.layers.iter().map(|l| l.size).collect();
             let result = self.unpack_layers(
                 lease,
                 &digests,
+                &sizes,
                 diff_ids,
                 &chain,
                 first_missing,
@@ -337,6 +333,7 @@ impl ImageStore {
         &self,
         lease: &Lease<'_>,
         digests: &[Digest],
+        sizes: &[u64],
         diff_ids: &[Digest],
         chain: &[Digest],
         first_missing: usize,
@@ -366,21 +363,28 @@ impl ImageStore {
             };
             let ex = self.snapshots.new_extraction()?;
             let what = format!("layer {} ({d})", i + 1);
-            if let Err(e) = apply_blob(src, &ex.fs(), &lowers, &diff_ids[i]) {
-                // Bytes that fail their digest make any unpack error; when the download
-                // failed (or will), that is the cause to report.
-                if let Some(Err(msg)) = transfer.map(|t| t.wait()) {
-                    return Err(Error::Registry(msg));
+            let limit = Some(Limit {
+                compressed: sizes[i],
+                limits: self.registries.limits,
+            });
+            let unpacked = match apply_blob(src, &ex.fs(), &lowers, &diff_ids[i], limit) {
+                Ok(n) => n,
+                Err(e) => {
+                    // Bytes that fail their digest make any unpack error; when the download
+                    // failed (or will), that is the cause to report.
+                    if let Some(Err(msg)) = transfer.map(|t| t.wait()) {
+                        return Err(Error::Registry(msg));
+                    }
+                    return Err(e.context(what));
                 }
-                return Err(e.context(what));
-            }
+            };
             if let Some(t) = transfer {
                 t.wait().map_err(Error::Registry)?;
             }
             let _g = self.gc_lock.shared()?;
             lease.add("snapshot", chain[i].as_str())?;
             self.snapshots
-                .commit(&mut self.conn(), ex, chain[i].as_str(), &parent)?;
+                .commit(&mut self.conn(), ex, chain[i].as_str(), &parent, unpacked)?;
             progress.event(PullEvent::Extracted { digest: d });
         }
         Ok(())
@@ -507,19 +511,86 @@ pub fn decompress<'a>(mut r: impl Read + 'a) -> io::Result<Box<dyn Read + 'a>> {
     })
 }
 
+/// How much a layer may expand: its compressed size and the configured limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limit {
+    /// The layer blob's size.
+    pub compressed: u64,
+    /// The configured limits.
+    pub limits: crate::config::UnpackLimits,
+}
+
+/// A reader that fails once more than `max` bytes came through, and says so in `hit`
+/// (the tar reader wraps the error; the caller reports the limit itself).
+struct Bounded<R> {
+    inner: R,
+    read: u64,
+    max: u64,
+    hit: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.max {
+            self.hit.set(true);
+            return Err(io::Error::other("the layer exceeds its unpack limit"));
+        }
+        Ok(n)
+    }
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
 /// Decompress `blob`, apply it into `upper` over `lowers`, and check the tar's digest
-/// against `diff_id`.
+/// against `diff_id`. Returns the size of the tar stream (the layer's unpacked size). With
+/// a `limit`, a layer that decompresses to more than it allows is refused.
 pub fn apply_blob(
     blob: impl Read,
     upper: &Path,
     lowers: &[PathBuf],
     diff_id: &Digest,
-) -> Result<()> {
+    limit: Option<Limit>,
+) -> Result<u64> {
     let rd = decompress(blob).map_err(|e| Error::io("reading layer", e))?;
-    let mut h = HashingReader::new(rd);
+    let hit = std::rc::Rc::new(std::cell::Cell::new(false));
+    let max = limit
+        .and_then(|l| l.limits.limit_for(l.compressed))
+        .unwrap_or(u64::MAX);
+    let bounded = Bounded {
+        inner: rd,
+        read: 0,
+        max,
+        hit: hit.clone(),
+    };
+    let mut h = HashingReader::new(bounded);
     let lower_refs: Vec<&Path> = lowers.iter().map(|p| p.as_path()).collect();
-    unpack::apply_layer(&mut h, upper, &lower_refs)?;
-    let (got, _) = h.finish().map_err(|e| Error::io("reading layer", e))?;
+    let applied = unpack::apply_layer(&mut h, upper, &lower_refs);
+    let finished = applied.and_then(|_| h.finish().map_err(|e| Error::io("reading layer", e)));
+    if hit.get()
+        && let Some(l) = limit
+    {
+        return Err(Error::Invalid(format!(
+            "it unpacks to more than {} from {} compressed: more than {} times its size and \
+             than the {} allowance (a decompression bomb?); if the image is trusted, raise \
+             images.max-expansion-ratio or images.expansion-allowance-bytes in the config file",
+            human(max),
+            human(l.compressed),
+            l.limits.max_expansion_ratio,
+            human(l.limits.expansion_allowance_bytes)
+        )));
+    }
+    let (got, size) = finished?;
     if &got != diff_id {
         return Err(Error::DigestMismatch {
             what: "uncompressed layer (diff id)".into(),
@@ -527,5 +598,5 @@ pub fn apply_blob(
             actual: got.to_string(),
         });
     }
-    Ok(())
+    Ok(size)
 }

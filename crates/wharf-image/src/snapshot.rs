@@ -131,6 +131,29 @@ impl Snapshots {
         Ok(out)
     }
 
+    /// Unpacked size of the chain ending in `top` (the sum of its layers' tar streams).
+    pub fn chain_size(&self, conn: &Connection, top: &str) -> Result<u64> {
+        let mut total = 0u64;
+        let mut key = top.to_string();
+        let mut n = 0;
+        while !key.is_empty() && n <= 1000 {
+            let Some((parent, size)) = conn
+                .query_row(
+                    "SELECT parent, size FROM snapshot_snapshots WHERE key = ?1",
+                    [&key],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+                )
+                .optional()?
+            else {
+                break;
+            };
+            total += size.max(0) as u64;
+            key = parent;
+            n += 1;
+        }
+        Ok(total)
+    }
+
     /// Start an unpack.
     pub fn new_extraction(&self) -> Result<Extraction> {
         let name = format!(
@@ -177,6 +200,7 @@ impl Snapshots {
         mut ex: Extraction,
         key: &str,
         parent: &str,
+        size: u64,
     ) -> Result<i64> {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         if let Some(id) = tx
@@ -190,8 +214,8 @@ impl Snapshots {
             return Ok(id);
         }
         tx.execute(
-            "INSERT INTO snapshot_snapshots (key, parent, kind, created_at) VALUES (?1, ?2, 'committed', ?3)",
-            params![key, parent, crate::db::now()],
+            "INSERT INTO snapshot_snapshots (key, parent, kind, created_at, size) VALUES (?1, ?2, 'committed', ?3, ?4)",
+            params![key, parent, crate::db::now(), size as i64],
         )?;
         let id = tx.last_insert_rowid();
         let target = self.dir(id);

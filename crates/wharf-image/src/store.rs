@@ -250,6 +250,15 @@ impl ImageStore {
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 
+    /// An image's size as `wharf images` shows it: what its layers unpack to (docker's
+    /// SIZE), not what they weigh compressed.
+    pub(crate) fn unpacked_size(&self, top_chain: Option<&Digest>) -> Result<u64> {
+        match top_chain {
+            Some(top) => self.snapshots.chain_size(&self.conn(), top.as_str()),
+            None => Ok(0),
+        }
+    }
+
     /// Record an image (after its content and snapshots are committed) under `name`.
     pub(crate) fn record_image(
         &self,

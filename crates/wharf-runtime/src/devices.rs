@@ -69,14 +69,17 @@ pub fn from_config(devices: &[LinuxDevice]) -> Result<Vec<Node>> {
                     )));
                 }
             };
-            if !d.path().starts_with("/dev") {
+            // Judged (and made) where the path lands once `..` and `.` are resolved:
+            // "/dev/../etc/evil" is /etc/evil, not a device under /dev.
+            let path = crate::safe_path::clean_absolute(d.path());
+            if !path.starts_with("/dev") || path == Path::new("/dev") {
                 return Err(Error::Config(format!(
                     "linux.devices: {} is not under /dev",
                     p(d.path())
                 )));
             }
             Ok(Node {
-                path: d.path().clone(),
+                path,
                 kind,
                 major: d.major() as u64,
                 minor: d.minor() as u64,

@@ -175,6 +175,23 @@ pub fn relative(path: &Path) -> PathBuf {
         .collect()
 }
 
+/// `path` made absolute and cleaned lexically: `.` and empty components dropped, `..`
+/// resolved against what comes before it, never above `/` (`/dev/../etc/x` is `/etc/x`).
+/// Symlinks are not looked at: this is for checking where a path means to land.
+pub fn clean_absolute(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
 fn split(rel: &Path) -> io::Result<(&Path, &OsStr)> {
     match (rel.parent(), rel.file_name()) {
         (Some(parent), Some(name)) => Ok((parent, name)),
@@ -189,6 +206,19 @@ fn split(rel: &Path) -> io::Result<(&Path, &OsStr)> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn paths_clean_lexically_under_the_root() {
+        for (raw, want) in [
+            ("/dev/../etc/evil", "/etc/evil"),
+            ("/dev/./null", "/dev/null"),
+            ("dev//fuse", "/dev/fuse"),
+            ("/../../proc/x", "/proc/x"),
+            ("/proc/..", "/"),
+        ] {
+            assert_eq!(clean_absolute(Path::new(raw)), Path::new(want), "{raw}");
+        }
+    }
 
     fn root() -> (tempfile::TempDir, OwnedFd) {
         let dir = tempfile::tempdir().unwrap();

@@ -160,6 +160,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
                     p(dest)
                 ));
             }
+            check_proc_mount(m)?;
         }
     }
     if let Some(prop) = linux.rootfs_propagation()
@@ -202,6 +203,51 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         return bad(format!("linux.personality: flag {flag:?} is not supported"));
     }
     Ok(rootfs)
+}
+
+/// Files below /proc that may be mounted over, as runc allows (what lxcfs provides).
+const PROC_MOUNT_ALLOWED: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/net/dev",
+    "/proc/sys/kernel/ns_last_pid",
+];
+
+/// A mount on /proc itself must be procfs, and nothing may be mounted inside /proc but
+/// the files lxcfs replaces (runc's rule): a mount there would hide the kernel's files or
+/// redirect the runtime's own writes to them.
+fn check_proc_mount(m: &oci_spec::runtime::Mount) -> Result<()> {
+    let dest = crate::safe_path::clean_absolute(m.destination());
+    if !dest.starts_with("/proc") {
+        return Ok(());
+    }
+    if dest == Path::new("/proc") {
+        return match m.typ().as_deref() {
+            Some("proc") => Ok(()),
+            other => Err(Error::Config(format!(
+                "mounts: {} on /proc must be of type proc, not {}",
+                m.source()
+                    .as_ref()
+                    .map(|s| p(s).to_string())
+                    .unwrap_or_default(),
+                other.unwrap_or("none")
+            ))),
+        };
+    }
+    if PROC_MOUNT_ALLOWED.iter().any(|a| dest == Path::new(a)) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "mounts: destination {} is inside /proc, where only procfs itself and the files lxcfs \
+         provides may be mounted",
+        p(m.destination())
+    )))
 }
 
 /// Whether a path climbs above its root lexically (`../x`, `/a/../../x`). Symlinks are not

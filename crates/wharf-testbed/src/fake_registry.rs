@@ -174,7 +174,23 @@ impl FakeRegistry {
     /// Serve an OCI image of uncompressed `layers` (tar streams) as `repo:tag`; returns the
     /// manifest digest.
     pub fn image(&self, repo: &str, tag: &str, layers: &[Vec<u8>]) -> String {
-        let diff_ids: Vec<String> = layers.iter().map(|l| digest(l)).collect();
+        let layers: Vec<(Vec<u8>, String, &str)> = layers
+            .iter()
+            .map(|l| {
+                (
+                    l.clone(),
+                    digest(l),
+                    "application/vnd.oci.image.layer.v1.tar",
+                )
+            })
+            .collect();
+        self.image_of(repo, tag, &layers)
+    }
+
+    /// Serve an OCI image of `(blob, diff id, media type)` layers as `repo:tag` (compressed
+    /// layers, or ones whose diff id lies); returns the manifest digest.
+    pub fn image_of(&self, repo: &str, tag: &str, layers: &[(Vec<u8>, String, &str)]) -> String {
+        let diff_ids: Vec<&String> = layers.iter().map(|(_, d, _)| d).collect();
         let config = serde_json::json!({
             "architecture": "amd64", "os": "linux",
             "config": {"Cmd": ["sh"], "Env": ["PATH=/bin"]},
@@ -184,9 +200,9 @@ impl FakeRegistry {
         let cd = self.blob(repo, config.clone());
         let descs: Vec<serde_json::Value> = layers
             .iter()
-            .map(|l| {
+            .map(|(l, _, media_type)| {
                 let d = self.blob(repo, l.clone());
-                serde_json::json!({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d, "size": l.len()})
+                serde_json::json!({"mediaType": media_type, "digest": d, "size": l.len()})
             })
             .collect();
         let m = serde_json::json!({

@@ -218,3 +218,28 @@ pub fn layer(entries: Vec<Entry<'_>>) -> Vec<u8> {
     }
     b.finish()
 }
+
+/// A gzip-compressed layer of one file of `unpacked` bytes of zeros (rounded down to a
+/// multiple of 64 MiB, less the tar's framing), made of concatenated gzip members (a valid
+/// gzip stream), so that a few MiB stand for gigabytes without compressing them all: a
+/// decompression bomb. Its diff id is not computed (the unpacker must refuse it first).
+pub fn gzip_bomb(unpacked: u64) -> Vec<u8> {
+    use std::io::Write;
+    const CHUNK: u64 = 64 << 20;
+    let chunks = (unpacked / CHUNK).max(1);
+    let gz = |data: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    };
+    // header + (size) data + 1024 bytes of end-of-archive zeros == 512 + chunks * CHUNK
+    let size = chunks * CHUNK - 1024;
+    let mut b = TarBuilder::new();
+    b.header(b"zeros", b'0', &Entry::file("zeros", b""), size, b"");
+    let mut out = gz(&b.buf);
+    let zeros = gz(&vec![0u8; CHUNK as usize]);
+    for _ in 0..chunks {
+        out.extend_from_slice(&zeros);
+    }
+    out
+}

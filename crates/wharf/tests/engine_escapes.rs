@@ -392,3 +392,96 @@ fn user_ids_out_of_range_are_refused() {
     );
     w.ok(&["rm", "-f", "c"]);
 }
+
+/// Input that could exhaust the host is refused at once, with a clear error: an endless env
+/// file, a manifest of nested brackets, volumes over /proc or /sys.
+#[test]
+fn hostile_input_is_refused_quickly() {
+    use std::time::Instant;
+    let w = Wharf::new("esc-limits");
+    w.pull_busybox();
+    let t = Instant::now();
+    let out = w.run(&["run", "--rm", "--env-file", "/dev/zero", &busybox(), "true"]);
+    assert!(
+        out.code != 0 && out.stderr.contains("env file /dev/zero is larger than"),
+        "{out:?}"
+    );
+    let deep = w.path("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    let out = w.run(&["play", deep.to_str().unwrap()]);
+    assert!(
+        out.code != 0 && out.stderr.contains("nested more than 100 levels"),
+        "{out:?}"
+    );
+    for dest in [
+        "/proc/sys/kernel",
+        "/sys/kernel",
+        "/proc",
+        "/tmp/../proc/self",
+    ] {
+        let volume = format!("{}:{dest}", w.path("").display());
+        let out = w.run(&["run", "--rm", "-v", &volume, &busybox(), "true"]);
+        assert!(
+            out.code != 0 && out.stderr.contains("may not be mounted at"),
+            "-v {volume}: {out:?}"
+        );
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+/// Another tool's CNI configuration (podman's bridge, on the built-in network's subnet)
+/// does not change the CLI's default network; CNI networks are chosen by name.
+#[test]
+fn a_foreign_cni_config_does_not_take_the_default_network() {
+    let w = Wharf::new("esc-cni-default");
+    w.pull_busybox();
+    std::fs::write(
+        w.path("empty-cni/87-podman.conflist"),
+        r#"{"cniVersion": "0.4.0", "name": "podman", "plugins": [
+            {"type": "bridge", "bridge": "cni-podman7", "isGateway": true, "ipMasq": true,
+             "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
+                      "ranges": [[{"subnet": "10.88.0.0/16", "gateway": "10.88.0.1"}]]}}]}"#,
+    )
+    .unwrap();
+    let routes = w.ok(&["run", "--rm", &busybox(), "ip", "route"]);
+    assert_eq!(
+        routes
+            .lines()
+            .filter(|l| l.starts_with("10.88.0.0/16"))
+            .count(),
+        1,
+        "{routes}"
+    );
+    assert!(
+        !w.host_links().iter().any(|l| l.contains("cni-podman7")),
+        "the CNI network was used: {:?}",
+        w.host_links()
+    );
+    // By name, the CNI network is used.
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--network",
+        "podman",
+        &busybox(),
+        "ip",
+        "route",
+    ]);
+    assert!(
+        out.code == 0 && w.host_links().iter().any(|l| l.contains("cni-podman7")),
+        "{out:?} {:?}",
+        w.host_links()
+    );
+}

@@ -323,3 +323,51 @@ fn out_of_range_ids_are_refused() {
     );
     ok(&env, &["delete", "-f", "r"]);
 }
+
+/// Mounts inside /proc (but the files lxcfs provides) and device paths that leave /dev
+/// once `..` is resolved are refused, as runc refuses them.
+#[test]
+fn mounts_in_proc_and_devices_outside_dev_are_refused() {
+    let env = Env::new("proc-mounts");
+    let src = env.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    for dest in ["/proc/sys", "/proc/self/attr", "/proc/../proc/kcore"] {
+        let mut b = env.bundle("c", BASE, &["true"]);
+        b.config["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": dest, "type": "bind", "source": src, "options": ["rbind"]}),
+        );
+        b.save();
+        let (code, _, err) = run(&env, &b, "c");
+        assert!(code != 0 && err.contains("inside /proc"), "{dest}: {err}");
+    }
+    let mut b = env.bundle("c", BASE, &["true"]);
+    let proc_mount = b.config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|m| m["destination"] == "/proc")
+        .unwrap();
+    *proc_mount =
+        json!({"destination": "/proc", "type": "bind", "source": src, "options": ["rbind"]});
+    b.save();
+    let (code, _, err) = run(&env, &b, "c");
+    assert!(code != 0 && err.contains("must be of type proc"), "{err}");
+    // lxcfs' files are allowed.
+    let file = env.path().join("meminfo");
+    std::fs::write(&file, "MemTotal: 1 kB\n").unwrap();
+    let mut b = env.bundle("c", BASE, &["cat", "/proc/meminfo"]);
+    b.config["mounts"].as_array_mut().unwrap().push(
+        json!({"destination": "/proc/meminfo", "type": "bind", "source": file, "options": ["rbind", "ro"]}),
+    );
+    b.save();
+    let (code, out, err) = run(&env, &b, "c");
+    assert_eq!((code, out.as_str()), (0, "MemTotal: 1 kB\n"), "{err}");
+    // A device whose path climbs out of /dev.
+    let mut b = env.bundle("c", BASE, &["true"]);
+    b.config["linux"]["devices"] =
+        json!([{"path": "/dev/../etc/evil", "type": "c", "major": 1, "minor": 3}]);
+    b.save();
+    let (code, _, err) = run(&env, &b, "c");
+    assert!(code != 0 && err.contains("not under /dev"), "{err}");
+    assert!(!b.rootfs().join("etc/evil").exists());
+}

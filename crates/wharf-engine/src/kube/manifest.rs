@@ -90,6 +90,7 @@ fn invalid(msg: String) -> Error {
 /// object. Pods, ConfigMaps, Secrets and Lists of them are read; other kinds are ignored
 /// with a warning; empty documents are skipped.
 pub fn parse(yaml: &str) -> Result<Manifest> {
+    check_shape(yaml)?;
     let mut m = Manifest {
         pods: Vec::new(),
         objects: Vec::new(),
@@ -109,6 +110,47 @@ pub fn parse(yaml: &str) -> Result<Manifest> {
     }
     check_duplicates(&m)?;
     Ok(m)
+}
+
+/// The largest manifest `wharf play` reads (the Kubernetes API server takes requests of
+/// up to 3 MiB).
+pub const MAX_MANIFEST_BYTES: usize = 16 << 20;
+
+/// The deepest nesting of flow collections (`[`, `{`) allowed: the YAML parser needs time
+/// quadratic in it before its own recursion limit (128) applies, so a 200 KB file of
+/// brackets would take a minute of CPU. Real manifests nest a few levels.
+const MAX_FLOW_DEPTH: usize = 100;
+
+/// Refuse what would make parsing costly, in one linear pass over the text: too large, or
+/// flow collections nested too deep. Brackets are counted wherever they stand (in quotes
+/// and comments too): telling those apart is the parser's job, and an approximation here
+/// could be fooled into letting deep nesting through. Real manifests never come near.
+fn check_shape(yaml: &str) -> Result<()> {
+    if yaml.len() > MAX_MANIFEST_BYTES {
+        return Err(invalid(format!(
+            "the manifest is {} bytes, more than the {MAX_MANIFEST_BYTES} wharf play reads",
+            yaml.len()
+        )));
+    }
+    let mut depth = 0usize;
+    let mut line = 1;
+    for b in yaml.bytes() {
+        match b {
+            b'\n' => line += 1,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Err(invalid(format!(
+                        "manifest line {line}: collections nested more than {MAX_FLOW_DEPTH} \
+                         levels deep"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_duplicates(m: &Manifest) -> Result<()> {

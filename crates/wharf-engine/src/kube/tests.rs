@@ -1165,3 +1165,32 @@ fn quantities_and_modes_may_be_yaml_numbers() {
         "{e}"
     );
 }
+
+/// A 200 KB file of nested brackets took a minute of CPU in the YAML parser: it is refused
+/// before parsing, at once; deep block nesting stops at the parser's recursion limit.
+#[test]
+fn deeply_nested_manifests_are_refused_quickly() {
+    let t = std::time::Instant::now();
+    let deep = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let e = err(&deep);
+    assert!(e.contains("nested more than 100 levels"), "{e}");
+    let mut block = String::from("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\nspec:\n");
+    for i in 0..1000 {
+        block.push_str(&" ".repeat(i + 1));
+        block.push_str("a:\n");
+    }
+    let e = err(&block);
+    assert!(e.contains("recursion limit"), "{e}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    // Ordinary nesting is fine.
+    let ok = "apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {a: '[[b]]'}}\nspec:\n  containers: [{name: c, image: busybox}]\n";
+    play(ok).unwrap();
+}

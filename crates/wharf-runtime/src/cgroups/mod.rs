@@ -372,24 +372,12 @@ fn create_cpuset(dir: &Path) -> Result<()> {
 /// Lexically clean a path (`a/./b/../c` -> `a/c`), keeping it absolute if it was, as Go's
 /// filepath.Clean does for runc's cgroupsPath.
 fn clean(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = Vec::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    let mut p = if path.is_absolute() {
-        PathBuf::from("/")
+    let abs = crate::safe_path::clean_absolute(path);
+    if path.is_absolute() {
+        abs
     } else {
-        PathBuf::new()
-    };
-    p.extend(out);
-    p
+        abs.strip_prefix("/").map(Path::to_path_buf).unwrap_or(abs)
+    }
 }
 
 #[cfg(test)]

@@ -120,11 +120,29 @@ fn oom_score_adj(wanted: i32) -> Result<i32> {
     Ok(wanted)
 }
 
+/// The most an env file may hold (docker sets no limit; `--env-file /dev/zero` then grows
+/// until the machine runs out of memory).
+const MAX_ENV_FILE_BYTES: usize = 1 << 20;
+
+/// Read `r` as UTF-8 text of at most `limit` bytes; more is an error naming `what`.
+pub fn read_bounded(r: impl std::io::Read, limit: usize, what: &str) -> Result<String> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    r.take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("read {what}"))?;
+    if buf.len() > limit {
+        bail!("{what} is larger than {limit} bytes");
+    }
+    String::from_utf8(buf).with_context(|| format!("{what} is not UTF-8 text"))
+}
+
 fn env(a: &RunArgs) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for f in &a.env_file {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("read env file {}", f.display()))?;
+        let what = format!("env file {}", f.display());
+        let file = std::fs::File::open(f).with_context(|| format!("read {what}"))?;
+        let text = read_bounded(file, MAX_ENV_FILE_BYTES, &what)?;
         for line in text
             .lines()
             .map(str::trim)

@@ -68,6 +68,22 @@ fn prints_only(cmd: &Cmd) -> bool {
     )
 }
 
+/// The config file's `network.default` (`{"network": {"default": "mynet"}}`): the built-in
+/// network unless it names another.
+fn default_network(config: &std::path::Path) -> Result<wharf_engine::sandbox::DefaultNetwork> {
+    let text = match std::fs::read(config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
+    };
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("config file {}", config.display()))?;
+    Ok(match v["network"]["default"].as_str() {
+        Some(name) => wharf_engine::sandbox::DefaultNetwork::parse(name),
+        None => Default::default(),
+    })
+}
+
 /// Engine options from the command line and the environment.
 pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
     let mut opts = EngineOptions {
@@ -82,6 +98,7 @@ pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
             .map(PathBuf::from)
             .collect()
     };
+    opts.net.default_network = default_network(&cli.config)?;
     if let Ok(v) = std::env::var("WHARF_CGROUP_PARENT") {
         opts.cgroup_parent = v;
     }
@@ -540,10 +557,12 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
 
 fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<i32> {
     use wharf_engine::kube::{self, PlanOptions, PullPolicy};
+    let limit = kube::MAX_MANIFEST_BYTES;
     let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("read the manifest from stdin")?
+        convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
     } else {
-        std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?
+        let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
+        convert::read_bounded(f, limit, &format!("manifest {}", file.display()))?
     };
     let manifest = kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
     let engine = open(cli)?;
