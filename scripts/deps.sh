@@ -35,3 +35,16 @@ if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "deps.sh: installing the Rust toolchain (rustup)"
   curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
 fi
+
+# Tests: cargo-nextest runs every test in a process of its own (the suite forks and mounts
+# a lot; see scripts/test.sh for the fallback). Built from crates.io, with its build cache
+# beside the project's (under /var/tmp) so a second install is quick.
+if [ "${1:-}" = "--test" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "deps.sh: installing cargo-nextest (cargo install --locked cargo-nextest)"
+    CARGO_TARGET_DIR="${NEXTEST_BUILD_DIR:-/var/tmp/wharf-nextest-build}" \
+      cargo install --locked --quiet cargo-nextest \
+      || echo "deps.sh: cargo-nextest could not be installed; the tests run under cargo test" >&2
+  fi
+fi

@@ -5,7 +5,6 @@
 //! UNIQUE constraints, so two processes racing for a name cannot both win.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -146,6 +145,7 @@ pub struct Event {
 /// Connection to the store.
 pub struct Db {
     conn: Connection,
+    mode: wharf_image::db::StoreMode,
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -175,12 +175,10 @@ fn state_from(s: &str) -> ContainerState {
 impl Db {
     /// Open (creating) the store at `path`.
     pub fn open(path: &Path) -> Result<Db> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        crate::error::set_store_path(path);
+        let (conn, mode) = wharf_image::db::connect(path).map_err(crate::error::from_image)?;
         // FULL: a change is on disk when the engine acknowledges it.
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
         // Every CLI command opens the store: checkpointing the WAL each time the last
         // connection closes would cost two more fsyncs per command. SQLite checkpoints
         // when the WAL grows past its limit instead (a WAL left by a crash is replayed).
@@ -189,7 +187,21 @@ impl Db {
             true,
         )?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Db { conn })
+        Ok(Db { conn, mode })
+    }
+
+    /// SQLite's integrity check of the whole file (`["ok"]` when sound).
+    pub fn integrity_check(&self) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    /// Whether the store runs without free space (see [`wharf_image::db::StoreMode`]).
+    pub fn low_space(&self) -> bool {
+        self.mode == wharf_image::db::StoreMode::LowSpace
     }
 
     fn unique(
@@ -429,11 +441,17 @@ impl Db {
         name: &str,
         attrs: serde_json::Value,
     ) -> Result<()> {
-        self.conn.execute(
+        let r = self.conn.execute(
             "INSERT INTO engine_events (time, type, kind, id, name, attrs) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![wharf_runtime::clock::now_rfc3339_nano(), kind_of_event, object, id, name, attrs.to_string()],
-        )?;
-        Ok(())
+        );
+        match r.map_err(Error::from) {
+            Ok(_) => Ok(()),
+            // On a full disk the change the event tells of (a removal) matters more than
+            // the event: it is dropped rather than fail the removal.
+            Err(Error::NoSpace { .. }) if self.low_space() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Events after `seq`, oldest first.

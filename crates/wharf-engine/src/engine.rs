@@ -58,13 +58,25 @@ impl Engine {
     /// reconcile it with what really exists ([`Engine::reconcile`]).
     pub fn open(opts: EngineOptions) -> Result<Engine> {
         let paths = Paths::new(&opts.root, &opts.run);
+        crate::system::refuse_lost_store(&paths)?;
+        let mut engine = Self::open_unchecked(opts)?;
+        engine.reconciled = engine.reconcile();
+        Ok(engine)
+    }
+
+    /// Open without the check for a lost store and without reconciling (what `wharf system
+    /// repair` starts from).
+    pub(crate) fn open_unchecked(opts: EngineOptions) -> Result<Engine> {
+        let paths = Paths::new(&opts.root, &opts.run);
         for d in [&paths.root, &paths.run] {
             paths::create_private_dir(d)?;
         }
-        let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())?;
+        crate::error::set_store_path(&paths.db());
+        let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())
+            .map_err(crate::error::from_image)?;
         let db = Db::open(&paths.db())?;
         let locks = crate::pod_lock::PodLocks::new(paths.locks_dir());
-        let mut engine = Engine {
+        Ok(Engine {
             opts,
             paths,
             db,
@@ -72,9 +84,7 @@ impl Engine {
             locks,
             reconciled: Default::default(),
             shim_deadline_ms: Default::default(),
-        };
-        engine.reconciled = engine.reconcile();
-        Ok(engine)
+        })
     }
 
     /// The engine's directories.
@@ -155,7 +165,8 @@ impl Engine {
                         } else {
                             Ok(())
                         }
-                    });
+                    })
+                    .and_then(|()| crate::ledger::save_pod(&self.paths, &row));
                 crate::paths::timing("shim started");
                 if let Err(e) = started {
                     self.shutdown_shim(&row);
@@ -298,7 +309,7 @@ impl Engine {
         let path = bundle.join("config.json");
         // Owner-only: it holds the container's environment (passwords, tokens).
         paths::write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
-        Ok(())
+        crate::ledger::save_container(&self.paths, row)
     }
 
     /// Undo `make_bundle` (idempotent).

@@ -10,6 +10,7 @@ pub mod db;
 mod engine;
 pub mod error;
 pub mod kube;
+pub mod ledger;
 pub mod model;
 pub mod oom;
 pub mod paths;
@@ -20,6 +21,7 @@ pub mod sandbox;
 mod seccomp_default;
 pub mod specgen;
 mod supervisor;
+pub mod system;
 pub mod tree;
 
 pub use engine::{Engine, EngineOptions};

@@ -50,15 +50,7 @@ CREATE TABLE IF NOT EXISTS lease_resources (
 
 /// Open (creating if needed) the metadata store and its image tables.
 pub fn open(path: &Path) -> Result<Connection> {
-    secure_file(path).map_err(|e| crate::Error::Io {
-        what: format!("create {}", path.display()),
-        err: e,
-    })?;
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let (conn, _) = connect(path)?;
     conn.execute_batch(SCHEMA)?;
     add_column(
         &conn,
@@ -66,6 +58,84 @@ pub fn open(path: &Path) -> Result<Connection> {
         "size",
         "INTEGER NOT NULL DEFAULT 0",
     )?;
+    Ok(conn)
+}
+
+/// How a connection to the store was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    /// WAL mode, with its shared-memory index next to the database.
+    Normal,
+    /// The filesystem is full: SQLite could not create the WAL index, so the store runs
+    /// with an in-memory rollback journal. Reading works, and so does removing (it frees
+    /// space, though a row added on the way may not fit).
+    LowSpace,
+}
+
+/// A connection to the store at `path`: WAL mode normally, [`StoreMode::LowSpace`] when
+/// the filesystem is full. Each CLI command opens the store anew, and the first connection
+/// after the last one closed recreates the WAL index (`-shm`), which needs free space: on a
+/// full disk every command, cleanup included, used to fail in `xShmMap`.
+pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
+    secure_file(path).map_err(|e| crate::Error::Io {
+        what: format!("create {}", path.display()),
+        err: e,
+    })?;
+    let normal = || -> rusqlite::Result<Connection> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        // A read, so that a WAL index that cannot be made fails here.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+        Ok(conn)
+    };
+    if nearly_full(path) {
+        return Ok((low_space(path)?, StoreMode::LowSpace));
+    }
+    match normal() {
+        Ok(c) => Ok((c, StoreMode::Normal)),
+        Err(e) if out_of_space(&e, path) => Ok((low_space(path)?, StoreMode::LowSpace)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Free space below which the store leaves WAL mode: the WAL index takes 32 KiB and every
+/// changed page 4 KiB more of WAL, which a removal on a nearly full disk would not get.
+const LOW_SPACE_BYTES: u64 = 4 << 20;
+
+fn nearly_full(path: &Path) -> bool {
+    rustix::fs::statvfs(path.parent().unwrap_or(Path::new("/")))
+        .is_ok_and(|s| s.f_bavail.saturating_mul(s.f_frsize) < LOW_SPACE_BYTES || s.f_favail == 0)
+}
+
+/// Whether `e` comes from a full filesystem under `path`.
+fn out_of_space(e: &rusqlite::Error, path: &Path) -> bool {
+    let code = match e {
+        rusqlite::Error::SqliteFailure(f, _) => f.code,
+        _ => return false,
+    };
+    let full = rustix::fs::statvfs(path.parent().unwrap_or(Path::new("/")))
+        .is_ok_and(|s| s.f_bavail == 0 || s.f_favail == 0);
+    code == rusqlite::ErrorCode::DiskFull || (code == rusqlite::ErrorCode::SystemIoFailure && full)
+}
+
+/// Open the store without a WAL index: leave WAL mode once under an exclusive lock (which
+/// keeps the index in memory), then use an in-memory rollback journal, which needs no new
+/// file either. The price: a process killed in the middle of a commit can leave the file
+/// damaged (`wharf system repair` rebuilds it), which only a nearly full disk makes worth it.
+fn low_space(path: &Path) -> rusqlite::Result<Connection> {
+    {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+        conn.pragma_update(None, "journal_mode", "MEMORY")?;
+    }
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "MEMORY")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(conn)
 }
 

@@ -70,6 +70,7 @@ pub mod error;
 mod gc;
 pub mod lock;
 pub mod manifest;
+pub mod names;
 pub mod pull;
 pub mod reference;
 pub mod registry;

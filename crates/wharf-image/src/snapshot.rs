@@ -218,6 +218,7 @@ impl Snapshots {
             params![key, parent, crate::db::now(), size as i64],
         )?;
         let id = tx.last_insert_rowid();
+        write_marker(&ex.dir, key, parent, "committed", size)?;
         let target = self.dir(id);
         if target.exists() {
             // Left by a crash between a rename and its (rolled back) transaction.
@@ -274,7 +275,7 @@ impl Snapshots {
             for s in subdirs {
                 fs::create_dir_all(d.join(s)).ctx(|| format!("creating {}/{s}", d.display()))?;
             }
-            Ok(())
+            write_marker(&d, key, parent, kind, 0)
         })();
         if let Err(e) = made {
             let _ = fsops::remove_tree(&d);
@@ -328,6 +329,61 @@ impl Snapshots {
             n += usize::from(removed);
         }
         Ok(n)
+    }
+}
+
+/// The file in each snapshot directory that says what its row said, so a lost or damaged
+/// store can be rebuilt ([`Snapshots::restore_rows`]).
+const MARKER: &str = "snapshot.json";
+
+/// What a snapshot directory's marker holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Marker {
+    key: String,
+    parent: String,
+    kind: String,
+    #[serde(default)]
+    size: u64,
+}
+
+fn write_marker(dir: &Path, key: &str, parent: &str, kind: &str, size: u64) -> Result<()> {
+    let m = Marker {
+        key: key.into(),
+        parent: parent.into(),
+        kind: kind.into(),
+        size,
+    };
+    let path = dir.join(MARKER);
+    fs::write(&path, serde_json::to_vec(&m).expect("json"))
+        .ctx(|| format!("writing {}", path.display()))
+}
+
+impl Snapshots {
+    /// Recreate the rows of every snapshot directory from its marker (into a store that has
+    /// none). Returns how many were restored, and the directories without a usable marker.
+    pub fn restore_rows(&self, conn: &Connection) -> Result<(usize, Vec<PathBuf>)> {
+        let mut restored = 0;
+        let mut unknown = Vec::new();
+        for e in fs::read_dir(&self.dir).ctx(|| format!("listing {}", self.dir.display()))? {
+            let Ok(e) = e else { continue };
+            let Ok(id) = e.file_name().to_string_lossy().parse::<i64>() else {
+                continue;
+            };
+            let marker = fs::read(e.path().join(MARKER))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Marker>(&b).ok());
+            let Some(m) = marker else {
+                unknown.push(e.path());
+                continue;
+            };
+            conn.execute(
+                "INSERT OR IGNORE INTO snapshot_snapshots (id, key, parent, kind, created_at, size) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, m.key, m.parent, m.kind, crate::db::now(), m.size as i64],
+            )?;
+            restored += 1;
+        }
+        Ok((restored, unknown))
     }
 }
 

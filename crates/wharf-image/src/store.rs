@@ -103,6 +103,19 @@ pub struct GcStats {
     pub partials: usize,
 }
 
+/// What [`ImageStore::restore`] rebuilt and what it could not.
+#[derive(Debug, Default)]
+pub struct RestoreReport {
+    /// Snapshot rows restored.
+    pub snapshots: usize,
+    /// Snapshot directories without a marker (made before markers existed, or damaged).
+    pub unknown_snapshots: Vec<PathBuf>,
+    /// Names restored with their images.
+    pub names: Vec<String>,
+    /// Names that could not be (with why).
+    pub lost_names: Vec<String>,
+}
+
 impl ImageStore {
     /// Open (creating) the store under `root` (`--root`, default `/var/lib/wharf`).
     pub fn open(root: &Path) -> Result<ImageStore> {
@@ -132,6 +145,54 @@ impl ImageStore {
     /// The state root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    fn image_root(&self) -> PathBuf {
+        self.root.join("image")
+    }
+
+    /// Rebuild the image tables of a new, empty store from what is on disk: snapshot rows
+    /// from their directories' markers, images and names from the name files (with their
+    /// manifests and configs from the content store). Images that had no name, and
+    /// snapshots made before markers existed, cannot be told apart: their directories are
+    /// listed in the report, and the next `wharf image prune` frees them.
+    pub fn restore(&self) -> Result<RestoreReport> {
+        let mut report = RestoreReport::default();
+        let (restored, unknown) = self.snapshots.restore_rows(&self.conn())?;
+        report.snapshots = restored;
+        report.unknown_snapshots = unknown;
+        for f in crate::names::load_all(&self.image_root()) {
+            match self.restore_name(&f) {
+                Ok(()) => report.names.push(f.name),
+                Err(e) => report.lost_names.push(format!("{}: {e}", f.name)),
+            }
+        }
+        Ok(report)
+    }
+
+    fn restore_name(&self, f: &crate::names::NameFile) -> Result<()> {
+        let id: Digest = f.image_id.parse()?;
+        let md: Digest = f.manifest_digest.parse()?;
+        let target: Digest = f.target_digest.parse()?;
+        let config = self.content.read(&id)?;
+        let (_, diff_ids) = parse_config(&config)?;
+        let chain = image_chain(&diff_ids);
+        if let Some(top) = chain.last()
+            && self.snapshots.get(&self.conn(), top.as_str())?.is_none()
+        {
+            return Err(Error::NotFound(format!(
+                "its layers' snapshot {top} is not on disk; pull it again"
+            )));
+        }
+        let size = self.unpacked_size(chain.last())?;
+        self.record_image(
+            &id,
+            &md,
+            &f.manifest_media_type,
+            chain.last(),
+            size,
+            Some((&f.name, &target, &f.target_media_type)),
+        )
     }
 
     /// The content store.
@@ -289,6 +350,17 @@ impl ImageStore {
             ],
         )?;
         if let Some((name, target, target_mt)) = name {
+            crate::names::save(
+                &self.image_root(),
+                &crate::names::NameFile {
+                    name: name.to_string(),
+                    image_id: id.to_string(),
+                    target_digest: target.to_string(),
+                    target_media_type: target_mt.to_string(),
+                    manifest_digest: manifest_digest.to_string(),
+                    manifest_media_type: manifest_media_type.to_string(),
+                },
+            )?;
             tx.execute(
                 "INSERT INTO image_names (name, image_id, target_digest, target_media_type, updated_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(name) DO UPDATE SET image_id = excluded.image_id, \
@@ -348,6 +420,7 @@ impl ImageStore {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for n in &remove_names {
                 tx.execute("DELETE FROM image_names WHERE name = ?1", [n])?;
+                crate::names::remove(&self.image_root(), n);
             }
             if last {
                 tx.execute(
@@ -410,6 +483,9 @@ impl ImageStore {
             let image = self.load_image(&id)?;
             if self.check_unused(&image).is_err() {
                 continue;
+            }
+            for n in &image.names {
+                crate::names::remove(&self.image_root(), n);
             }
             let mut conn = self.conn();
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

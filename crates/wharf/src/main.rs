@@ -33,7 +33,7 @@ fn main() {
         Some("shim") => wharf_shim::daemon::main(sub_argv("wharf shim", &args[at + 1..])),
         Some(
             "run" | "create" | "start" | "ps" | "logs" | "exec" | "attach" | "stop" | "kill" | "rm"
-            | "wait" | "inspect" | "stats" | "top" | "pod" | "events" | "play",
+            | "wait" | "inspect" | "stats" | "top" | "pod" | "events" | "play" | "system",
         ) => engine_cli::main(args.clone()),
         Some("pull" | "images" | "rmi" | "image" | "load" | "save" | "import") => {
             image_cli::main(args.clone())
@@ -102,6 +102,7 @@ Containers and pods:
   pod       Manage pods (create, ls, inspect, stop, rm)
   events    Show engine events
   play      Run the pods of a Kubernetes manifest (--down removes them)
+  system    Check the metadata store against the disk, or repair it (check, repair)
 
 Images:
   pull      Pull an image from a registry

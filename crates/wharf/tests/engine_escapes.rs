@@ -485,3 +485,138 @@ fn a_foreign_cni_config_does_not_take_the_default_network() {
         w.host_links()
     );
 }
+
+/// On a full disk, reading and removing still work (SQLite could not even make its WAL
+/// index: every command failed in xShmMap); new containers fail with "no space left on".
+#[test]
+fn a_full_disk_still_lets_you_look_and_clean_up() {
+    let w = Wharf::new("esc-full");
+    let root = w.root();
+    std::fs::create_dir_all(&root).unwrap();
+    let c = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
+    // SAFETY: a tmpfs of the test's own on its own directory (the Env unmounts it).
+    assert_eq!(
+        unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                c.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=48m,mode=0700".as_ptr().cast(),
+            )
+        },
+        0
+    );
+    w.pull_busybox();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "c",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo started; sleep 1000",
+    ]);
+    w.ok(&["run", "-d", "--name", "d", &busybox(), "sleep", "1000"]);
+    // Fill it up.
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", root.join("fill").display()))
+        .stderr(std::process::Stdio::null())
+        .status();
+    let st = rustix::fs::statvfs(&root).unwrap();
+    assert_eq!(st.f_bavail, 0, "the test's tmpfs is not full");
+    assert!(w.ok(&["ps"]).contains(" c "));
+    assert!(w.ok(&["logs", "c"]).contains("started"));
+    w.ok(&["inspect", "c"]);
+    w.ok(&["stop", "-t", "1", "c"]);
+    w.ok(&["rm", "c"]);
+    w.ok(&["rm", "-f", "d"]);
+    assert!(!w.ok(&["ps", "-a"]).contains("sleep 1000"));
+    // Writing something new fails, and says why and where.
+    let multilayer = busybox().replace("busybox", "multilayer");
+    let out = w.run(&["run", "--rm", &multilayer, "true"]);
+    assert!(
+        out.code != 0
+            && out
+                .stderr
+                .contains(&format!("no space left on {}", root.display())),
+        "{out:?}"
+    );
+    w.ok(&["rmi", &busybox()]);
+    // Once there is room again, all is as before (WAL mode included).
+    std::fs::remove_file(root.join("fill")).unwrap();
+    w.pull_busybox();
+    assert_eq!(
+        w.ok(&["run", "--rm", &busybox(), "echo", "room"]).trim(),
+        "room"
+    );
+}
+
+/// A deleted or truncated store is not silently a new, empty one: commands refuse with a
+/// message that names the file and what to do; `wharf system repair` rebuilds it, and the
+/// containers (running or exited), their pods and the images are back.
+#[test]
+fn a_lost_or_damaged_store_is_refused_and_repaired() {
+    let w = Wharf::new("esc-store");
+    w.pull_busybox();
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    w.ok(&["run", "--name", "x", &busybox(), "true"]);
+    let db = w.root().join("wharf.db");
+    for (how, damage) in [
+        ("deleted", None),
+        ("truncated to nothing", Some(0u64)),
+        ("truncated", Some(6000u64)),
+    ] {
+        match damage {
+            None => {
+                for f in ["wharf.db", "wharf.db-wal", "wharf.db-shm"] {
+                    let _ = std::fs::remove_file(w.root().join(f));
+                }
+            }
+            Some(len) => {
+                let _ = std::fs::remove_file(w.root().join("wharf.db-wal"));
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&db)
+                    .unwrap()
+                    .set_len(len)
+                    .unwrap();
+            }
+        }
+        let out = w.run(&["ps", "-a"]);
+        assert!(
+            out.code != 0
+                && out.stderr.contains(db.to_str().unwrap())
+                && out.stderr.contains("wharf system repair"),
+            "{how}: {out:?}"
+        );
+        let out = w.run(&["rm", "-f", "c"]);
+        assert!(
+            out.code != 0 && !out.stderr.contains("no such container"),
+            "{how}: {out:?}"
+        );
+        let report = w.ok(&["system", "repair"]);
+        assert!(
+            report.contains("2 pod(s) and 2 container(s) restored"),
+            "{how}: {report}"
+        );
+        let ps = w.ok(&["ps", "-a"]);
+        assert!(
+            ps.lines().any(|l| l.contains(" c ") && l.contains("Up")),
+            "{how}: {ps}"
+        );
+        assert!(
+            ps.lines()
+                .any(|l| l.contains(" x ") && l.contains("Exited (0)")),
+            "{how}: {ps}"
+        );
+        assert!(w.ok(&["images"]).contains("fixtures/busybox"), "{how}");
+        assert_eq!(w.run(&["system", "check"]).code, 0, "{how}");
+    }
+    // The container still runs, and removes cleanly.
+    assert_eq!(w.ok(&["exec", "c", "echo", "alive"]).trim(), "alive");
+    w.ok(&["rm", "-f", "c", "x"]);
+    w.assert_clean();
+}

@@ -153,6 +153,18 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// `wharf system` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SystemCmd {
+    /// Check the metadata store's integrity and compare it with the state on disk (exit 1
+    /// when something is wrong).
+    Check,
+    /// Rebuild the metadata store: set a damaged or truncated file aside and restore every
+    /// pod, container, image and layer it lacks from the files kept beside them. Run it
+    /// with no other Wharf command at work.
+    Repair,
+}
+
 /// Pod subcommands.
 #[derive(Subcommand, Debug)]
 pub enum PodCmd {
@@ -354,6 +366,11 @@ pub enum Cmd {
         /// Only events since (RFC 3339 time or duration).
         #[arg(long)]
         since: Option<String>,
+    },
+    /// The engine's own state: check it, repair it.
+    System {
+        #[command(subcommand)]
+        cmd: SystemCmd,
     },
     /// Run a Kubernetes Pod manifest (with its ConfigMaps and Secrets).
     Play {

@@ -20,7 +20,7 @@ use clap::Parser;
 use wharf_engine::model::ContainerState;
 use wharf_engine::{Engine, EngineOptions, StdioMode};
 
-use args::{Cli, Cmd, PodCmd, RunArgs};
+use args::{Cli, Cmd, PodCmd, RunArgs, SystemCmd};
 
 /// Entry point; `argv` is the whole command line.
 pub fn main(argv: Vec<OsString>) -> i32 {
@@ -42,13 +42,48 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "wharf: {e:#}");
+            match out_of_space(&e) {
+                Some(what) => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "wharf: no space left on {}: {what}",
+                        space_owner(&cli.root, &cli.run, &e)
+                    );
+                }
+                None => {
+                    let _ = writeln!(std::io::stderr(), "wharf: {e:#}");
+                }
+            }
             if matches!(cli.cmd, Cmd::Run(_)) {
                 125
             } else {
                 1
             }
         }
+    }
+}
+
+/// If `e` comes from a full filesystem (ENOSPC, or SQLite's "disk is full"), the message
+/// to print after "no space left on <where>".
+fn out_of_space(e: &anyhow::Error) -> Option<String> {
+    let full = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+            || c.downcast_ref::<wharf_engine::Error>()
+                .is_some_and(|w| matches!(w, wharf_engine::Error::NoSpace { .. }))
+            || c.to_string().contains("No space left on device")
+            || c.to_string().contains("database or disk is full")
+    });
+    full.then(|| format!("{e:#}"))
+}
+
+/// Which state directory the full filesystem holds, as far as the message tells.
+fn space_owner(root: &std::path::Path, run: &std::path::Path, e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    if text.contains(&run.display().to_string()) && !text.contains(&root.display().to_string()) {
+        run.display().to_string()
+    } else {
+        root.display().to_string()
     }
 }
 
@@ -214,6 +249,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         } => output::stats(&open(cli)?, containers, *no_stream, format),
         Cmd::Top { container, format } => output::top(&open(cli)?, container, format),
         Cmd::Pod { cmd } => pod(cli, cmd),
+        Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {
             follow,
             format,
@@ -553,6 +589,43 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
+    match cmd {
+        SystemCmd::Check => {
+            let engine = open(cli)?;
+            let r = engine.check()?;
+            let db = engine.paths().db();
+            if r.integrity == ["ok"] {
+                println!("store {}: integrity ok", db.display());
+            } else {
+                for line in &r.integrity {
+                    println!("store {}: {line}", db.display());
+                }
+            }
+            for u in &r.unrecorded {
+                println!("on disk, not in the store: {u}");
+            }
+            for m in &r.missing {
+                println!("in the store, gone from disk: {m}");
+            }
+            if r.problems() {
+                println!("problems found: `wharf system repair` restores what the store lacks");
+                Ok(1)
+            } else {
+                println!("no problems found");
+                Ok(0)
+            }
+        }
+        SystemCmd::Repair => {
+            let (_engine, report) = wharf_engine::system::repair(engine_options(cli)?)?;
+            for line in &report.lines {
+                println!("{line}");
+            }
+            Ok(0)
+        }
+    }
 }
 
 fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<i32> {
