@@ -236,6 +236,25 @@ impl Challenge {
     }
 }
 
+#[derive(serde::Deserialize)]
+struct TokenBody {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
+}
+
+/// The `Authorization` value from a token server's answer (`token`, or OAuth's
+/// `access_token`), or an error naming `realm`.
+pub fn bearer_from_token_answer(raw: &[u8], realm: &str) -> crate::Result<String> {
+    let body: TokenBody = serde_json::from_slice(raw)
+        .map_err(|e| crate::Error::Unauthorized(format!("bad token answer from {realm}: {e}")))?;
+    let token = body.token.or(body.access_token).filter(|t| !t.is_empty());
+    token.map(|t| format!("Bearer {t}")).ok_or_else(|| {
+        crate::Error::Unauthorized(format!("token server {realm} returned no token"))
+    })
+}
+
 /// Parse a `WWW-Authenticate` header value (one challenge; quoted values may hold commas).
 pub fn parse_challenge(h: &str) -> Option<Challenge> {
     let h = h.trim();

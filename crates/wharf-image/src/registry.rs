@@ -175,14 +175,6 @@ struct ErrorEntry {
     message: String,
 }
 
-#[derive(Deserialize)]
-struct TokenBody {
-    #[serde(default)]
-    token: Option<String>,
-    #[serde(default)]
-    access_token: Option<String>,
-}
-
 impl Repository<'_> {
     /// Fetch the manifest (or index) `reference` (a tag or digest). A digest reference is
     /// verified against the bytes.
@@ -408,12 +400,7 @@ impl Repository<'_> {
             .limit(1 << 20)
             .read_to_vec()
             .map_err(|e| Error::Unauthorized(format!("reading the token from {realm}: {e}")))?;
-        let body: TokenBody = serde_json::from_slice(&raw)
-            .map_err(|e| Error::Unauthorized(format!("bad token answer from {realm}: {e}")))?;
-        let token = body.token.or(body.access_token).filter(|t| !t.is_empty());
-        token
-            .map(|t| format!("Bearer {t}"))
-            .ok_or_else(|| Error::Unauthorized(format!("token server {realm} returned no token")))
+        auth::bearer_from_token_answer(&raw, realm)
     }
 
     fn transport_error(&self, ep: &Endpoint, e: ureq::Error) -> Error {

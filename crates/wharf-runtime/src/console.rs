@@ -2,6 +2,7 @@
 //! process's controlling terminal and stdio, the master handed over a unix socket with
 //! SCM_RIGHTS exactly as runc does with `--console-socket`.
 
+use std::ffi::OsStr;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -128,38 +129,8 @@ pub fn mount_console(slave: &OwnedFd) -> Result<()> {
     let dev = crate::safe_path::mkdir_all(root.as_fd(), Path::new("/dev"), 0o755)
         .ctx(|| "create /dev".into())?;
     let dev = crate::safe_path::reopen_dir(&dev).ctx(|| "open /dev".into())?;
-    match rustix::fs::statat(&dev, "console", rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st)
-            if matches!(
-                rustix::fs::FileType::from_raw_mode(st.st_mode),
-                rustix::fs::FileType::RegularFile | rustix::fs::FileType::CharacterDevice
-            ) => {}
-        Ok(_) => {
-            rustix::fs::unlinkat(&dev, "console", rustix::fs::AtFlags::empty())
-                .or_else(|_| rustix::fs::unlinkat(&dev, "console", rustix::fs::AtFlags::REMOVEDIR))
-                .ctx(|| "remove /dev/console (not a file)".into())?;
-        }
-        Err(_) => {}
-    }
-    match rustix::fs::openat(
-        &dev,
-        "console",
-        rustix::fs::OFlags::CREATE
-            | rustix::fs::OFlags::EXCL
-            | rustix::fs::OFlags::WRONLY
-            | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::from_raw_mode(0o666),
-    ) {
-        Ok(_) | Err(rustix::io::Errno::EXIST) => {}
-        Err(e) => return Err(Error::os("create /dev/console", e)),
-    }
-    let target = rustix::fs::openat(
-        &dev,
-        "console",
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .ctx(|| "open /dev/console".into())?;
+    let target = crate::safe_path::plain_file_at(dev.as_fd(), OsStr::new("console"))
+        .ctx(|| "create /dev/console".into())?;
     crate::mounts::bind_fd(slave.as_fd(), target.as_fd())
         .ctx(|| "bind the pty on /dev/console".into())
 }

@@ -1,7 +1,7 @@
 //! Device nodes in the container's /dev: the default set every OCI container gets, the
 //! config's `linux.devices`, and the standard symlinks.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
@@ -9,7 +9,6 @@ use rustix::fs::{FileType, Mode};
 
 use crate::error::{Context, Error, Result, p};
 use crate::safe_path;
-use crate::sys;
 
 /// A device node to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,17 +102,18 @@ pub fn create(root: BorrowedFd<'_>, node: &Node, bind_from_host: bool) -> Result
         .ctx(|| format!("create directory for device {}", p(&node.path)))?;
     let dir = safe_path::reopen_dir(&dir).ctx(|| format!("open parent of {}", p(&node.path)))?;
     if bind_from_host {
-        let target = safe_path::ensure_file(root, &node.path)
-            .ctx(|| format!("create mount point for device {}", p(&node.path)))?;
-        let host = crate::mounts::path_cstr(&node.path);
-        return sys::mount(
-            Some(&host),
-            &safe_path::proc_fd_path(&target),
-            None,
-            libc::MS_BIND,
-            None,
+        // The host's node, opened without following links; the mount point a plain file
+        // of our own, never whatever the image put there (a symlink into /proc).
+        let host = rustix::fs::open(
+            &node.path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+            Mode::empty(),
         )
-        .ctx(|| format!("bind mount device {}", p(&node.path)));
+        .ctx(|| format!("open the host's device {}", p(&node.path)))?;
+        let target = safe_path::plain_file_at(dir.as_fd(), name)
+            .ctx(|| format!("create mount point for device {}", p(&node.path)))?;
+        return crate::mounts::bind_fd(host.as_fd(), target.as_fd())
+            .ctx(|| format!("bind mount device {}", p(&node.path)));
     }
     let ft = match node.kind {
         'b' => FileType::BlockDevice,

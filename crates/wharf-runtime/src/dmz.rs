@@ -90,7 +90,15 @@ fn create() -> io::Result<OwnedFd> {
 pub struct ExecArgs {
     strings: Vec<CString>,
     ptrs: Vec<*const libc::c_char>,
+    env: Vec<CString>,
+    env_ptrs: Vec<*const libc::c_char>,
 }
+
+// SAFETY: the pointers point into the CStrings the struct owns (their heap buffers do not
+// move with the struct), and nothing mutates them.
+unsafe impl Send for ExecArgs {}
+// SAFETY: as above.
+unsafe impl Sync for ExecArgs {}
 
 impl ExecArgs {
     /// `errfd`: where the dmz reports a failed exec of `program` (made close-on-exec by the
@@ -107,7 +115,29 @@ impl ExecArgs {
             .map(|s| s.as_ptr())
             .chain(std::iter::once(std::ptr::null()))
             .collect();
-        ExecArgs { strings, ptrs }
+        ExecArgs {
+            strings,
+            ptrs,
+            env: Vec::new(),
+            env_ptrs: vec![std::ptr::null()],
+        }
+    }
+
+    /// Carry the program's environment too (for [`ExecArgs::exec_with_env`]).
+    pub fn with_env(mut self, env: Vec<CString>) -> Self {
+        self.env_ptrs = env
+            .iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        self.env = env;
+        self
+    }
+
+    /// Exec the dmz with the environment given to [`ExecArgs::with_env`]. Allocates
+    /// nothing: safe between fork and exec. Returns only on failure.
+    pub fn exec_with_env(&self, dmz: BorrowedFd<'_>) -> io::Error {
+        exec_ptrs(dmz, &self.ptrs, &self.env_ptrs)
     }
 
     /// The program the dmz will exec.

@@ -101,6 +101,38 @@ impl HookState {
     }
 }
 
+/// A startContainer hook is resolved in the container and may be a program of the image,
+/// while the process that runs it is still a clone of the runtime (its `/proc/self/exe`
+/// the host binary): it goes through the sealed exec helper, as the container's own
+/// program does ([`crate::dmz`]).
+fn through_dmz(cmd: &mut Command, hook: &Hook) -> std::result::Result<(), String> {
+    let cstr = |s: &str| std::ffi::CString::new(s).map_err(|_| format!("{s:?} has a NUL"));
+    let path = cstr(&hook.path().to_string_lossy())?;
+    let mut argv = hook
+        .args()
+        .iter()
+        .flatten()
+        .map(|a| cstr(a))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if argv.is_empty() {
+        argv.push(path.clone());
+    }
+    let env = hook
+        .env()
+        .iter()
+        .flatten()
+        .map(|e| cstr(e))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let dmz = crate::dmz::memfd().map_err(|e| format!("the exec helper: {e}"))?;
+    let exec = crate::dmz::ExecArgs::new(None, &path, &argv).with_env(env);
+    // SAFETY: the closure allocates nothing: it execs (replacing the child) or returns the
+    // error, which Command reports.
+    unsafe {
+        cmd.pre_exec(move || Err(exec.exec_with_env(dmz)));
+    }
+    Ok(())
+}
+
 /// Whether the config has any hook of `kind`.
 pub fn any(hooks: Option<&Hooks>, kind: Kind) -> bool {
     hooks.is_some_and(|h| !kind.of(h).is_empty())
@@ -110,7 +142,7 @@ pub fn any(hooks: Option<&Hooks>, kind: Kind) -> bool {
 pub fn run_all(hooks: Option<&Hooks>, kind: Kind, state: &[u8]) -> Result<()> {
     let Some(hooks) = hooks else { return Ok(()) };
     for hook in kind.of(hooks) {
-        run(hook, state).map_err(|msg| {
+        run(hook, kind, state).map_err(|msg| {
             Error::Hook(format!(
                 "error running {} hook {}: {msg}",
                 kind.name(),
@@ -130,14 +162,14 @@ pub fn run_all_warn(hooks: Option<&Hooks>, kind: Kind, state: &[u8]) -> Vec<Stri
     kind.of(hooks)
         .iter()
         .filter_map(|hook| {
-            run(hook, state)
+            run(hook, kind, state)
                 .err()
                 .map(|msg| format!("{} hook {} failed: {msg}", kind.name(), p(hook.path())))
         })
         .collect()
 }
 
-fn run(hook: &Hook, state: &[u8]) -> std::result::Result<(), String> {
+fn run(hook: &Hook, kind: Kind, state: &[u8]) -> std::result::Result<(), String> {
     let args = hook.args().clone().unwrap_or_default();
     let mut cmd = Command::new(hook.path());
     if let Some(arg0) = args.first() {
@@ -149,6 +181,9 @@ fn run(hook: &Hook, state: &[u8]) -> std::result::Result<(), String> {
         if let Some((k, v)) = kv.split_once('=') {
             cmd.env(k, v);
         }
+    }
+    if kind == Kind::StartContainer {
+        through_dmz(&mut cmd, hook)?;
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -175,6 +175,41 @@ pub fn relative(path: &Path) -> PathBuf {
         .collect()
 }
 
+/// Make `name` in directory `dir` a plain empty file (unless it is one, or a character
+/// device, already) and return an O_PATH fd of it, never following a symlink: a mount
+/// point the container's files could otherwise redirect (an image's `/dev/console` or
+/// `/dev/fuse` as a symlink into /proc, the CVE-2025-52565 class).
+pub fn plain_file_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    use rustix::fs::{AtFlags, FileType};
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st)
+            if matches!(
+                FileType::from_raw_mode(st.st_mode),
+                FileType::RegularFile | FileType::CharacterDevice
+            ) => {}
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?;
+        }
+        Ok(_) => rustix::fs::unlinkat(dir, name, AtFlags::empty())?,
+        Err(_) => {}
+    }
+    match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    ) {
+        Ok(_) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
 /// `path` made absolute and cleaned lexically: `.` and empty components dropped, `..`
 /// resolved against what comes before it, never above `/` (`/dev/../etc/x` is `/etc/x`).
 /// Symlinks are not looked at: this is for checking where a path means to land.

@@ -620,3 +620,65 @@ fn a_lost_or_damaged_store_is_refused_and_repaired() {
     w.ok(&["rm", "-f", "c", "x"]);
     w.assert_clean();
 }
+
+/// A Secret's files, seen from the host, are root's alone: another local user reaches
+/// neither them nor the pod's volume directory; the pod still reads them.
+#[test]
+fn secret_volumes_are_reachable_only_by_root() {
+    let w = Wharf::new("esc-secret");
+    w.pull_busybox();
+    let manifest = w.path("secret.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData: {{password: hunter2-marker}}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: sec}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    \
+             image: {}\n    command: [sh, -c, 'cat /etc/s/password; echo; sleep 1000']\n    \
+             volumeMounts: [{{name: s, mountPath: /etc/s}}]\n  volumes:\n  - {{name: s, secret: {{secretName: s}}}}\n",
+            busybox()
+        ),
+    )
+    .unwrap();
+    w.ok(&["play", manifest.to_str().unwrap()]);
+    let logs = w.wait_for_log("sec-app", "hunter2-marker");
+    assert!(logs.contains("hunter2-marker"));
+    let found: Vec<std::path::PathBuf> = walk_files(&w.root().join("pods"))
+        .into_iter()
+        .filter(|p| p.ends_with("password"))
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no secret file under {}",
+        w.root().display()
+    );
+    for f in &found {
+        let out = as_nobody(&["cat", f.to_str().unwrap()]);
+        assert!(
+            !out.status.success() && !String::from_utf8_lossy(&out.stdout).contains("hunter2"),
+            "nobody read {}",
+            f.display()
+        );
+        let volume_dir = f.parent().unwrap();
+        let out = as_nobody(&["ls", volume_dir.to_str().unwrap()]);
+        assert!(
+            !out.status.success(),
+            "nobody listed {}",
+            volume_dir.display()
+        );
+    }
+    w.ok(&["play", "--down", manifest.to_str().unwrap()]);
+}
+
+/// Every regular file below `dir` (root may walk anywhere).
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(walk_files(&e.path()));
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    out
+}

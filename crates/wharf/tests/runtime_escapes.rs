@@ -371,3 +371,86 @@ fn mounts_in_proc_and_devices_outside_dev_are_refused() {
     assert!(code != 0 && err.contains("not under /dev"), "{err}");
     assert!(!b.rootfs().join("etc/evil").exists());
 }
+
+/// A startContainer hook runs a program of the image (resolved in the container): one
+/// whose interpreter is /proc/self/exe must not run the host binary either.
+#[test]
+fn start_container_hooks_never_run_the_host_binary() {
+    let env = Env::new("hook-exe");
+    let log = env.path().join("hooklog");
+    std::fs::create_dir(&log).unwrap();
+    let mut b = env.bundle("c", BASE, &["true"]);
+    add_host_libraries(&b.rootfs(), Path::new(env!("CARGO_BIN_EXE_wharf")));
+    // Run by the host binary, this would fail with `unknown command "escaped-marker"`,
+    // which the hook's error shows.
+    std::fs::write(
+        b.rootfs().join("bin/evil-hook"),
+        "#!/proc/self/exe escaped-marker\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        b.rootfs().join("bin/evil-hook"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    b.config["hooks"] = json!({"startContainer": [{"path": "/bin/evil-hook"}]});
+    b.save();
+    let (_code, out, err) = run(&env, &b, "c");
+    assert!(
+        !out.contains("escaped-marker") && !err.contains("unknown command"),
+        "the hook ran the host binary: {out}{err}"
+    );
+}
+
+/// In a user namespace devices are the host's nodes bound onto mount points: a mount point
+/// the image made a symlink (here into /proc) is replaced, never followed.
+#[test]
+fn device_mount_points_are_not_followed_in_a_user_namespace() {
+    let env = Env::new("userns-dev");
+    let dev = env.path().join("fake-dev");
+    std::fs::create_dir(&dev).unwrap();
+    std::os::unix::fs::symlink("/proc/sys/kernel/hostname", dev.join("null")).unwrap();
+    let mut b = env.bundle(
+        "c",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "echo link=$(readlink /dev/null); echo host=$(cat /proc/sys/kernel/hostname); \
+             stat -c '%F %t:%T' /dev/null",
+        ],
+    );
+    let base = 300_000u32;
+    let status = std::process::Command::new("chown")
+        .args(["-R", "-h", &format!("{base}:{base}")])
+        .arg(b.rootfs())
+        .arg(&dev)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    b.config["hostname"] = json!("userns-dev-marker");
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    b.config["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": base, "size": 65536}]);
+    b.config["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": base, "size": 65536}]);
+    b.config["linux"]["devices"] =
+        json!([{"path": "/dev/null", "type": "c", "major": 1, "minor": 3}]);
+    b.config["mounts"].as_array_mut().unwrap().push(
+        json!({"destination": "/dev", "type": "bind", "source": dev, "options": ["rbind", "rw"]}),
+    );
+    b.save();
+    let (code, out, err) = run(&env, &b, "c");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("link=\n"),
+        "/dev/null is still a symlink: {out}"
+    );
+    assert!(
+        out.contains("host=userns-dev-marker"),
+        "a procfs file was covered: {out}"
+    );
+    assert!(out.contains("character special file 1:3"), "{out}");
+}
