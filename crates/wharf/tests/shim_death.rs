@@ -230,17 +230,16 @@ fn the_pod_init_reaps_zombies_in_a_shared_pid_namespace() {
         },
     );
     pod.run(&spec);
+    // The orphan may be seen between its fork and its exec of sleep: wait for the exec.
     let mut orphan = None;
     assert!(wait_until(Duration::from_secs(30), || {
-        orphan = children_of(pause).first().copied();
+        orphan = children_of(pause).into_iter().find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with("sleep"))
+        });
         orphan.is_some()
     }));
     let orphan = orphan.unwrap();
-    assert!(
-        std::fs::read_to_string(format!("/proc/{orphan}/cmdline"))
-            .unwrap()
-            .starts_with("sleep")
-    );
     // SAFETY: killing a process of our test container.
     unsafe { libc::kill(orphan, libc::SIGKILL) };
     // Reaped by the pod's init: no zombie stays.
