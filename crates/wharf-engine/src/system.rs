@@ -89,7 +89,7 @@ fn store_absent(db: &Path) -> bool {
 
 /// Refuse to open a store that was deleted or truncated while state is left: the message
 /// says what is there and what to do.
-pub(crate) fn refuse_lost_store(paths: &Paths) -> Result<()> {
+pub fn refuse_lost_store(paths: &Paths) -> Result<()> {
     let db = paths.db();
     if !store_absent(&db) {
         return Ok(());

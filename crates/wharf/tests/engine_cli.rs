@@ -616,3 +616,51 @@ fn a_reader_that_goes_away_ends_listing_commands_quietly() {
     }
     w.assert_clean();
 }
+
+/// One grammar for the whole command line: global options before the command, `help
+/// <command>`, help of every command (completion included).
+#[test]
+fn one_grammar_for_the_whole_command_line() {
+    let w = Wharf::new("cli-grammar");
+    let bin = env!("CARGO_BIN_EXE_wharf");
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .args(args)
+            .env_remove("WHARF_ROOT")
+            .env_remove("WHARF_RUN")
+            .output()
+            .unwrap()
+    };
+    let root = w.root();
+    let run_dir = w.run_dir();
+    let out = run(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--run-dir",
+        run_dir.to_str().unwrap(),
+        "ps",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("CONTAINER ID"));
+    assert!(
+        run_dir.exists(),
+        "--run-dir before the command was not used"
+    );
+    let out = run(&["help", "run"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("Usage: wharf run"),
+        "{text}"
+    );
+    let out = run(&["completion", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("bash, zsh or fish"),
+        "{text}"
+    );
+    let out = run(&["completion", "bash"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("wharf"));
+    let out = run(&["no-such-command"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
+}

@@ -2,22 +2,19 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
-/// Container and pod commands.
-#[derive(Parser, Debug)]
-#[command(name = "wharf", version, about = "Wharf: pods and containers")]
+/// What a container, pod or system command works on, and the command (the global options
+/// come from the whole command line's grammar, [`crate::cli`]).
+#[derive(Debug)]
 pub struct Cli {
     /// State directory (images, containers, metadata).
-    #[arg(long, global = true, env = "WHARF_ROOT", default_value = wharf_engine::paths::DEFAULT_ROOT)]
     pub root: PathBuf,
     /// Runtime directory (mounts, pinned namespaces, runtime state).
-    #[arg(long = "run-dir", global = true, env = "WHARF_RUN", default_value = wharf_engine::paths::DEFAULT_RUN)]
     pub run: PathBuf,
-    /// Wharf's config file (registry mirrors and insecure hosts).
-    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_image::config::DEFAULT_CONFIG_PATH)]
+    /// Wharf's config file.
     pub config: PathBuf,
-    #[command(subcommand)]
+    /// The command.
     pub cmd: Cmd,
 }
 

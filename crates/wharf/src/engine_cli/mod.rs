@@ -5,33 +5,23 @@
 //! Errors print as one line on stderr (`wharf: ...`) and exit 1 (125 when `run` itself
 //! fails before the container runs, as docker does); usage errors exit 2.
 
-mod args;
+pub mod args;
 mod convert;
 mod output;
 mod relay;
 
-use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use wharf_engine::model::ContainerState;
 use wharf_engine::{Engine, EngineOptions, StdioMode};
 
 use args::{Cli, Cmd, PodCmd, RunArgs, SystemCmd};
 
 /// Entry point; `argv` is the whole command line.
-pub fn main(argv: Vec<OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
-    };
+pub fn main(cli: Cli) -> i32 {
     if prints_only(&cli.cmd) {
         // `wharf ps | head`: a reader that goes away ends the command quietly, as it ends
         // other Unix tools (Rust ignores SIGPIPE, so println! would panic on EPIPE). Only
@@ -699,9 +689,4 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
         return Err(e);
     }
     Ok(0)
-}
-
-/// This subsystem's command-line grammar (for shell completions).
-pub fn command() -> clap::Command {
-    <args::Cli as clap::CommandFactory>::command()
 }

@@ -2,22 +2,19 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
-/// Default state root.
-pub const DEFAULT_ROOT: &str = "/var/lib/wharf";
-
-/// Image commands.
-#[derive(Parser, Debug)]
-#[command(name = "wharf", version, about = "Wharf image commands")]
+/// What an image command works on, and the command (the global options come from the
+/// whole command line's grammar, [`crate::cli`]).
+#[derive(Debug)]
 pub struct Cli {
     /// State directory (images, snapshots, metadata).
-    #[arg(long, global = true, env = "WHARF_ROOT", default_value = DEFAULT_ROOT)]
     pub root: PathBuf,
-    /// Wharf's config file (registry mirrors and insecure hosts).
-    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_image::config::DEFAULT_CONFIG_PATH)]
+    /// Runtime directory (to tell a lost store from a new one).
+    pub run: PathBuf,
+    /// Wharf's config file.
     pub config: PathBuf,
-    #[command(subcommand)]
+    /// The command.
     pub cmd: Cmd,
 }
 

@@ -4,14 +4,12 @@
 //! Errors print as one line on stderr (`wharf: pulling X: manifest unknown: ...`) and exit 1;
 //! usage errors exit 2.
 
-mod args;
+pub mod args;
 pub(crate) mod progress;
 
-use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use wharf_image::archive::ArchiveFormat;
 use wharf_image::auth::Credentials;
 use wharf_image::config::RegistriesConfig;
@@ -21,15 +19,7 @@ use wharf_image::{ImageStore, PullOptions};
 use args::{Cli, Cmd, ImageCmd, ListArgs, PullArgs, RmiArgs};
 
 /// Entry point; `argv` is the whole command line (`wharf [--root DIR] pull ...`).
-pub fn main(argv: Vec<OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
-    };
+pub fn main(cli: Cli) -> i32 {
     match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
@@ -40,6 +30,10 @@ pub fn main(argv: Vec<OsString>) -> i32 {
 }
 
 fn open(cli: &Cli) -> Result<ImageStore> {
+    // A store that was deleted or truncated must not be silently recreated by an image
+    // command either.
+    wharf_engine::system::refuse_lost_store(&wharf_engine::paths::Paths::new(&cli.root, &cli.run))
+        .with_context(|| format!("opening the image store in {}", cli.root.display()))?;
     let reg = RegistriesConfig::load(&cli.config)?;
     ImageStore::open_with(&cli.root, reg)
         .with_context(|| format!("opening the image store in {}", cli.root.display()))
@@ -329,9 +323,4 @@ fn ago(t: i64) -> String {
         3600..=86399 => format!("{} hours ago", s / 3600),
         _ => format!("{} days ago", s / 86400),
     }
-}
-
-/// This subsystem's command-line grammar (for shell completions).
-pub fn command() -> clap::Command {
-    <args::Cli as clap::CommandFactory>::command()
 }
