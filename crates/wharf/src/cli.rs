@@ -50,7 +50,7 @@ pub struct GlobalOpts {
 pub enum Command {
     /// Containers, pods and the engine's state.
     #[command(flatten)]
-    Engine(crate::engine_cli::args::Cmd),
+    Engine(Box<crate::engine_cli::args::Cmd>),
     /// Images.
     #[command(flatten)]
     Image(crate::image_cli::args::Cmd),

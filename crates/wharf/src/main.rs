@@ -53,10 +53,10 @@ fn dispatch(w: cli::Wharf) -> i32 {
     let g = w.global;
     match w.cmd {
         cli::Command::Engine(cmd) => engine_cli::main(engine_cli::args::Cli {
+            cmd: *cmd,
             root: g.root,
             run: g.run,
             config: g.config,
-            cmd,
         }),
         cli::Command::Image(cmd) => image_cli::main(image_cli::args::Cli {
             root: g.root,
