@@ -192,7 +192,7 @@ impl Engine {
         let pod = self.db.find_pod(&pod.id)?;
         let containers = self.db.containers(Some(&pod.id))?;
         if !containers.is_empty() && !force {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Precondition(format!(
                 "pod {} has {} container(s): remove them first or force",
                 pod.name,
                 containers.len()

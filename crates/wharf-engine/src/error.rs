@@ -1,6 +1,34 @@
 //! The engine's error type: every error names the object (pod, container, image) and the
 //! cause, so the CLI can print it as is.
 
+/// What kind of failure an error is, whichever layer it comes from: what front ends react
+/// to (the CLI's exit codes, the CRI server's gRPC codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// No such object (container, pod, image, exec process).
+    NotFound,
+    /// The name or id is taken.
+    AlreadyExists,
+    /// The request is malformed or asks for something invalid.
+    InvalidArgument,
+    /// The object is not in a state that allows it (a running container to remove, a dead
+    /// pod, an image in use).
+    FailedPrecondition,
+    /// A resource ran out (disk space, addresses).
+    ResourceExhausted,
+    /// A service the operation needs does not answer (a shim gone or stuck, a registry out
+    /// of reach).
+    Unavailable,
+    /// The registry refused the credentials.
+    Unauthenticated,
+    /// The container's program does not exist (docker's exit 127).
+    ProgramNotFound,
+    /// The container's program cannot be executed (docker's exit 126).
+    ProgramNotExecutable,
+    /// Anything else: a bug, or a failure with no better name.
+    Internal,
+}
+
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -22,9 +50,24 @@ pub enum Error {
         /// Who has it.
         id: String,
     },
-    /// The request does not fit the object's state or is invalid.
+    /// The request is invalid.
     #[error("{0}")]
     Invalid(String),
+    /// The request does not fit the object's state.
+    #[error("{0}")]
+    Precondition(String),
+    /// What the request would create exists already.
+    #[error("{0}")]
+    Exists(String),
+    /// The pod's shim refused or failed the request (its message names the container and
+    /// the cause), or could not be reached.
+    #[error("{message}")]
+    Shim {
+        /// What kind of failure.
+        kind: ErrorKind,
+        /// The message.
+        message: String,
+    },
     /// The metadata store failed.
     #[error("metadata store: {0}")]
     Store(rusqlite::Error),
@@ -60,6 +103,64 @@ pub enum Error {
     /// Anything else, with its full message.
     #[error("{0}")]
     Other(String),
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::NameInUse { .. } | Error::Exists(_) => ErrorKind::AlreadyExists,
+            Error::Invalid(_) => ErrorKind::InvalidArgument,
+            Error::Precondition(_) | Error::StoreDamaged(_) => ErrorKind::FailedPrecondition,
+            Error::NoSpace { .. } => ErrorKind::ResourceExhausted,
+            Error::Shim { kind, .. } => *kind,
+            Error::Image(e) => image_kind(e),
+            Error::Net(e) => match e {
+                wharf_net::Error::Invalid(_) => ErrorKind::InvalidArgument,
+                wharf_net::Error::Conflict(_) => ErrorKind::AlreadyExists,
+                wharf_net::Error::NotFound(_) => ErrorKind::NotFound,
+                wharf_net::Error::Exhausted(_) => ErrorKind::ResourceExhausted,
+                _ => ErrorKind::Internal,
+            },
+            Error::Runtime(e) => runtime_kind(e),
+            Error::Os { err, .. } if err.raw_os_error() == Some(libc::ENOSPC) => {
+                ErrorKind::ResourceExhausted
+            }
+            Error::Store(_) | Error::Os { .. } | Error::Other(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+fn image_kind(e: &wharf_image::Error) -> ErrorKind {
+    use wharf_image::Error as E;
+    match e {
+        E::InvalidReference(..) | E::Invalid(_) | E::UnsupportedMediaType(_) => {
+            ErrorKind::InvalidArgument
+        }
+        E::NotFound(_) | E::NoMatchingPlatform { .. } => ErrorKind::NotFound,
+        E::Registry(_) => ErrorKind::Unavailable,
+        E::Unauthorized(_) => ErrorKind::Unauthenticated,
+        E::InUse(_) => ErrorKind::FailedPrecondition,
+        E::Io { err, .. } if err.raw_os_error() == Some(libc::ENOSPC) => {
+            ErrorKind::ResourceExhausted
+        }
+        E::Context { inner, .. } => image_kind(inner),
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn runtime_kind(e: &wharf_runtime::Error) -> ErrorKind {
+    use wharf_runtime::Error as E;
+    match e {
+        E::NotFound(_) => ErrorKind::NotFound,
+        E::Exists(_) => ErrorKind::AlreadyExists,
+        E::InvalidId(..) | E::Config(_) | E::Unsupported(_) => ErrorKind::InvalidArgument,
+        E::State(_) => ErrorKind::FailedPrecondition,
+        e if e.exec_status() == Some(127) => ErrorKind::ProgramNotFound,
+        e if e.exec_status().is_some() => ErrorKind::ProgramNotExecutable,
+        _ => ErrorKind::Internal,
+    }
 }
 
 /// The store this process opened (the CLI and the daemon open one), for error messages

@@ -31,7 +31,7 @@ impl Engine {
     pub fn play(&self, mut plan: PlayPlan) -> Result<PlayedPod> {
         let name = plan.pod.name.clone().unwrap_or_default();
         if self.db.find_pod(&name).is_ok() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Exists(format!(
                 "pod {name} already exists: take it down first (wharf play --down)"
             )));
         }

@@ -15,11 +15,31 @@ use crate::model::{ContainerState, ExitInfo, RestartPolicy};
 
 impl From<ShimError> for Error {
     fn from(e: ShimError) -> Self {
-        match e {
+        use crate::error::ErrorKind as K;
+        use proto::ErrorKind as S;
+        let kind = match &e {
+            ShimError::Remote { kind, .. } => match kind {
+                S::NotFound => K::NotFound,
+                S::Exists => K::AlreadyExists,
+                S::State => K::FailedPrecondition,
+                S::Invalid => K::InvalidArgument,
+                S::ProgramNotFound => K::ProgramNotFound,
+                S::ProgramNotExecutable => K::ProgramNotExecutable,
+                S::ShuttingDown => K::Unavailable,
+                S::Runtime | S::Version => K::Internal,
+            },
+            ShimError::NotRunning { .. }
+            | ShimError::Timeout { .. }
+            | ShimError::Connection { .. }
+            | ShimError::Spawn { .. } => K::Unavailable,
+            _ => K::Internal,
+        };
+        let message = match e {
             // The shim's message names the container and the cause already.
-            ShimError::Remote { message, .. } => Error::Other(message),
-            e => Error::Other(e.to_string()),
-        }
+            ShimError::Remote { message, .. } => message,
+            e => e.to_string(),
+        };
+        Error::Shim { kind, message }
     }
 }
 
@@ -165,7 +185,7 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         if pod.state == crate::reconcile::DEAD {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Precondition(format!(
                 "container {}: its pod {} is dead (its sandbox vanished when the host restarted \
                  or the run directory was emptied, or the init of its shared pid namespace \
                  exited): remove it and run it again",
@@ -279,7 +299,7 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         let shim = self.running_shim(&pod)?.ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Precondition(format!(
                 "container {} is not running (its pod's shim is gone)",
                 row.name
             ))
@@ -299,7 +319,7 @@ impl Engine {
                 .exit_on_disk(&pod, &row.id)
                 .or(row.exit.clone())
                 .ok_or_else(|| {
-                    Error::Invalid(format!(
+                    Error::Precondition(format!(
                         "container {} is not running and has no exit record",
                         row.name
                     ))
@@ -397,7 +417,7 @@ impl Engine {
         let pod = self.db.find_pod(&row.pod_id)?;
         let shim = self
             .running_shim(&pod)?
-            .ok_or_else(|| Error::Invalid(format!("container {} is not running", row.name)))?;
+            .ok_or_else(|| Error::Precondition(format!("container {} is not running", row.name)))?;
         shim.kill(&row.id, signal, false)?;
         Ok(())
     }
@@ -457,7 +477,7 @@ impl Engine {
                     }
                 }
                 None => {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Precondition(format!(
                         "container {} is not running",
                         row.name
                     )));

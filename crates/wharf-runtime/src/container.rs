@@ -281,6 +281,13 @@ impl Runtime {
                 }
 
                 Ok(Some(Msg::Failed(text))) => return Err(Error::Init(text)),
+                Ok(Some(Msg::ExecFailed(errno, detail))) => {
+                    return Err(Error::Exec {
+                        program: program_of(&bundle.spec),
+                        errno,
+                        detail,
+                    });
+                }
                 Ok(Some(other)) => {
                     return Err(Error::Other(format!(
                         "unexpected {other:?} from the container's init"
@@ -452,7 +459,7 @@ impl Runtime {
         crate::log::debug(|| "start: the init exec'd".into());
         let _ = std::fs::remove_file(&fifo_path);
         if let Some(text) = message {
-            return Err(Error::Init(exec_failure_text(&st.config, text)));
+            return Err(exec_failure(&st.config, text));
         }
         let hook_state = HookState::new(
             id,
@@ -645,20 +652,26 @@ impl Runtime {
     }
 }
 
-/// The exec helper reports a failed exec as an errno; say which program and why.
-fn exec_failure_text(config: &oci_spec::runtime::Spec, text: String) -> String {
-    let Some(errno) = crate::dmz::parse_failure(text.as_bytes()) else {
-        return text;
-    };
-    let program = config
+/// What the init or the exec helper wrote into the fifo: a failed exec (an errno: the
+/// program is the config's), or any other failure's text.
+fn exec_failure(config: &oci_spec::runtime::Spec, text: String) -> Error {
+    match crate::dmz::parse_failure(text.as_bytes()) {
+        Some((errno, detail)) => Error::Exec {
+            program: program_of(config),
+            errno,
+            detail,
+        },
+        None => Error::Init(text),
+    }
+}
+
+/// The program a config runs (its args[0]).
+pub(crate) fn program_of(config: &oci_spec::runtime::Spec) -> String {
+    config
         .process()
         .as_ref()
         .and_then(|p| p.args().as_ref()?.first().cloned())
-        .unwrap_or_default();
-    format!(
-        "exec {program:?}: {}",
-        std::io::Error::from_raw_os_error(errno)
-    )
+        .unwrap_or_default()
 }
 
 /// Wait for the init to exec (the fifo's write end closes with CLOEXEC) or to report an

@@ -218,10 +218,25 @@ fn proc_fd_path(fd: RawFd) -> [u8; 32] {
     path
 }
 
-/// The errno of a failed exec, if `data` (read from the errfd) is the dmz's report.
-pub fn parse_failure(data: &[u8]) -> Option<i32> {
-    let digits = data.strip_prefix(FAILURE_PREFIX)?;
-    std::str::from_utf8(digits).ok()?.trim().parse().ok()
+/// The errno (and the wording, if any) of a failed exec, if `data` (read from the errfd)
+/// is such a report: the dmz's (`\x01E<errno>`) or the init's (`\x01E<errno>:<detail>`).
+pub fn parse_failure(data: &[u8]) -> Option<(i32, Option<String>)> {
+    let rest = std::str::from_utf8(data.strip_prefix(FAILURE_PREFIX)?).ok()?;
+    match rest.split_once(':') {
+        Some((n, detail)) => Some((n.trim().parse().ok()?, Some(detail.to_string()))),
+        None => Some((rest.trim().parse().ok()?, None)),
+    }
+}
+
+/// The report of a failed exec, as [`parse_failure`] reads it.
+pub fn failure_report(errno: i32, detail: Option<&str>) -> Vec<u8> {
+    let mut out = FAILURE_PREFIX.to_vec();
+    out.extend_from_slice(errno.to_string().as_bytes());
+    if let Some(d) = detail {
+        out.push(b':');
+        out.extend_from_slice(d.as_bytes());
+    }
+    out
 }
 
 /// Clear close-on-exec on `fd`, so it survives the exec of the dmz (which sets it again).
@@ -264,8 +279,15 @@ mod tests {
 
     #[test]
     fn failure_reports_parse() {
-        assert_eq!(parse_failure(b"\x01E2"), Some(2));
-        assert_eq!(parse_failure(b"\x01E13\n"), Some(13));
+        assert_eq!(parse_failure(b"\x01E2"), Some((2, None)));
+        assert_eq!(parse_failure(b"\x01E13\n"), Some((13, None)));
+        assert_eq!(
+            parse_failure(&failure_report(
+                2,
+                Some("executable file not found in $PATH")
+            )),
+            Some((2, Some("executable file not found in $PATH".into())))
+        );
         assert_eq!(parse_failure(b"exec failed"), None);
     }
 }

@@ -42,9 +42,42 @@ pub enum Error {
     /// The container's init reported a failure while setting itself up.
     #[error("{0}")]
     Init(String),
+    /// The container's program could not be executed (docker's exit 127 when it is not
+    /// found, 126 otherwise). `detail` replaces the errno's text where runc says more
+    /// ("executable file not found in $PATH").
+    #[error("{}", exec_message(program, *errno, detail.as_deref()))]
+    Exec {
+        /// The program as the config names it.
+        program: String,
+        /// Why it could not be executed.
+        errno: i32,
+        /// Runc's wording, when it has one.
+        detail: Option<String>,
+    },
     /// Anything else, with its full message.
     #[error("{0}")]
     Other(String),
+}
+
+/// runc's wording: `exec: "sh": executable file not found in $PATH`, `exec "/x": Permission
+/// denied (os error 13)`.
+fn exec_message(program: &str, errno: i32, detail: Option<&str>) -> String {
+    match detail {
+        Some(d) => format!("exec: {program:?}: {d}"),
+        None => format!("exec {program:?}: {}", io::Error::from_raw_os_error(errno)),
+    }
+}
+
+impl Error {
+    /// For a program that could not be executed, the exit status docker gives: 127 when it
+    /// is not there, 126 when it cannot be run.
+    pub fn exec_status(&self) -> Option<i32> {
+        match self {
+            Error::Exec { errno, .. } if *errno == libc::ENOENT => Some(127),
+            Error::Exec { .. } => Some(126),
+            _ => None,
+        }
+    }
 }
 
 /// Result alias of the runtime library.

@@ -183,7 +183,7 @@ impl Runtime {
                 unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
                 return Err(Error::Init(text));
             }
-            Ok(Some(Msg::ExecFailed(errno))) => {
+            Ok(Some(Msg::ExecFailed(errno, detail))) => {
                 // SAFETY: reap our failed child.
                 unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
                 let program = opts
@@ -191,11 +191,11 @@ impl Runtime {
                     .args()
                     .as_ref()
                     .and_then(|a| a.first().cloned());
-                return Err(Error::Init(format!(
-                    "exec {:?}: {}",
-                    program.unwrap_or_default(),
-                    std::io::Error::from_raw_os_error(errno)
-                )));
+                return Err(Error::Exec {
+                    program: program.unwrap_or_default(),
+                    errno,
+                    detail,
+                });
             }
             Ok(Some(other)) => {
                 return Err(kill_child(Error::Other(format!(
@@ -225,7 +225,10 @@ fn child(
         Err(e) => e,
         Ok(never) => match never {},
     };
-    let _ = channel.send(&Msg::Failed(err.to_string()));
+    let _ = channel.send(&match err {
+        Error::Exec { errno, detail, .. } => Msg::ExecFailed(errno, detail),
+        e => Msg::Failed(e.to_string()),
+    });
     sys::exit_now(127)
 }
 

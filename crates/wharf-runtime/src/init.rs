@@ -68,11 +68,20 @@ pub fn run(args: InitArgs<'_>) -> ! {
             // (its write end closes on a successful exec, carries the error otherwise).
             let Err(err) = finish(&args, &ready);
             let mut fifo: &std::fs::File = &ready.fifo;
-            let _ = fifo.write_all(err.to_string().as_bytes());
+            let report = match &err {
+                Error::Exec { errno, detail, .. } => {
+                    crate::dmz::failure_report(*errno, detail.as_deref())
+                }
+                e => e.to_string().into_bytes(),
+            };
+            let _ = fifo.write_all(&report);
             sys::exit_now(127)
         }
         Err(e) => {
-            let _ = args.channel.send(&Msg::Failed(e.to_string()));
+            let _ = args.channel.send(&match e {
+                Error::Exec { errno, detail, .. } => Msg::ExecFailed(errno, detail),
+                e => Msg::Failed(e.to_string()),
+            });
             sys::exit_now(1)
         }
     }
@@ -402,12 +411,17 @@ pub fn find_program(argv0: &str, env: &[String]) -> Result<CString> {
         std::fs::metadata(p).is_ok_and(|m| m.is_file())
             && rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok()
     };
+    let failed = |errno: i32, detail: Option<&str>| Error::Exec {
+        program: argv0.to_string(),
+        errno,
+        detail: detail.map(str::to_string),
+    };
     if argv0.contains('/') {
         let path = Path::new(argv0);
         return match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => Err(Error::Init(format!("exec: {argv0:?}: is a directory"))),
+            Ok(m) if m.is_dir() => Err(failed(libc::EISDIR, Some("is a directory"))),
             Ok(_) => cstring(path.as_os_str()),
-            Err(e) => Err(Error::Init(format!("exec: {argv0:?}: {e}"))),
+            Err(e) => Err(failed(e.raw_os_error().unwrap_or(libc::ENOENT), None)),
         };
     }
     let path_var = env
@@ -422,9 +436,10 @@ pub fn find_program(argv0: &str, env: &[String]) -> Result<CString> {
             return cstring(candidate.as_os_str());
         }
     }
-    Err(Error::Init(format!(
-        "exec: {argv0:?}: executable file not found in $PATH"
-    )))
+    Err(failed(
+        libc::ENOENT,
+        Some("executable file not found in $PATH"),
+    ))
 }
 
 pub(crate) fn cstring(s: &OsStr) -> Result<CString> {

@@ -31,8 +31,9 @@ pub enum Msg {
     IdsMapped,
     /// Intermediate child to parent: this is the container's init (your child now).
     Pid(i32),
-    /// The exec helper (wharf-dmz) to parent: exec of the program failed with this errno.
-    ExecFailed(i32),
+    /// Child or exec helper (wharf-dmz) to parent: the program could not be executed (an
+    /// errno, and runc's wording when it has one).
+    ExecFailed(i32, Option<String>),
 }
 
 impl Msg {
@@ -50,7 +51,8 @@ impl Msg {
                 v.extend_from_slice(text.as_bytes());
                 v
             }
-            Msg::ExecFailed(errno) => format!("\x01E{errno}").into_bytes(),
+            Msg::ExecFailed(errno, None) => format!("\x01E{errno}").into_bytes(),
+            Msg::ExecFailed(errno, Some(detail)) => format!("\x01E{errno}:{detail}").into_bytes(),
         }
     }
 
@@ -64,7 +66,10 @@ impl Msg {
             b'M' => Msg::MapIds,
             b'm' => Msg::IdsMapped,
             b'P' => Msg::Pid(std::str::from_utf8(&buf[1..]).ok()?.parse().ok()?),
-            1 => Msg::ExecFailed(crate::dmz::parse_failure(buf)?),
+            1 => {
+                let (errno, detail) = crate::dmz::parse_failure(buf)?;
+                Msg::ExecFailed(errno, detail)
+            }
             _ => return None,
         })
     }
@@ -158,8 +163,14 @@ mod tests {
             Some(Msg::Failed("mount proc: EPERM".into()))
         );
         b.expect(Msg::Ready, "test").unwrap();
-        a.send(&Msg::ExecFailed(2)).unwrap();
-        assert_eq!(b.recv().unwrap(), Some(Msg::ExecFailed(2)));
+        a.send(&Msg::ExecFailed(2, None)).unwrap();
+        assert_eq!(b.recv().unwrap(), Some(Msg::ExecFailed(2, None)));
+        a.send(&Msg::ExecFailed(2, Some("not in $PATH".into())))
+            .unwrap();
+        assert_eq!(
+            b.recv().unwrap(),
+            Some(Msg::ExecFailed(2, Some("not in $PATH".into())))
+        );
         drop(a);
         assert_eq!(b.recv().unwrap(), None);
     }

@@ -328,6 +328,10 @@ pub enum ErrorKind {
     Invalid,
     /// The runtime failed (create, start, exec, ...).
     Runtime,
+    /// The container's program (or an exec'd one) does not exist (docker's exit 127).
+    ProgramNotFound,
+    /// The container's program exists but cannot be executed (docker's exit 126).
+    ProgramNotExecutable,
     /// The shim is shutting down.
     ShuttingDown,
     /// Unsupported protocol version.

@@ -664,3 +664,35 @@ fn one_grammar_for_the_whole_command_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
 }
+
+/// Errors keep their kind up to the exit status, as docker's: 127 for a program that does
+/// not exist, 126 for one that cannot be executed, 125 for run's other failures, 1 for
+/// the other commands' failures.
+#[test]
+fn exit_codes_follow_docker() {
+    let w = Wharf::new("cli-exit-codes");
+    w.pull_busybox();
+    let code = |args: &[&str]| w.run(args).code;
+    assert_eq!(code(&["run", "--rm", &busybox(), "no-such-program"]), 127);
+    assert_eq!(code(&["run", "--rm", &busybox(), "/no/such/file"]), 127);
+    assert_eq!(code(&["run", "--rm", &busybox(), "/etc/passwd"]), 126);
+    assert_eq!(code(&["run", "--rm", &busybox(), "/etc"]), 126);
+    assert_eq!(code(&["run", "--rm", &busybox(), "sh", "-c", "exit 7"]), 7);
+    assert_eq!(
+        code(&["run", "--rm", "--memory", "bogus", &busybox(), "true"]),
+        125
+    );
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    assert_eq!(code(&["exec", "c", "no-such-program"]), 127);
+    assert_eq!(code(&["exec", "c", "/etc/passwd"]), 126);
+    assert_eq!(code(&["exec", "c", "sh", "-c", "exit 3"]), 3);
+    assert_eq!(code(&["exec", "no-such-container", "true"]), 1);
+    let out = w.run(&["rm", "no-such-container"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stderr.trim(),
+        "wharf: no such container: no-such-container",
+        "the error names the object and the cause, once"
+    );
+    w.ok(&["rm", "-f", "c"]);
+}

@@ -690,7 +690,7 @@ impl Shim {
                         ),
                     ));
                 }
-                self.start(key).map_err(|m| Fail(ErrorKind::Runtime, m))?;
+                self.start(key)?;
                 Ok(Some(Reply::Done))
             }
             Op::Kill {
@@ -848,7 +848,7 @@ impl Shim {
         let key = self.add_container(spec);
         match self.create(key) {
             Ok(pid) => Ok(pid),
-            Err(msg) => {
+            Err(fail) => {
                 let i = self
                     .containers
                     .iter()
@@ -856,7 +856,7 @@ impl Shim {
                     .expect("added");
                 let c = self.containers.remove(i);
                 let _ = self.cfg.state.remove_container(&c.spec.id);
-                Err(Fail(ErrorKind::Runtime, msg))
+                Err(fail)
             }
         }
     }
@@ -932,14 +932,15 @@ impl Shim {
     }
 
     /// Runtime create with the container's stdio; status becomes Created.
-    fn create(&mut self, key: u64) -> Result<i32, String> {
+    fn create(&mut self, key: u64) -> Result<i32, Fail> {
         let (max_size, max_files) = (self.cfg.log_max_size, self.cfg.log_max_files);
         let c = self.find_key_mut(key).expect("exists");
         let id = c.spec.id.clone();
         let spec_stdio = c.spec.stdio.clone();
         let bundle = c.spec.bundle.clone();
+        let runtime_fail = |m: String| Fail(ErrorKind::Runtime, m);
         let (mut io, mut ends) = stdio::prepare(&spec_stdio, max_size, max_files)
-            .map_err(|e| format!("container {id}: stdio: {e}"))?;
+            .map_err(|e| runtime_fail(format!("container {id}: stdio: {e}")))?;
         let opts = CreateOptions {
             bundle,
             console: ends.console.take(),
@@ -947,13 +948,13 @@ impl Shim {
         };
         let rt = &self.cfg.runtime;
         let created = sys::with_child_stdio(ends.fds(), || rt.create(&id, opts))
-            .map_err(|e| format!("create container {id}: stdio: {e}"))?
-            .map_err(|e| format!("create container {id}: {e}"))?;
+            .map_err(|e| runtime_fail(format!("create container {id}: stdio: {e}")))?
+            .map_err(|e| Fail(runtime_kind(&e), format!("create container {id}: {e}")))?;
         let pid = created.pid;
         if let Err(msg) = ends.finish(&mut io, spec_stdio.stdin) {
             let _ = rt.delete(&id, true);
             self.reap_waiting(pid);
-            return Err(format!("create container {id}: {msg}"));
+            return Err(runtime_fail(format!("create container {id}: {msg}")));
         }
         let oom = match rt.state(&id) {
             Ok((st, _)) => match st.cgroup.oom_watcher() {
@@ -981,7 +982,7 @@ impl Shim {
 
     /// Runtime start; status becomes Running. A failed start is recorded as an exit
     /// (reason StartError) and the restart policy applies.
-    fn start(&mut self, key: u64) -> Result<(), String> {
+    fn start(&mut self, key: u64) -> Result<(), Fail> {
         let c = self.find_key_mut(key).expect("exists");
         let id = c.spec.id.clone();
         c.started_at = Some(wharf_runtime::clock::now_rfc3339_nano());
@@ -1004,7 +1005,7 @@ impl Shim {
                     let status = self.reap_waiting(pid).unwrap_or(0);
                     self.container_exited(key, status, Some(("StartError", msg.clone())));
                 }
-                Err(msg)
+                Err(Fail(runtime_kind(&e), msg))
             }
         }
     }
@@ -1027,7 +1028,7 @@ impl Shim {
             Ok(_) => {
                 let _ = self.start(key);
             }
-            Err(msg) => {
+            Err(Fail(_, msg)) => {
                 log(&msg);
                 let record = ExitRecord {
                     exit_code: 128,
@@ -1661,8 +1662,13 @@ fn status_name(s: Status) -> &'static str {
 fn runtime_kind(e: &wharf_runtime::Error) -> ErrorKind {
     match e {
         wharf_runtime::Error::NotFound(_) => ErrorKind::NotFound,
+        wharf_runtime::Error::Exists(_) => ErrorKind::Exists,
         wharf_runtime::Error::State(_) => ErrorKind::State,
-        wharf_runtime::Error::Config(_) => ErrorKind::Invalid,
+        wharf_runtime::Error::Config(_)
+        | wharf_runtime::Error::InvalidId(..)
+        | wharf_runtime::Error::Unsupported(_) => ErrorKind::Invalid,
+        e if e.exec_status() == Some(127) => ErrorKind::ProgramNotFound,
+        e if e.exec_status().is_some() => ErrorKind::ProgramNotExecutable,
         _ => ErrorKind::Runtime,
     }
 }

@@ -44,12 +44,29 @@ pub fn main(cli: Cli) -> i32 {
                     let _ = writeln!(std::io::stderr(), "wharf: {e:#}");
                 }
             }
-            if matches!(cli.cmd, Cmd::Run(_)) {
-                125
-            } else {
-                1
-            }
+            exit_code(&cli.cmd, &e)
         }
+    }
+}
+
+/// The exit status of a failed command, as docker gives it: for the commands that run a
+/// program (run, exec, start), 127 when the program does not exist and 126 when it cannot
+/// be executed; 125 when `run` fails otherwise; 1 for everything else.
+fn exit_code(cmd: &Cmd, e: &anyhow::Error) -> i32 {
+    use wharf_engine::error::ErrorKind;
+    let kind = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<wharf_engine::Error>())
+        .map(|e| e.kind());
+    let runs_a_program = matches!(
+        cmd,
+        Cmd::Run(_) | Cmd::Exec(_) | Cmd::Start { .. } | Cmd::Create(_)
+    );
+    match kind {
+        Some(ErrorKind::ProgramNotFound) if runs_a_program => 127,
+        Some(ErrorKind::ProgramNotExecutable) if runs_a_program => 126,
+        _ if matches!(cmd, Cmd::Run(_)) => 125,
+        _ => 1,
     }
 }
 
@@ -467,7 +484,11 @@ fn exec(cli: &Cli, e: &args::ExecArgs) -> Result<i32> {
     let row = engine.db().find_container(&e.container)?;
     let row = engine.refresh(&row)?;
     if row.state != ContainerState::Running {
-        bail!("container {} is not running", row.name);
+        return Err(wharf_engine::Error::Precondition(format!(
+            "container {} is not running",
+            row.name
+        ))
+        .into());
     }
     let pod = engine.db().find_pod(&row.pod_id)?;
     let shim = engine
@@ -485,10 +506,13 @@ fn exec(cli: &Cli, e: &args::ExecArgs) -> Result<i32> {
         log: None,
     };
     if e.detach {
-        shim.exec(&row.id, &exec_id, &process, &stdio)?;
+        shim.exec(&row.id, &exec_id, &process, &stdio)
+            .map_err(wharf_engine::Error::from)?;
         return Ok(0);
     }
-    let (_pid, attach) = shim.exec_attach(&row.id, &exec_id, &process, &stdio)?;
+    let (_pid, attach) = shim
+        .exec_attach(&row.id, &exec_id, &process, &stdio)
+        .map_err(wharf_engine::Error::from)?;
     let ended = relay::relay(
         attach,
         e.tty,
