@@ -16,6 +16,7 @@ pub mod oom;
 pub mod paths;
 mod play;
 mod pod_lock;
+mod query;
 pub mod reconcile;
 pub mod sandbox;
 mod seccomp_default;
@@ -28,4 +29,7 @@ pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
 pub use play::PlayedPod;
 pub use pod_lock::PodLock;
+pub use query::{
+    ContainerFilter, ContainerView, LogEntry, LogOptions, PodFilter, PodView, ProcessInfo,
+};
 pub use supervisor::StdioMode;

@@ -6,9 +6,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use wharf_engine::Engine;
 use wharf_engine::db::ContainerRow;
 use wharf_engine::model::ContainerState;
+use wharf_engine::{
+    ContainerFilter, ContainerView, Engine, LogEntry, LogOptions, PodFilter, PodView,
+};
 
 /// Seconds since the epoch of an RFC 3339 time.
 fn epoch(t: &str) -> Option<u64> {
@@ -89,12 +91,12 @@ fn table(rows: &[Vec<String>]) -> String {
     s
 }
 
-fn container_json(engine: &Engine, c: &ContainerRow) -> Value {
-    let pod = engine.db().find_pod(&c.pod_id).ok();
+fn container_json(v: &ContainerView) -> Value {
+    let c = &v.row;
     json!({
         "Id": c.id,
         "Name": c.name,
-        "Pod": pod.as_ref().map(|p| p.name.clone()),
+        "Pod": v.pod_name,
         "PodId": c.pod_id,
         "Image": c.image_name,
         "ImageId": c.image_id,
@@ -111,35 +113,29 @@ fn container_json(engine: &Engine, c: &ContainerRow) -> Value {
             "RestartCount": c.restart_count,
         },
         "Config": c.spec,
-        "Bundle": engine.bundle_dir(&c.id),
-        "LogPath": engine.paths().log(&c.id),
-        "NetworkSettings": pod.as_ref().map(|p| json!({"Network": p.sandbox.network, "IPs": p.sandbox.ips})),
+        "Bundle": v.bundle,
+        "LogPath": v.log_path,
+        "NetworkSettings": {"Network": v.network, "IPs": v.ips},
     })
 }
 
 /// `wharf ps`.
 pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&str>) -> Result<i32> {
-    let pod_id = match pod {
-        Some(p) => Some(engine.db().find_pod(p)?.id),
-        None => None,
-    };
-    let mut rows = Vec::new();
-    for c in engine.db().containers(pod_id.as_deref())? {
-        let c = engine.refresh(&c)?;
-        if all || c.state == ContainerState::Running {
-            rows.push(c);
-        }
-    }
+    let rows = engine.list_containers(&ContainerFilter {
+        all,
+        pod: pod.map(str::to_string),
+        ..Default::default()
+    })?;
     let mut out = std::io::stdout().lock();
     if quiet {
-        for c in &rows {
-            writeln!(out, "{}", &c.id[..12])?;
+        for v in &rows {
+            writeln!(out, "{}", &v.row.id[..12])?;
         }
         return Ok(0);
     }
     match format {
         "json" => {
-            let v: Vec<Value> = rows.iter().map(|c| container_json(engine, c)).collect();
+            let v: Vec<Value> = rows.iter().map(container_json).collect();
             writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
         }
         "table" => {
@@ -156,12 +152,8 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
                 .map(String::from)
                 .to_vec(),
             ];
-            for c in &rows {
-                let pod = engine
-                    .db()
-                    .find_pod(&c.pod_id)
-                    .map(|p| p.name)
-                    .unwrap_or_default();
+            for v in &rows {
+                let c = &v.row;
                 // What runs: the entrypoint then the command (as docker ps shows it).
                 let cmd = c
                     .spec
@@ -184,7 +176,7 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
                     format!("{} ago", ago(&c.created_at)),
                     status(c),
                     c.name.clone(),
-                    pod,
+                    v.pod_name.clone(),
                 ]);
             }
             write!(out, "{}", table(&t))?;
@@ -221,15 +213,14 @@ pub fn logs(
     since: Option<&str>,
     timestamps: bool,
 ) -> Result<i32> {
-    let row = engine.db().find_container(key)?;
-    let opts = wharf_shim::logs::ReadOptions {
+    let opts = LogOptions {
         tail,
         since: since.map(since_time).transpose()?,
         follow,
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
-    let mut on_entry = |e: &wharf_shim::logs::LogEntry| {
+    engine.container_logs(key, &opts, |e: &LogEntry| {
         let mut line = Vec::new();
         if timestamps {
             line.extend_from_slice(e.time.as_bytes());
@@ -245,23 +236,7 @@ pub fn logs(
             let mut o = stdout.lock();
             o.write_all(&line).is_ok() && o.flush().is_ok()
         }
-    };
-    let id = row.id.clone();
-    let mut keep = || {
-        engine
-            .db()
-            .find_container(&id)
-            .ok()
-            .and_then(|r| engine.refresh(&r).ok())
-            .is_some_and(|r| r.state == ContainerState::Running)
-    };
-    wharf_shim::logs::read(
-        &engine.paths().log(&row.id),
-        &opts,
-        &mut on_entry,
-        &mut keep,
-    )
-    .with_context(|| format!("reading the logs of {}", row.name))?;
+    })?;
     Ok(0)
 }
 
@@ -269,19 +244,8 @@ pub fn logs(
 pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) -> Result<i32> {
     if tree {
         for o in objects {
-            let pod = match engine.db().find_pod(o) {
-                Ok(p) => p,
-                Err(_) => engine
-                    .db()
-                    .find_pod(&engine.db().find_container(o)?.pod_id)?,
-            };
-            let dir = engine.shim_state_dir(&pod);
-            let shim_pid = wharf_shim::records::StateDir::new(&dir)
-                .shim_pid()
-                .map(|(p, _)| p)
-                .with_context(|| format!("pod {} has no running shim", pod.name))?;
-            let t = wharf_engine::tree::build(shim_pid, &pod.sandbox)
-                .with_context(|| format!("pod {}: its shim ({shim_pid}) is gone", pod.name))?;
+            let pod = engine.pod_of(o)?;
+            let t = engine.pod_tree(&pod)?;
             if format == "json" {
                 println!(
                     "{}",
@@ -310,59 +274,61 @@ pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) ->
     }
     let mut out = Vec::new();
     for o in objects {
-        match engine.db().find_container(o) {
-            Ok(c) => out.push(container_json(engine, &engine.refresh(&c)?)),
-            Err(_) => out.push(pod_json(
-                engine,
-                &engine
-                    .db()
-                    .find_pod(o)
-                    .with_context(|| format!("no such container or pod: {o}"))?,
-            )?),
+        match engine.container(o) {
+            Ok(v) => out.push(container_json(&v)),
+            Err(wharf_engine::Error::NotFound { .. }) => match engine.pod(o) {
+                Ok(p) => out.push(pod_json(&p)),
+                Err(wharf_engine::Error::NotFound { .. }) => {
+                    return Err(wharf_engine::Error::NotFound {
+                        kind: "container or pod",
+                        name: o.clone(),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
         }
     }
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(0)
 }
 
-fn pod_json(engine: &Engine, p: &wharf_engine::db::PodRow) -> Result<Value> {
-    let containers: Vec<Value> = engine
-        .db()
-        .containers(Some(&p.id))?
+fn pod_json(p: &PodView) -> Value {
+    let containers: Vec<Value> = p
+        .containers
         .iter()
-        .map(|c| json!({"Id": c.id, "Name": c.name, "Init": c.spec.init}))
+        .map(|(id, name, init)| json!({"Id": id, "Name": name, "Init": init}))
         .collect();
-    Ok(json!({
-        "Id": p.id, "Name": p.name, "Created": p.created_at, "State": p.state,
-        "Spec": p.spec, "Sandbox": p.sandbox, "Containers": containers,
-    }))
+    let r = &p.row;
+    json!({
+        "Id": r.id, "Name": r.name, "Created": r.created_at, "State": r.state,
+        "Spec": r.spec, "Sandbox": r.sandbox, "Containers": containers,
+    })
 }
 
 /// `wharf pod inspect`.
 pub fn inspect_pods(engine: &Engine, pods: &[String]) -> Result<()> {
     let v: Vec<Value> = pods
         .iter()
-        .map(|p| pod_json(engine, &engine.db().find_pod(p)?))
-        .collect::<Result<_>>()?;
+        .map(|p| engine.pod(p).map(|p| pod_json(&p)))
+        .collect::<Result<_, _>>()?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
 
 /// `wharf pod ls`.
 pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
-    let pods = engine.db().pods()?;
+    let pods = engine.list_pods(&PodFilter::default())?;
     if quiet {
         for p in &pods {
-            println!("{}", &p.id[..12]);
+            println!("{}", &p.row.id[..12]);
         }
         return Ok(());
     }
     match format {
         "json" => {
-            let v: Vec<Value> = pods
-                .iter()
-                .map(|p| pod_json(engine, p))
-                .collect::<Result<_>>()?;
+            let v: Vec<Value> = pods.iter().map(pod_json).collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         "table" => {
@@ -379,14 +345,14 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 .to_vec(),
             ];
             for p in &pods {
-                let n = engine.db().containers(Some(&p.id))?.len();
+                let r = &p.row;
                 t.push(vec![
-                    p.id[..12].to_string(),
-                    p.name.clone(),
-                    p.state.clone(),
-                    format!("{} ago", ago(&p.created_at)),
-                    p.sandbox.ips.join(","),
-                    n.to_string(),
+                    r.id[..12].to_string(),
+                    r.name.clone(),
+                    r.state.clone(),
+                    format!("{} ago", ago(&r.created_at)),
+                    r.sandbox.ips.join(","),
+                    p.containers.len().to_string(),
                 ]);
             }
             print!("{}", table(&t));
@@ -397,11 +363,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
 }
 
 fn cgroup_stats(engine: &Engine, c: &ContainerRow) -> Option<Value> {
-    let pod = engine.db().find_pod(&c.pod_id).ok()?;
-    let rt = wharf_runtime::Runtime::new(engine.paths().runtime_root());
-    let stats = rt.stats(&c.id).ok()?;
-    let _ = pod;
-    serde_json::to_value(stats).ok()
+    serde_json::to_value(engine.container_stats(&c.id).ok()??).ok()
 }
 
 /// `wharf stats`.
@@ -410,15 +372,13 @@ pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) ->
     loop {
         let rows: Vec<ContainerRow> = if keys.is_empty() {
             engine
-                .db()
-                .containers(None)?
+                .list_containers(&ContainerFilter::default())?
                 .into_iter()
-                .filter_map(|c| engine.refresh(&c).ok())
-                .filter(|c| c.state == ContainerState::Running)
+                .map(|v| v.row)
                 .collect()
         } else {
             keys.iter()
-                .map(|k| engine.db().find_container(k))
+                .map(|k| engine.container(k).map(|v| v.row))
                 .collect::<Result<_, _>>()?
         };
         let mut t = vec![
@@ -492,61 +452,36 @@ pub fn top(engine: &Engine, key: &str, format: &str) -> Result<i32> {
     if !matches!(format, "table" | "json") {
         bail!("unknown format {format:?}: use table or json");
     }
-    let row = engine.db().find_container(key)?;
-    let rt = wharf_runtime::Runtime::new(engine.paths().runtime_root());
-    let pids = rt
-        .pids(&row.id)
-        .with_context(|| format!("container {} is not running", row.name))?;
+    let procs = engine.container_processes(key)?;
+    if format == "json" {
+        let v: Vec<Value> = procs
+            .iter()
+            .map(|p| {
+                json!({"pid": p.pid, "user": p.uid.to_string(), "time": cpu_time(p.cpu_seconds), "command": p.command})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
     let mut t = vec![
         ["PID", "USER", "TIME", "COMMAND"]
             .map(String::from)
             .to_vec(),
     ];
-    // SAFETY: sysconf has no preconditions.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    for pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let after = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
-        let f: Vec<&str> = after.split(' ').collect();
-        let (ut, st) = (
-            f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0),
-            f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0),
-        );
-        let secs = (ut + st) / tick.max(1);
-        let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("Uid:")
-                    .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
-            })
-            .unwrap_or_default();
-        let cmd = String::from_utf8_lossy(
-            &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
-        )
-        .replace('\0', " ");
+    for p in &procs {
         t.push(vec![
-            pid.to_string(),
-            uid,
-            format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60),
-            cmd.trim().to_string(),
+            p.pid.to_string(),
+            p.uid.to_string(),
+            cpu_time(p.cpu_seconds),
+            p.command.clone(),
         ]);
     }
-    if format == "json" {
-        let procs: Vec<serde_json::Value> = t[1..]
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "pid": r[0].parse::<i64>().unwrap_or(0),
-                    "user": r[1], "time": r[2], "command": r[3],
-                })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&procs)?);
-    } else {
-        print!("{}", table(&t));
-    }
+    print!("{}", table(&t));
     Ok(0)
+}
+
+fn cpu_time(secs: u64) -> String {
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// `wharf events`.

@@ -1,0 +1,292 @@
+//! What front ends ask of the engine without changing anything: containers and pods as they
+//! are now (listed with filters, inspected), a pod's process tree, a container's logs,
+//! resource usage and processes. The CLI formats these; the CRI server will translate them.
+//! No front end reads the store, a shim's records, a log file or a runtime's state itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use crate::db::{ContainerRow, PodRow};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::ContainerState;
+
+/// A container as it is now: its record, refreshed from its shim's records, with what the
+/// front ends show beside it.
+#[derive(Debug, Clone)]
+pub struct ContainerView {
+    /// The record.
+    pub row: ContainerRow,
+    /// Its pod's name.
+    pub pod_name: String,
+    /// Its OCI bundle.
+    pub bundle: PathBuf,
+    /// Its log file.
+    pub log_path: PathBuf,
+    /// The network its pod is attached to ("" for none).
+    pub network: String,
+    /// Its pod's addresses.
+    pub ips: Vec<String>,
+}
+
+/// Which containers a listing returns (every condition given must hold).
+#[derive(Debug, Clone, Default)]
+pub struct ContainerFilter {
+    /// Exited and created ones too (else running ones only).
+    pub all: bool,
+    /// In this pod (name or id).
+    pub pod: Option<String>,
+    /// With this exact name.
+    pub name: Option<String>,
+    /// Whose id starts with this.
+    pub id_prefix: Option<String>,
+    /// In this state.
+    pub state: Option<ContainerState>,
+    /// With these labels (and values).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A pod as it is now.
+#[derive(Debug, Clone)]
+pub struct PodView {
+    /// The record.
+    pub row: PodRow,
+    /// Its containers: id, name, and whether it is an init container.
+    pub containers: Vec<(String, String, bool)>,
+}
+
+/// Which pods a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct PodFilter {
+    /// With this exact name.
+    pub name: Option<String>,
+    /// Whose id starts with this.
+    pub id_prefix: Option<String>,
+    /// With these labels (and values).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// How to read a container's logs.
+#[derive(Debug, Clone, Default)]
+pub struct LogOptions {
+    /// Only the last this many lines.
+    pub tail: Option<usize>,
+    /// Only lines logged at or after this time.
+    pub since: Option<SystemTime>,
+    /// Keep reading while the container runs.
+    pub follow: bool,
+}
+
+/// One line of a container's log.
+pub type LogEntry = wharf_shim::logs::LogEntry;
+
+/// One process of a container.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProcessInfo {
+    /// Host pid.
+    pub pid: i32,
+    /// Real uid.
+    pub uid: u32,
+    /// CPU time used, in seconds.
+    pub cpu_seconds: u64,
+    /// Its command line.
+    pub command: String,
+}
+
+fn labels_match(have: &BTreeMap<String, String>, want: &BTreeMap<String, String>) -> bool {
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
+}
+
+impl Engine {
+    fn view(
+        &self,
+        row: ContainerRow,
+        pods: &mut BTreeMap<String, Option<PodRow>>,
+    ) -> ContainerView {
+        let pod = pods
+            .entry(row.pod_id.clone())
+            .or_insert_with(|| self.db.find_pod(&row.pod_id).ok())
+            .clone();
+        ContainerView {
+            bundle: self.paths.bundle(&row.id),
+            log_path: self.paths.log(&row.id),
+            pod_name: pod.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
+            network: pod
+                .as_ref()
+                .map(|p| p.sandbox.network.clone())
+                .unwrap_or_default(),
+            ips: pod.map(|p| p.sandbox.ips).unwrap_or_default(),
+            row,
+        }
+    }
+
+    /// Containers as they are now, oldest first.
+    pub fn list_containers(&self, f: &ContainerFilter) -> Result<Vec<ContainerView>> {
+        let pod_id = match &f.pod {
+            Some(p) => Some(self.db.find_pod(p)?.id),
+            None => None,
+        };
+        let mut pods = BTreeMap::new();
+        let mut out = Vec::new();
+        for c in self.db.containers(pod_id.as_deref())? {
+            if f.name.as_ref().is_some_and(|n| *n != c.name)
+                || f.id_prefix
+                    .as_ref()
+                    .is_some_and(|p| !c.id.starts_with(p.as_str()))
+                || !labels_match(&c.spec.labels, &f.labels)
+            {
+                continue;
+            }
+            let c = self.refresh(&c)?;
+            if (!f.all && c.state != ContainerState::Running)
+                || f.state.is_some_and(|s| s != c.state)
+            {
+                continue;
+            }
+            out.push(self.view(c, &mut pods));
+        }
+        Ok(out)
+    }
+
+    /// One container (by name, id or id prefix) as it is now.
+    pub fn container(&self, key: &str) -> Result<ContainerView> {
+        let row = self.refresh(&self.db.find_container(key)?)?;
+        Ok(self.view(row, &mut BTreeMap::new()))
+    }
+
+    fn pod_view(&self, row: PodRow) -> Result<PodView> {
+        let containers = self
+            .db
+            .containers(Some(&row.id))?
+            .into_iter()
+            .map(|c| (c.id, c.name, c.spec.init))
+            .collect();
+        Ok(PodView { row, containers })
+    }
+
+    /// Pods, oldest first.
+    pub fn list_pods(&self, f: &PodFilter) -> Result<Vec<PodView>> {
+        self.db
+            .pods()?
+            .into_iter()
+            .filter(|p| {
+                f.name.as_ref().is_none_or(|n| *n == p.name)
+                    && f.id_prefix
+                        .as_ref()
+                        .is_none_or(|x| p.id.starts_with(x.as_str()))
+                    && labels_match(&p.spec.labels, &f.labels)
+            })
+            .map(|p| self.pod_view(p))
+            .collect()
+    }
+
+    /// One pod (by name, id or id prefix).
+    pub fn pod(&self, key: &str) -> Result<PodView> {
+        self.pod_view(self.db.find_pod(key)?)
+    }
+
+    /// The pod `key` names, or the pod of the container it names.
+    pub fn pod_of(&self, key: &str) -> Result<PodRow> {
+        match self.db.find_pod(key) {
+            Ok(p) => Ok(p),
+            Err(Error::NotFound { .. }) => {
+                let c = self.db.find_container(key).map_err(|_| Error::NotFound {
+                    kind: "container or pod",
+                    name: key.to_string(),
+                })?;
+                self.db.find_pod(&c.pod_id)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The pod's processes as the kernel sees them, from its shim down, each against the
+    /// pod's namespaces.
+    pub fn pod_tree(&self, pod: &PodRow) -> Result<crate::tree::Proc> {
+        let dir = self.shim_state_dir(pod);
+        let shim_pid = wharf_shim::records::StateDir::new(&dir)
+            .shim_pid()
+            .map(|(p, _)| p)
+            .ok_or_else(|| Error::Precondition(format!("pod {} has no running shim", pod.name)))?;
+        crate::tree::build(shim_pid, &pod.sandbox).ok_or_else(|| {
+            Error::Precondition(format!("pod {}: its shim ({shim_pid}) is gone", pod.name))
+        })
+    }
+
+    /// Read container `key`'s log: each entry goes to `on_entry`, which returns false to
+    /// stop. With `follow`, reading goes on while the container runs.
+    pub fn container_logs(
+        &self,
+        key: &str,
+        opts: &LogOptions,
+        mut on_entry: impl FnMut(&LogEntry) -> bool,
+    ) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        let read = wharf_shim::logs::ReadOptions {
+            tail: opts.tail,
+            since: opts.since,
+            follow: opts.follow,
+        };
+        let id = row.id.clone();
+        let mut keep = || {
+            self.db
+                .find_container(&id)
+                .ok()
+                .and_then(|r| self.refresh(&r).ok())
+                .is_some_and(|r| r.state == ContainerState::Running)
+        };
+        wharf_shim::logs::read(&self.paths.log(&row.id), &read, &mut on_entry, &mut keep)
+            .map_err(|e| Error::Other(format!("reading the logs of {}: {e}", row.name)))
+    }
+
+    /// Resource usage of a running container's cgroup (None once it is gone).
+    pub fn container_stats(&self, key: &str) -> Result<Option<wharf_runtime::cgroups::Stats>> {
+        let row = self.db.find_container(key)?;
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        Ok(rt.stats(&row.id).ok())
+    }
+
+    /// The processes of a running container.
+    pub fn container_processes(&self, key: &str) -> Result<Vec<ProcessInfo>> {
+        let row = self.db.find_container(key)?;
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        let pids = rt
+            .pids(&row.id)
+            .map_err(|_| Error::Precondition(format!("container {} is not running", row.name)))?;
+        // SAFETY: sysconf has no preconditions.
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Ok(pids
+            .into_iter()
+            .map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let after = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
+                let f: Vec<&str> = after.split(' ').collect();
+                let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .unwrap_or_default()
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("Uid:")?
+                            .split_whitespace()
+                            .next()?
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or(0);
+                let command = String::from_utf8_lossy(
+                    &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
+                )
+                .replace('\0', " ")
+                .trim()
+                .to_string();
+                ProcessInfo {
+                    pid,
+                    uid,
+                    cpu_seconds: (ticks(11) + ticks(12)) / tick,
+                    command,
+                }
+            })
+            .collect())
+    }
+}
