@@ -1,0 +1,279 @@
+//! Children that exit: reaping, exit records, the restart policy and its back-off timers.
+
+use super::*;
+
+impl Shim {
+    /// Wait for our child `pid` (blocking), reaping every other child that exits meanwhile
+    /// (its exit is handled by the event loop afterwards). Waiting for `pid` alone can
+    /// deadlock: a container's init killed as PID 1 of its pid namespace does not finish
+    /// exiting until every other process of that namespace is reaped, and exec'd processes
+    /// are our children, not its.
+    pub(super) fn reap_waiting(&mut self, pid: i32) -> Option<i32> {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid on any child of ours.
+            let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if r == pid {
+                return Some(status);
+            }
+            if r > 0 {
+                self.deferred_exits.push((r, status));
+                continue;
+            }
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return None;
+        }
+    }
+
+    pub(super) fn handle_deferred_exits(&mut self) {
+        while !self.deferred_exits.is_empty() {
+            for (pid, status) in std::mem::take(&mut self.deferred_exits) {
+                self.on_child_exit(pid, status);
+            }
+        }
+    }
+
+    pub(super) fn on_signal(&mut self, sig: i32) {
+        match sig {
+            libc::SIGCHLD => {
+                self.handle_deferred_exits();
+                while let Some((pid, status)) = sys::reap_any() {
+                    self.on_child_exit(pid, status);
+                }
+            }
+            libc::SIGTERM | libc::SIGINT => {
+                log(&format!(
+                    "signal {sig}: shutting down once no container runs"
+                ));
+                self.begin_shutdown();
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.containers
+            .iter()
+            .flat_map(|c| [c.restart_at, c.kill_at])
+            .flatten()
+            .min()
+    }
+
+    pub(super) fn on_timer(&mut self) {
+        let now = Instant::now();
+        let keys: Vec<u64> = self.containers.iter().map(|c| c.key).collect();
+        for key in keys {
+            let Some(c) = self.find_key_mut(key) else {
+                continue;
+            };
+            if c.kill_at.is_some_and(|t| t <= now) {
+                c.kill_at = None;
+                if c.status == Status::Running {
+                    let id = c.spec.id.clone();
+                    if let Err(e) = self.cfg.runtime.kill(&id, libc::SIGKILL, true) {
+                        log(&format!("stop {id}: SIGKILL after the grace period: {e}"));
+                    }
+                }
+            }
+            let Some(c) = self.find_key_mut(key) else {
+                continue;
+            };
+            if c.restart_at.is_some_and(|t| t <= now) {
+                c.restart_at = None;
+                c.restart_count += 1;
+                self.launch(key);
+            }
+        }
+    }
+
+    pub(super) fn on_child_exit(&mut self, pid: i32, status: i32) {
+        if let Some(key) = self
+            .containers
+            .iter()
+            .find(|c| c.pid == Some(pid))
+            .map(|c| c.key)
+        {
+            self.container_exited(key, status, None);
+            return;
+        }
+        self.on_child_exit_reaped(pid, status);
+    }
+
+    /// An exec process or the pod's init exited (anything else is an orphan we reaped).
+    pub(super) fn on_child_exit_reaped(&mut self, pid: i32, status: i32) {
+        if self.pause.is_some_and(|(p, _)| p == pid) {
+            log(&format!("the pod's init (pid {pid}) exited"));
+            self.pause = None;
+            if !self.shutting_down {
+                // Every process of the shared pid namespace died with it, and no new one
+                // can enter it: the pod is over.
+                self.phase = PodPhase::Failed;
+                self.failure = Some(format!("{PAUSE_EXITED} (pid {pid})"));
+                for c in &mut self.containers {
+                    c.restart_at = None;
+                }
+            }
+            self.persist_pod();
+            return;
+        }
+        let mut found = None;
+        for c in &self.containers {
+            if let Some(i) = c
+                .execs
+                .iter()
+                .position(|e| e.pid == pid && e.exit.is_none())
+            {
+                found = Some((c.key, i));
+            }
+        }
+        let Some((key, i)) = found else {
+            return;
+        };
+        let mut buf = [0u8; 8192];
+        let mut out: Vec<(Stream, Vec<u8>)> = Vec::new();
+        let c = self.find_key_mut(key).expect("found");
+        let cid = c.spec.id.clone();
+        let e = &mut c.execs[i];
+        e.io.drain(&mut buf, &mut |s, d| out.push((s, d.to_vec())));
+        let attached = e.attached.clone();
+        for (s, d) in out {
+            self.broadcast(&attached, s.frame_id(), &d);
+        }
+        let (code, signal) = sys::decode_status(status);
+        let c = self.find_key_mut(key).expect("found");
+        let e = &mut c.execs[i];
+        let exit = ExitRecord {
+            exit_code: code,
+            signal,
+            started_at: Some(e.started_at.clone()),
+            finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+            oom_killed: false,
+            reason: if code == 0 { "Completed" } else { "Error" }.into(),
+            message: None,
+        };
+        e.exit = Some(exit.clone());
+        let waiters = std::mem::take(&mut e.waiters);
+        let attached = std::mem::take(&mut e.attached);
+        let exec_id = e.id.clone();
+        if let Err(err) = self.cfg.state.write_exec_exit(&cid, &exec_id, &exit) {
+            log(&err.to_string());
+        }
+        self.announce_exit(waiters, attached, &exit);
+    }
+
+    /// The container's init exited (already reaped): drain its output, record the exit,
+    /// then tell whoever waits.
+    pub(super) fn container_exited(
+        &mut self,
+        key: u64,
+        status: i32,
+        start_error: Option<(&str, String)>,
+    ) {
+        let mut buf = [0u8; 8192];
+        let mut out: Vec<(Stream, Vec<u8>)> = Vec::new();
+        let Some(c) = self.find_key_mut(key) else {
+            return;
+        };
+        if let Some(io) = c.io.as_mut() {
+            io.drain(&mut buf, &mut |s, d| out.push((s, d.to_vec())));
+        }
+        let attached = c.attached.clone();
+        for (s, d) in out {
+            self.broadcast(&attached, s.frame_id(), &d);
+        }
+        let c = self.find_key_mut(key).expect("exists");
+        c.io = None;
+        if let Some(w) = c.oom.as_mut()
+            && let Ok(u) = w.read()
+        {
+            c.ooms += u.ooms;
+        }
+        c.oom = None;
+        let (code, signal) = sys::decode_status(status);
+        let oom = c.ooms > 0;
+        let (code, signal, reason, message) = match start_error {
+            Some((reason, msg)) => (128, None, reason.to_string(), Some(msg)),
+            None if oom => (code, signal, "OOMKilled".to_string(), None),
+            None if code == 0 => (code, signal, "Completed".to_string(), None),
+            None => (code, signal, "Error".to_string(), None),
+        };
+        let record = ExitRecord {
+            exit_code: code,
+            signal,
+            started_at: c.started_at.clone(),
+            finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+            oom_killed: oom,
+            reason,
+            message,
+        };
+        self.record_exit(key, record);
+    }
+
+    /// Write the exit record (durably), then announce it, then apply the restart policy.
+    pub(super) fn record_exit(&mut self, key: u64, record: ExitRecord) {
+        let Some(c) = self.find_key_mut(key) else {
+            return;
+        };
+        c.status = Status::Exited;
+        c.pid = None;
+        c.pid_start_time = None;
+        c.kill_at = None;
+        let id = c.spec.id.clone();
+        if let Err(e) = self.cfg.state.write_exit(&id, &record) {
+            log(&format!("container {id}: record its exit: {e}"));
+        }
+        let may_restart = !self.shutting_down && self.phase != PodPhase::Failed;
+        let has_plan = self.plan.is_some();
+        let c = self.find_key_mut(key).expect("exists");
+        c.last_exit = Some(record.clone());
+        let failed = record.exit_code != 0;
+        let policy = match (c.spec.restart, c.spec.init) {
+            // Init containers restart only on failure (Kubernetes).
+            (RestartPolicy::Always, true) => RestartPolicy::OnFailure,
+            (p, _) => p,
+        };
+        let restart = !c.stopping
+            && match policy {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => failed,
+                RestartPolicy::Never => false,
+            };
+        let mut pod_failure = None;
+        if restart && may_restart {
+            let ran = c.run_started.map(|t| t.elapsed()).unwrap_or_default();
+            if ran >= Duration::from_millis(2 * c.spec.backoff.max_ms) {
+                c.delay_ms = c.spec.backoff.initial_ms;
+            }
+            c.restart_at = Some(Instant::now() + Duration::from_millis(c.delay_ms));
+            c.delay_ms = (c.delay_ms * 2).min(c.spec.backoff.max_ms);
+        } else if c.spec.init && failed && has_plan {
+            pod_failure = Some(format!(
+                "init container {id} failed: exit code {}{} ({}{})",
+                record.exit_code,
+                record
+                    .signal
+                    .map(|s| format!(", signal {s}"))
+                    .unwrap_or_default(),
+                record.reason,
+                record
+                    .message
+                    .as_ref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ));
+        }
+        let waiters = std::mem::take(&mut c.waiters);
+        let attached = std::mem::take(&mut c.attached);
+        self.persist(key);
+        if let Some(f) = pod_failure {
+            log(&format!("pod {}: {f}", self.cfg.pod));
+            self.phase = PodPhase::Failed;
+            self.failure = Some(f);
+            self.persist_pod();
+        }
+        self.announce_exit(waiters, attached, &record);
+        self.pod_dirty = true;
+    }
+}
