@@ -444,18 +444,33 @@ impl ShimClient {
         }
     }
 
-    /// One container (from [`ShimClient::state`]).
+    /// One container's full status, in one call.
     pub fn container(&self, id: &str) -> Result<ContainerInfo> {
-        self.state()?
-            .containers
-            .into_iter()
-            .find(|c| c.id == id)
-            .ok_or_else(|| ShimError::Remote {
-                state_dir: self.state_dir.clone(),
-                op: format!("state {id}"),
-                kind: ErrorKind::NotFound,
-                message: format!("container {id}: no such container"),
-            })
+        let what = format!("status {id}");
+        match self.call(&what, Op::Status { id: id.into() })? {
+            Reply::Container(c) => Ok(c),
+            r => Err(self.unexpected(&what, r)),
+        }
+    }
+
+    /// Open the container's log file again at its path (after it was moved away).
+    pub fn reopen_log(&self, id: &str) -> Result<()> {
+        self.done(&format!("reopen_log {id}"), Op::ReopenLog { id: id.into() })
+    }
+
+    /// Events from now on, as they happen (see [`Events`]).
+    pub fn subscribe(&self) -> Result<Events> {
+        let mut s = self.open("subscribe")?;
+        match self.exchange(&mut s, "subscribe", Op::Subscribe, Some(self.timeout))? {
+            Reply::Done => {
+                s.set_read_timeout(None)
+                    .map_err(|e| self.conn_err("subscribe", e))?;
+                Ok(Events {
+                    reader: std::io::BufReader::new(s),
+                })
+            }
+            r => Err(self.unexpected("subscribe", r)),
+        }
     }
 
     /// Wait until the container exits (at once if it has; with a restart pending, the
@@ -582,6 +597,55 @@ impl ShimClient {
     /// Ask the shim to exit once no container runs.
     pub fn shutdown(&self) -> Result<()> {
         self.done("shutdown", Op::Shutdown)
+    }
+}
+
+/// A subscription: the pod's events as its shim pushes them. Dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Events {
+    reader: std::io::BufReader<UnixStream>,
+}
+
+impl Events {
+    /// The next event (blocking), or None once the shim has gone.
+    pub fn next_event(&mut self) -> std::io::Result<Option<Event>> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            // Lines are small; a bound still keeps a confused peer from growing us.
+            let n = (&mut self.reader).take(1 << 20).read_line(&mut line)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            return serde_json::from_str(&line)
+                .map(Some)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
+        }
+    }
+
+    /// Limit how long [`Events::next_event`] blocks (None: for ever).
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        self.reader.get_ref().set_read_timeout(t)
+    }
+
+    /// Stop the subscription from another thread (the blocked reader gets None).
+    pub fn closer(&self) -> std::io::Result<EventsCloser> {
+        Ok(EventsCloser(self.reader.get_ref().try_clone()?))
+    }
+}
+
+/// Ends an [`Events`] subscription from elsewhere.
+#[derive(Debug)]
+pub struct EventsCloser(UnixStream);
+
+impl EventsCloser {
+    /// Shut the connection down.
+    pub fn close(&self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
 }
 

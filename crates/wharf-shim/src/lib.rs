@@ -25,7 +25,9 @@ pub mod protocol;
 pub mod reap;
 pub mod records;
 
-pub use client::{Attach, AttachInput, Output, ShimClient, SpawnOptions, spawn};
+pub use client::{
+    Attach, AttachInput, Events, EventsCloser, Output, ShimClient, SpawnOptions, spawn,
+};
 pub use error::{Result, ShimError};
 pub use protocol::{
     Backoff, ContainerInfo, ContainerSpec, ErrorKind, ExecInfo, ExitRecord, PauseSpec, PodPhase,

@@ -59,6 +59,15 @@ impl LogWriter {
         })
     }
 
+    /// Open a new file at the path (someone moved the old one away, as kubelet does when
+    /// it rotates logs itself); entries go there from now on.
+    pub fn reopen(&mut self) -> io::Result<()> {
+        let file = open_append(&self.path)?;
+        self.size = file.metadata()?.len();
+        self.file = file;
+        Ok(())
+    }
+
     /// The log file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -12,6 +12,8 @@
 //! <- {"error":{"kind":"not_found","message":"container nope: no such container in this pod"}}
 //! ```
 //!
+//! `subscribe` turns the connection into a stream of [`Event`] lines.
+//!
 //! A request with another `v` gets a `version` error. `wait` answers when the process exits
 //! (at once if it already has). After the answer to `attach` (and to `exec` with
 //! `attach: true`) the connection carries [`crate::frame`]s in both directions instead of
@@ -143,6 +145,20 @@ pub enum Op {
     },
     /// Exit once no container runs (pending restarts are cancelled).
     Shutdown,
+    /// One container's full status; answers [`Reply::Container`].
+    Status {
+        /// Container id.
+        id: String,
+    },
+    /// Open the container's log file again at its path, after someone moved it away
+    /// (kubelet rotates CRI logs itself, then asks for this: ReopenContainerLog).
+    ReopenLog {
+        /// Container id.
+        id: String,
+    },
+    /// Turn this connection into a stream of [`Event`]s, one JSON line each, from now on
+    /// (what happened before is in the state directory's records).
+    Subscribe,
 }
 
 /// What the engine asks the shim to run.
@@ -303,6 +319,97 @@ pub enum Reply {
     State(ShimState),
     /// An exit record (wait).
     Exit(ExitRecord),
+    /// One container (status).
+    Container(ContainerInfo),
+}
+
+/// Something that happened in the pod, pushed to subscribers as it happens.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Event {
+    /// When (RFC 3339 with nanoseconds).
+    pub time: String,
+    /// What.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// The kinds of [`Event`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The runtime created the container; its init waits to be started.
+    Created {
+        /// Container id.
+        id: String,
+        /// Host pid of its init.
+        pid: i32,
+    },
+    /// The container's program runs.
+    Started {
+        /// Container id.
+        id: String,
+        /// Host pid of its init.
+        pid: i32,
+    },
+    /// The container's init exited (its exit is on disk already).
+    Exited {
+        /// Container id.
+        id: String,
+        /// How.
+        exit: ExitRecord,
+    },
+    /// The memory cgroup killed a process of the container.
+    Oom {
+        /// Container id.
+        id: String,
+    },
+    /// The restart policy starts the container again (created and started follow).
+    Restarted {
+        /// Container id.
+        id: String,
+        /// Restarts so far, this one included.
+        restart_count: u32,
+    },
+    /// An exec process started.
+    ExecStarted {
+        /// Container id.
+        id: String,
+        /// Exec process name.
+        exec_id: String,
+        /// Host pid.
+        pid: i32,
+    },
+    /// An exec process exited.
+    ExecExited {
+        /// Container id.
+        id: String,
+        /// Exec process name.
+        exec_id: String,
+        /// How.
+        exit: ExitRecord,
+    },
+    /// The pod cannot run containers any more (its init exited, or an init container
+    /// failed for good).
+    PodFailed {
+        /// Why.
+        failure: String,
+    },
+}
+
+impl EventKind {
+    /// The container the event is about, if it is about one.
+    pub fn container(&self) -> Option<&str> {
+        match self {
+            EventKind::Created { id, .. }
+            | EventKind::Started { id, .. }
+            | EventKind::Exited { id, .. }
+            | EventKind::Oom { id }
+            | EventKind::Restarted { id, .. }
+            | EventKind::ExecStarted { id, .. }
+            | EventKind::ExecExited { id, .. } => Some(id),
+            EventKind::PodFailed { .. } => None,
+        }
+    }
 }
 
 /// An error the shim reports.
@@ -384,6 +491,15 @@ pub struct ContainerInfo {
     /// Host pid of its init while created or running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
+    /// When the runtime created its current run (RFC 3339 with nanoseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When its current run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Its CRI log file, if its output is logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
     /// An init container.
     pub init: bool,
     /// Times it was restarted.

@@ -191,3 +191,116 @@ fn a_second_shim_for_the_same_state_dir_is_refused() {
     assert!(e.to_string().contains("again"), "{e}");
     pod.shim.ping().unwrap();
 }
+
+/// Reads events until `pred` holds for one (or panics after 20 s), returning those read.
+fn events_until(
+    events: &mut wharf_shim::Events,
+    mut pred: impl FnMut(&Event) -> bool,
+) -> Vec<Event> {
+    events
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let e = events
+            .next_event()
+            .unwrap_or_else(|e| panic!("no event after {seen:?}: {e}"))
+            .unwrap_or_else(|| panic!("the stream ended after {seen:?}"));
+        let done = pred(&e);
+        seen.push(e);
+        if done {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn subscribers_hear_each_step_as_it_happens() {
+    let pod = Pod::new("shim-events");
+    let mut events = pod.shim.subscribe().unwrap();
+    // A subscriber that goes away leaves the others (and the shim) alone.
+    drop(pod.shim.subscribe().unwrap());
+    let mut spec = pod.spec(
+        "c",
+        &[
+            "sh",
+            "-c",
+            "while [ ! -e /go ]; do sleep 0.02; done; exit 3",
+        ],
+    );
+    spec.restart = RestartPolicy::OnFailure;
+    spec.backoff = Backoff {
+        initial_ms: 300,
+        max_ms: 300,
+    };
+    let pid = pod.shim.create(&spec).unwrap();
+    pod.shim.start("c").unwrap();
+    let seen = events_until(&mut events, |e| matches!(e.kind, EventKind::Started { .. }));
+    let kinds: Vec<&EventKind> = seen.iter().map(|e| &e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            &EventKind::Created {
+                id: "c".into(),
+                pid
+            },
+            &EventKind::Started {
+                id: "c".into(),
+                pid
+            }
+        ]
+    );
+    // The exit arrives as it happens: no request asks for it.
+    std::fs::write(spec.bundle.join("rootfs/go"), "").unwrap();
+    let t = std::time::Instant::now();
+    let seen = events_until(&mut events, |e| matches!(e.kind, EventKind::Exited { .. }));
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    let EventKind::Exited { id, exit } = &seen.last().unwrap().kind else {
+        unreachable!()
+    };
+    assert_eq!((id.as_str(), exit.exit_code), ("c", 3));
+    // ... and is on disk already.
+    assert_eq!(pod.shim.records().exit("c").unwrap().as_ref(), Some(exit));
+    // (The next run waits again; the rootfs is read-only to it.)
+    std::fs::remove_file(spec.bundle.join("rootfs/go")).unwrap();
+    // The restart policy brings it back: restarted, created, started.
+    let seen = events_until(&mut events, |e| matches!(e.kind, EventKind::Started { .. }));
+    assert!(
+        matches!(
+            seen[0].kind,
+            EventKind::Restarted {
+                restart_count: 1,
+                ..
+            }
+        ),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(seen[1].kind, EventKind::Created { .. }),
+        "{seen:?}"
+    );
+    // One call tells the whole status.
+    let info = pod.shim.container("c").unwrap();
+    assert_eq!(info.status, Status::Running);
+    assert_eq!(info.restart_count, 1);
+    assert!(
+        info.created_at.is_some() && info.started_at.is_some(),
+        "{info:?}"
+    );
+    assert_eq!(info.log.as_deref(), Some(pod.log_path("c").as_path()));
+    assert_eq!(info.exit.as_ref().map(|e| e.exit_code), Some(3));
+    let e = pod.shim.container("nope").unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    // Stopping for good: one more exit, no restart.
+    pod.shim
+        .stop("c", libc::SIGKILL, std::time::Duration::from_secs(1))
+        .unwrap();
+    let seen = events_until(&mut events, |e| matches!(e.kind, EventKind::Exited { .. }));
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    // Every event carries its time.
+    assert!(seen[0].time.ends_with('Z'), "{seen:?}");
+}

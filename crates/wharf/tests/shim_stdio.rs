@@ -250,3 +250,61 @@ fn attach_streams_new_output_of_a_log_container() {
     );
     assert_eq!(pod.log_lines("c"), vec!["early", "late", "oops"]);
 }
+
+#[test]
+fn reopen_log_after_someone_moved_it_away() {
+    let pod = Pod::new("shim-log-reopen");
+    let spec = pod.spec(
+        "c",
+        &[
+            "sh",
+            "-c",
+            "echo before; while [ ! -e /go ]; do sleep 0.02; done; echo after; sleep 1000",
+        ],
+    );
+    pod.run(&spec);
+    let path = pod.log_path("c");
+    assert!(wait_until(Duration::from_secs(10), || pod.log_lines("c") == ["before"]));
+    // kubelet's rotation: rename the file, then ask the runtime to reopen it.
+    let moved = path.with_extension("log.20261201-000000");
+    std::fs::rename(&path, &moved).unwrap();
+    pod.shim.reopen_log("c").unwrap();
+    assert!(path.exists(), "a new file at the log's path");
+    std::fs::write(spec.bundle.join("rootfs/go"), "").unwrap();
+    assert!(wait_until(Duration::from_secs(10), || pod.log_lines("c") == ["after"]));
+    let old = std::fs::read_to_string(&moved).unwrap();
+    assert!(
+        old.ends_with(" stdout F before\n") && !old.contains("after"),
+        "{old}"
+    );
+    // What cannot be reopened says why, naming the container.
+    let e = pod.shim.reopen_log("nope").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            wharf_shim::ShimError::Remote {
+                kind: ErrorKind::NotFound,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut piped = pod.spec("piped", &["sleep", "1000"]);
+    piped.stdio = StdioSpec::pipes(false);
+    pod.run(&piped);
+    let e = pod.shim.reopen_log("piped").unwrap_err();
+    assert!(e.to_string().contains("piped") && e.to_string().contains("not logged"));
+    pod.shim.kill("c", libc::SIGKILL, false).unwrap();
+    pod.wait("c");
+    let e = pod.shim.reopen_log("c").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            wharf_shim::ShimError::Remote {
+                kind: ErrorKind::State,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -224,6 +224,17 @@ impl Io {
         split.feed(data, &mut |c, p| write_log(w, s, c, p));
     }
 
+    /// Open the log file again at its path (see [`LogWriter::reopen`]).
+    pub fn reopen_log(&mut self) -> io::Result<()> {
+        match self.log.as_mut() {
+            Some(w) => w.reopen(),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the process's output is not logged",
+            )),
+        }
+    }
+
     /// Queue stdin bytes and write what the process takes now. False if stdin is closed.
     pub fn send_stdin(&mut self, data: &[u8]) -> bool {
         if self.stdin.is_none() {

@@ -65,6 +65,11 @@ impl Shim {
             };
             match &c.mode {
                 Mode::Waiting => return,
+                Mode::Events => {
+                    // Subscribers have nothing to say: what they send is dropped.
+                    c.inbuf = Vec::new();
+                    return;
+                }
                 Mode::Requests => {
                     let Some(nl) = c.inbuf.iter().position(|&b| b == b'\n') else {
                         if c.inbuf.len() > MAX_REQUEST {

@@ -83,6 +83,11 @@ impl Shim {
             if c.restart_at.is_some_and(|t| t <= now) {
                 c.restart_at = None;
                 c.restart_count += 1;
+                let restarted = EventKind::Restarted {
+                    id: c.spec.id.clone(),
+                    restart_count: c.restart_count,
+                };
+                self.publish(restarted);
                 self.launch(key);
             }
         }
@@ -110,10 +115,14 @@ impl Shim {
                 // Every process of the shared pid namespace died with it, and no new one
                 // can enter it: the pod is over.
                 self.phase = PodPhase::Failed;
-                self.failure = Some(format!("{PAUSE_EXITED} (pid {pid})"));
+                let failure = format!("{PAUSE_EXITED} (pid {pid})");
+                self.failure = Some(failure.clone());
                 for c in &mut self.containers {
                     c.restart_at = None;
                 }
+                self.persist_pod();
+                self.publish(EventKind::PodFailed { failure });
+                return;
             }
             self.persist_pod();
             return;
@@ -160,6 +169,11 @@ impl Shim {
         if let Err(err) = self.cfg.state.write_exec_exit(&cid, &exec_id, &exit) {
             log(&err.to_string());
         }
+        self.publish(EventKind::ExecExited {
+            id: cid,
+            exec_id,
+            exit: exit.clone(),
+        });
         self.announce_exit(waiters, attached, &exit);
     }
 
@@ -267,11 +281,16 @@ impl Shim {
         let waiters = std::mem::take(&mut c.waiters);
         let attached = std::mem::take(&mut c.attached);
         self.persist(key);
+        self.publish(EventKind::Exited {
+            id,
+            exit: record.clone(),
+        });
         if let Some(f) = pod_failure {
             log(&format!("pod {}: {f}", self.cfg.pod));
             self.phase = PodPhase::Failed;
-            self.failure = Some(f);
+            self.failure = Some(f.clone());
             self.persist_pod();
+            self.publish(EventKind::PodFailed { failure: f });
         }
         self.announce_exit(waiters, attached, &record);
         self.pod_dirty = true;

@@ -144,6 +144,11 @@ impl Shim {
             waiters: Vec::new(),
             attached: Vec::new(),
         });
+        self.publish(EventKind::ExecStarted {
+            id: id.to_string(),
+            exec_id: exec_id.to_string(),
+            pid: created.pid,
+        });
         Ok(created.pid)
     }
 }

@@ -75,6 +75,7 @@ impl Shim {
             pid: None,
             pid_start_time: None,
             io: None,
+            created_at: None,
             started_at: None,
             run_started: None,
             last_exit: None,
@@ -136,8 +137,10 @@ impl Shim {
         c.oom = oom;
         c.ooms = 0;
         c.execs.clear();
+        c.created_at = Some(wharf_runtime::clock::now_rfc3339_nano());
         c.started_at = None;
         self.persist(key);
+        self.publish(EventKind::Created { id, pid });
         Ok(pid)
     }
 
@@ -154,7 +157,9 @@ impl Shim {
                 if c.status == Status::Created {
                     c.status = Status::Running;
                 }
+                let pid = c.pid.unwrap_or_default();
                 self.persist(key);
+                self.publish(EventKind::Started { id, pid });
                 Ok(())
             }
             Err(e) => {

@@ -14,6 +14,7 @@ use wharf_runtime::cgroups::OomWatcher;
 use wharf_runtime::{CreateOptions, ExecOptions, Runtime};
 
 mod connections;
+mod events;
 mod exits;
 mod io;
 mod lifecycle;
@@ -57,6 +58,8 @@ enum Mode {
     Requests,
     Waiting,
     Attached(Target),
+    /// A subscriber: gets [`Event`] lines, sends nothing.
+    Events,
 }
 
 struct Conn {
@@ -84,6 +87,7 @@ struct Container {
     pid: Option<i32>,
     pid_start_time: Option<u64>,
     io: Option<Io>,
+    created_at: Option<String>,
     started_at: Option<String>,
     run_started: Option<Instant>,
     last_exit: Option<ExitRecord>,
@@ -276,6 +280,10 @@ impl Shim {
                     if u.gone {
                         // Nothing more will come; the exit handler reads it once more.
                         c.oom = None;
+                    }
+                    if u.ooms > 0 {
+                        let id = c.spec.id.clone();
+                        self.publish(EventKind::Oom { id });
                     }
                 }
             }

@@ -129,6 +129,15 @@ impl Shim {
                 self.begin_shutdown();
                 Ok(Some(Reply::Done))
             }
+            Op::Status { id } => {
+                let i = self.find(&id)?;
+                Ok(Some(Reply::Container(info(&self.containers[i]))))
+            }
+            Op::ReopenLog { id } => self.op_reopen_log(&id),
+            Op::Subscribe => {
+                self.subscribe(conn);
+                Ok(None)
+            }
         }
     }
 
@@ -260,28 +269,57 @@ impl Shim {
             phase: self.phase,
             failure: self.failure.clone(),
             pause_pid: self.pause.map(|(p, _)| p),
-            containers: self
-                .containers
-                .iter()
-                .map(|c| ContainerInfo {
-                    id: c.spec.id.clone(),
-                    status: c.status,
-                    pid: c.pid,
-                    init: c.spec.init,
-                    restart_count: c.restart_count,
-                    restart_pending: c.restart_at.is_some(),
-                    exit: c.last_exit.clone(),
-                    execs: c
-                        .execs
-                        .iter()
-                        .map(|e| ExecInfo {
-                            exec_id: e.id.clone(),
-                            pid: e.pid,
-                            exit: e.exit.clone(),
-                        })
-                        .collect(),
-                })
-                .collect(),
+            containers: self.containers.iter().map(info).collect(),
         }
+    }
+
+    /// `reopen_log`: a new file at the log's path; what was written goes on in the file
+    /// that was moved away.
+    fn op_reopen_log(&mut self, id: &str) -> OpResult {
+        let i = self.find(id)?;
+        let c = &mut self.containers[i];
+        if c.spec.stdio.log.is_none() {
+            return Err(Fail(
+                ErrorKind::Invalid,
+                format!("container {id}: its output is not logged to a file"),
+            ));
+        }
+        let Some(io) = c.io.as_mut() else {
+            return Err(Fail(
+                ErrorKind::State,
+                format!("container {id} is not running: its log is closed"),
+            ));
+        };
+        io.reopen_log().map(|_| Some(Reply::Done)).map_err(|e| {
+            Fail(
+                ErrorKind::Runtime,
+                format!("container {id}: reopen its log: {e}"),
+            )
+        })
+    }
+}
+
+/// A container as the protocol shows it.
+fn info(c: &Container) -> ContainerInfo {
+    ContainerInfo {
+        id: c.spec.id.clone(),
+        status: c.status,
+        pid: c.pid,
+        created_at: c.created_at.clone(),
+        started_at: c.started_at.clone(),
+        log: c.spec.stdio.log.clone(),
+        init: c.spec.init,
+        restart_count: c.restart_count,
+        restart_pending: c.restart_at.is_some(),
+        exit: c.last_exit.clone(),
+        execs: c
+            .execs
+            .iter()
+            .map(|e| ExecInfo {
+                exec_id: e.id.clone(),
+                pid: e.pid,
+                exit: e.exit.clone(),
+            })
+            .collect(),
     }
 }
