@@ -448,7 +448,7 @@ impl ShimClient {
     pub fn container(&self, id: &str) -> Result<ContainerInfo> {
         let what = format!("status {id}");
         match self.call(&what, Op::Status { id: id.into() })? {
-            Reply::Container(c) => Ok(c),
+            Reply::Container(c) => Ok(*c),
             r => Err(self.unexpected(&what, r)),
         }
     }

@@ -320,7 +320,7 @@ pub enum Reply {
     /// An exit record (wait).
     Exit(ExitRecord),
     /// One container (status).
-    Container(ContainerInfo),
+    Container(Box<ContainerInfo>),
 }
 
 /// Something that happened in the pod, pushed to subscribers as it happens.

@@ -131,7 +131,7 @@ impl Shim {
             }
             Op::Status { id } => {
                 let i = self.find(&id)?;
-                Ok(Some(Reply::Container(info(&self.containers[i]))))
+                Ok(Some(Reply::Container(Box::new(info(&self.containers[i])))))
             }
             Op::ReopenLog { id } => self.op_reopen_log(&id),
             Op::Subscribe => {
