@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec};
+use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec, PodState};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS engine_pods (
@@ -88,8 +88,8 @@ pub struct PodRow {
     pub spec: PodSpec,
     /// What was set up.
     pub sandbox: Sandbox,
-    /// created | running | stopped | removing.
-    pub state: String,
+    /// Its lifecycle state.
+    pub state: PodState,
 }
 
 /// A container row.
@@ -227,7 +227,7 @@ impl Db {
         self.conn
             .execute(
                 "INSERT INTO engine_pods (id, name, created_at, spec, sandbox, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![row.id, row.name, row.created_at, json(&row.spec), json(&row.sandbox), row.state],
+                params![row.id, row.name, row.created_at, json(&row.spec), json(&row.sandbox), row.state.as_str()],
             )
             .map_err(|e| Self::unique(e, "pod", &row.name, || self.pod_id_by_name(&row.name).ok().flatten()))?;
         Ok(())
@@ -243,10 +243,10 @@ impl Db {
     }
 
     /// Update a pod's sandbox record and state.
-    pub fn update_pod(&self, id: &str, sandbox: &Sandbox, state: &str) -> Result<()> {
+    pub fn update_pod(&self, id: &str, sandbox: &Sandbox, state: PodState) -> Result<()> {
         self.conn.execute(
             "UPDATE engine_pods SET sandbox = ?2, state = ?3 WHERE id = ?1",
-            params![id, json(sandbox), state],
+            params![id, json(sandbox), state.as_str()],
         )?;
         Ok(())
     }
@@ -265,7 +265,16 @@ impl Db {
             created_at: r.get(2)?,
             spec: parse(&r.get::<_, String>(3)?, "pod spec")?,
             sandbox: parse(&r.get::<_, String>(4)?, "pod sandbox")?,
-            state: r.get(5)?,
+            state: {
+                let s: String = r.get(5)?;
+                PodState::parse(&s).ok_or_else(|| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        5,
+                        rusqlite::types::Type::Text,
+                        format!("pod state {s:?} is not one this engine knows").into(),
+                    )
+                })?
+            },
         })
     }
 
@@ -505,7 +514,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             spec: PodSpec::default(),
             sandbox: Sandbox::default(),
-            state: "created".into(),
+            state: PodState::Created,
         }
     }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::db::{ContainerRow, Db, PodRow, Sandbox};
 use crate::error::{Context, Error, Result};
-use crate::model::{ContainerSpec, ContainerState, PodSpec};
+use crate::model::{ContainerSpec, ContainerState, PodSpec, PodState};
 use crate::paths::{self, Paths};
 use crate::sandbox::{self, NetOptions, Setup};
 use crate::specgen;
@@ -134,7 +134,7 @@ impl Engine {
             created_at: wharf_runtime::clock::now_rfc3339_nano(),
             spec: spec.clone(),
             sandbox: Sandbox::default(),
-            state: "creating".into(),
+            state: PodState::Creating,
         };
         // Locked (until the caller releases it) before the row exists: no other process
         // takes the pod for the leftover of a crash while it is being made.
@@ -149,13 +149,13 @@ impl Engine {
         match sandbox::create(&self.setup(), &id, &row.name, spec) {
             Ok(sb) => {
                 row.sandbox = sb;
-                row.state = "created".into();
+                row.state = PodState::Created;
                 // The pod's supervisor starts with it (and its minimal init, when the pod
                 // shares its PID namespace).
                 let started = self
                     .db
                     .transaction(|db| {
-                        db.update_pod(&id, &row.sandbox, &row.state)?;
+                        db.update_pod(&id, &row.sandbox, row.state)?;
                         db.event("created", "pod", &id, &row.name, serde_json::json!({}))
                     })
                     .and_then(|()| self.shim(&row).map(|_| ()))
@@ -198,7 +198,8 @@ impl Engine {
                 containers.len()
             )));
         }
-        self.db.update_pod(&pod.id, &pod.sandbox, "removing")?;
+        self.db
+            .update_pod(&pod.id, &pod.sandbox, PodState::Removing)?;
         crate::paths::timing("pod: removing");
         // From here the pod is going: its network is taken down alongside the rest (a
         // removal that fails midway is finished by the next one).

@@ -115,14 +115,14 @@ pub fn load_containers(paths: &Paths) -> (Vec<ContainerFile>, Vec<String>) {
 
 impl PodFile {
     /// The row it describes, in `state`.
-    pub fn row(&self, state: &str) -> PodRow {
+    pub fn row(&self, state: crate::model::PodState) -> PodRow {
         PodRow {
             id: self.id.clone(),
             name: self.name.clone(),
             created_at: self.created_at.clone(),
             spec: self.spec.clone(),
             sandbox: self.sandbox.clone(),
-            state: state.into(),
+            state,
         }
     }
 }

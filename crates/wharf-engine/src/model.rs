@@ -188,6 +188,62 @@ pub struct ContainerSpec {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Lifecycle state of a pod. The CRI's sandbox states follow from it: see
+/// [`PodState::ready`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PodState {
+    /// Its sandbox is being set up (a command that dies here leaves it for the reconciler
+    /// to remove).
+    Creating,
+    /// Its sandbox is up; containers are created and started one by one.
+    Created,
+    /// Its containers were handed to its shim as one plan (init containers, then apps).
+    Running,
+    /// Its removal began (the reconciler finishes a removal that a command left midway).
+    Removing,
+    /// Its sandbox is gone (the host restarted, the run directory was emptied, or the init
+    /// of its shared pid namespace exited): it can only be removed.
+    Dead,
+}
+
+impl PodState {
+    /// Whether containers can run in it: the CRI's SANDBOX_READY (else SANDBOX_NOTREADY).
+    pub fn ready(self) -> bool {
+        matches!(self, PodState::Created | PodState::Running)
+    }
+
+    /// The name kept in the store and shown by front ends.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodState::Creating => "creating",
+            PodState::Created => "created",
+            PodState::Running => "running",
+            PodState::Removing => "removing",
+            PodState::Dead => "dead",
+        }
+    }
+
+    /// The state a stored name means (None for a name this engine does not know).
+    pub fn parse(s: &str) -> Option<PodState> {
+        [
+            PodState::Creating,
+            PodState::Created,
+            PodState::Running,
+            PodState::Removing,
+            PodState::Dead,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for PodState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Lifecycle state of a container as the engine reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -229,4 +285,26 @@ pub struct ExitInfo {
     pub oom_killed: bool,
     /// Why, when it was not the process's own doing (e.g. "shim died").
     pub reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_states_keep_their_stored_names_and_say_whether_the_sandbox_is_ready() {
+        for (s, name, ready) in [
+            (PodState::Creating, "creating", false),
+            (PodState::Created, "created", true),
+            (PodState::Running, "running", true),
+            (PodState::Removing, "removing", false),
+            (PodState::Dead, "dead", false),
+        ] {
+            assert_eq!(s.as_str(), name);
+            assert_eq!(PodState::parse(name), Some(s));
+            assert_eq!(s.ready(), ready, "{name}");
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(PodState::parse("stopped"), None);
+    }
 }

@@ -18,7 +18,7 @@
 //!   records their exits (the shim's own exit records win; otherwise reason `ShimDied`);
 //! - a pod whose pinned namespaces are gone as well (the host restarted, or the run
 //!   directory was emptied): what is left of its sandbox (network attachment and IP lease,
-//!   cgroups, mounts, directories) is released and the pod is marked [`DEAD`]; its
+//!   cgroups, mounts, directories) is released and the pod is marked [`PodState::Dead`]; its
 //!   containers keep their rows and logs until removed;
 //! - a container recorded as running that its (live) shim does not know: marked exited
 //!   (reason `Lost`);
@@ -34,12 +34,10 @@ use std::path::Path;
 use crate::db::{ContainerRow, PodRow, Sandbox};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::model::{ContainerState, ExitInfo, STANDALONE_LABEL};
+use crate::model::{ContainerState, ExitInfo, PodState, STANDALONE_LABEL};
 
 /// State of a pod whose sandbox is gone (its namespaces vanished with a reboot or an
 /// emptied run directory) and was released: its containers cannot run again; remove it.
-pub const DEAD: &str = "dead";
-
 /// What reconciling did.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -170,7 +168,7 @@ impl Engine {
 
     /// The cheap test: does anything about this pod need a closer look under its lock?
     fn looks_wrong(&self, pod: &PodRow, containers: &[&ContainerRow]) -> bool {
-        if matches!(pod.state.as_str(), "creating" | "removing") {
+        if matches!(pod.state, PodState::Creating | PodState::Removing) {
             return true;
         }
         if containers
@@ -183,7 +181,7 @@ impl Engine {
             return true;
         }
         let records = wharf_shim::records::StateDir::new(self.shim_state_dir(pod));
-        if pod.state != DEAD && init_exited(pod, &records) {
+        if pod.state != PodState::Dead && init_exited(pod, &records) {
             return true;
         }
         if records.shim_alive() {
@@ -195,7 +193,7 @@ impl Engine {
         } else {
             records.shim_pid().is_some()
                 || containers.iter().any(|c| active(c))
-                || (pod.state != DEAD && !sandbox_present(&pod.sandbox))
+                || (pod.state != PodState::Dead && !sandbox_present(&pod.sandbox))
         }
     }
 
@@ -218,13 +216,13 @@ impl Engine {
             wait_for(|| records.shim_alive() || !shim_starting(records.path()));
         }
         let mut done = Vec::new();
-        match pod.state.as_str() {
-            "creating" => {
+        match pod.state {
+            PodState::Creating => {
                 self.roll_back_pod(&pod)?;
                 done.push("its creation was interrupted: rolled back".to_string());
                 return Ok(done);
             }
-            "removing" => {
+            PodState::Removing => {
                 self.remove_pod(&pod.id, true)?;
                 done.push("its removal was interrupted: finished".to_string());
                 return Ok(done);
@@ -240,7 +238,7 @@ impl Engine {
                 ));
             }
         }
-        if pod.state != DEAD && init_exited(&pod, &records) {
+        if pod.state != PodState::Dead && init_exited(&pod, &records) {
             self.mark_dead(&pod, "pod init exited")?;
             done.push(format!(
                 "{}: the pod is dead; remove it",
@@ -286,7 +284,7 @@ impl Engine {
                 }
                 done.push("its shim died: its containers are recorded as exited".to_string());
             }
-            if pod.state != DEAD && !sandbox_present(&pod.sandbox) {
+            if pod.state != PodState::Dead && !sandbox_present(&pod.sandbox) {
                 self.release_sandbox(&pod)?;
                 done.push(
                     "its sandbox is gone (host restarted or run directory emptied): \
@@ -330,10 +328,10 @@ impl Engine {
         self.mark_dead(pod, "sandbox gone")
     }
 
-    /// Record the pod as [`DEAD`], with a "died" event saying why.
+    /// Record the pod as [`PodState::Dead`], with a "died" event saying why.
     fn mark_dead(&self, pod: &PodRow, reason: &str) -> Result<()> {
         self.db.transaction(|db| {
-            db.update_pod(&pod.id, &pod.sandbox, DEAD)?;
+            db.update_pod(&pod.id, &pod.sandbox, PodState::Dead)?;
             db.event(
                 "died",
                 "pod",

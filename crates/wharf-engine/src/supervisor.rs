@@ -11,7 +11,7 @@ use wharf_shim::{ShimClient, ShimError};
 use crate::db::{ContainerRow, PodRow};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::model::{ContainerState, ExitInfo, RestartPolicy};
+use crate::model::{ContainerState, ExitInfo, PodState, RestartPolicy};
 
 impl From<ShimError> for Error {
     fn from(e: ShimError) -> Self {
@@ -143,7 +143,7 @@ impl Engine {
         })?;
         pod.sandbox.pause_pid = Some(pid);
         pod.sandbox.pidns = Some(pin.display().to_string());
-        self.db.update_pod(&pod.id, &pod.sandbox, &pod.state)?;
+        self.db.update_pod(&pod.id, &pod.sandbox, pod.state)?;
         Ok(())
     }
 
@@ -184,7 +184,7 @@ impl Engine {
     ) -> Result<(ContainerRow, ShimClient)> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
-        if pod.state == crate::reconcile::DEAD {
+        if pod.state == PodState::Dead {
             return Err(Error::Precondition(format!(
                 "container {}: its pod {} is dead (its sandbox vanished when the host restarted \
                  or the run directory was emptied, or the init of its shared pid namespace \
@@ -276,7 +276,7 @@ impl Engine {
                     serde_json::json!({"pod": pod.name}),
                 )?;
             }
-            db.update_pod(&pod.id, &pod.sandbox, "running")?;
+            db.update_pod(&pod.id, &pod.sandbox, PodState::Running)?;
             db.event("started", "pod", &pod.id, &pod.name, serde_json::json!({}))
         })
     }

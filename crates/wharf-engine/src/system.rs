@@ -289,7 +289,9 @@ pub fn repair(opts: EngineOptions) -> Result<(Engine, RepairReport)> {
     let (pod_files, bad_pods) = crate::ledger::load_pods(&engine.paths);
     let mut restored_pods = 0;
     for f in pod_files.iter().filter(|f| !known_pods.contains(&f.id)) {
-        engine.db().insert_pod(&f.row("created"))?;
+        engine
+            .db()
+            .insert_pod(&f.row(crate::model::PodState::Created))?;
         restored_pods += 1;
     }
     let known_ctrs: Vec<String> = engine

@@ -349,7 +349,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 t.push(vec![
                     r.id[..12].to_string(),
                     r.name.clone(),
-                    r.state.clone(),
+                    r.state.to_string(),
                     format!("{} ago", ago(&r.created_at)),
                     r.sandbox.ips.join(","),
                     p.containers.len().to_string(),
