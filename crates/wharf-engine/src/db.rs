@@ -4,7 +4,8 @@
 //! Every change is committed before the engine acknowledges it. Names are unique through
 //! UNIQUE constraints, so two processes racing for a name cannot both win.
 
-use std::path::Path;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -146,6 +147,44 @@ pub struct Event {
 pub struct Db {
     conn: Connection,
     mode: wharf_image::db::StoreMode,
+    /// Touched after each commit that added events: see [`events_stamp`].
+    stamp: PathBuf,
+    /// Events were added in the open transaction: touch the stamp once it commits.
+    stamp_pending: Cell<bool>,
+}
+
+/// The file whose change time followers of events watch (inotify), next to the store at
+/// `db`. Watching the store's own files would wake them too early: a commit writes its
+/// log before it updates the index readers go by, and that update makes no inotify event.
+pub fn events_stamp(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-events");
+    PathBuf::from(s)
+}
+
+/// Tell followers that events were committed: the stamp's times become now (creating it
+/// the first time). Best effort: a follower that misses this learns of the events with the
+/// next one.
+fn touch(stamp: &Path) {
+    use rustix::fs::{AtFlags, CWD, Timespec, Timestamps, UTIME_NOW, utimensat};
+    let now = Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_NOW,
+        },
+        last_modification: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_NOW,
+        },
+    };
+    if utimensat(CWD, stamp, &now, AtFlags::empty()) == Err(rustix::io::Errno::NOENT) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(stamp);
+    }
 }
 
 fn json<T: Serialize>(v: &T) -> String {
@@ -187,7 +226,12 @@ impl Db {
             true,
         )?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Db { conn, mode })
+        Ok(Db {
+            conn,
+            mode,
+            stamp: events_stamp(path),
+            stamp_pending: Cell::new(false),
+        })
     }
 
     /// SQLite's integrity check of the whole file (`["ok"]` when sound).
@@ -441,7 +485,7 @@ impl Db {
         Ok(rows)
     }
 
-    /// Append an event.
+    /// Append an event that happens now.
     pub fn event(
         &self,
         kind_of_event: &str,
@@ -450,12 +494,34 @@ impl Db {
         name: &str,
         attrs: serde_json::Value,
     ) -> Result<()> {
+        let now = wharf_runtime::clock::now_rfc3339_nano();
+        self.event_at(&now, kind_of_event, object, id, name, attrs)
+    }
+
+    /// Append an event that happened at `time` (RFC 3339), e.g. an exit the shim saw
+    /// before anyone recorded it.
+    pub fn event_at(
+        &self,
+        time: &str,
+        kind_of_event: &str,
+        object: &str,
+        id: &str,
+        name: &str,
+        attrs: serde_json::Value,
+    ) -> Result<()> {
         let r = self.conn.execute(
             "INSERT INTO engine_events (time, type, kind, id, name, attrs) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![wharf_runtime::clock::now_rfc3339_nano(), kind_of_event, object, id, name, attrs.to_string()],
+            params![time, kind_of_event, object, id, name, attrs.to_string()],
         );
         match r.map_err(Error::from) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                if self.conn.is_autocommit() {
+                    touch(&self.stamp);
+                } else {
+                    self.stamp_pending.set(true);
+                }
+                Ok(())
+            }
             // On a full disk the change the event tells of (a removal) matters more than
             // the event: it is dropped rather than fail the removal.
             Err(Error::NoSpace { .. }) if self.low_space() => Ok(()),
@@ -490,13 +556,18 @@ impl Db {
     /// Must not be nested.
     pub fn transaction<T>(&self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.stamp_pending.set(false);
         match f(self) {
             Ok(v) => {
                 self.conn.execute_batch("COMMIT")?;
+                if self.stamp_pending.replace(false) {
+                    touch(&self.stamp);
+                }
                 Ok(v)
             }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
+                self.stamp_pending.set(false);
                 Err(e)
             }
         }

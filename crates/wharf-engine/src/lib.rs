@@ -9,10 +9,13 @@
 pub mod db;
 mod engine;
 pub mod error;
+mod events;
+mod exec;
 pub mod kube;
 pub mod ledger;
 pub mod model;
 pub mod oom;
+mod operations;
 pub mod paths;
 mod play;
 mod pod_lock;
@@ -20,6 +23,7 @@ mod query;
 pub mod reconcile;
 pub mod sandbox;
 mod seccomp_default;
+pub mod session;
 pub mod specgen;
 mod supervisor;
 pub mod system;
@@ -27,9 +31,12 @@ pub mod tree;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
+pub use events::{EventFeed, EventOptions};
+pub use operations::{ExecRequest, PodChoice};
 pub use play::PlayedPod;
 pub use pod_lock::PodLock;
 pub use query::{
     ContainerFilter, ContainerView, LogEntry, LogOptions, PodFilter, PodView, ProcessInfo,
 };
+pub use session::{Session, SessionEnd, Signaller};
 pub use supervisor::StdioMode;

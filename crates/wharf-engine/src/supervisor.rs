@@ -345,8 +345,10 @@ impl Engine {
                     Some(exit),
                     row.restart_count,
                 )?;
+                let at = &exit.finished_at;
                 if exit.oom_killed {
-                    db.event(
+                    db.event_at(
+                        at,
                         "oom",
                         "container",
                         &row.id,
@@ -354,7 +356,8 @@ impl Engine {
                         serde_json::json!({}),
                     )?;
                 }
-                db.event(
+                db.event_at(
+                    at,
                     "exited",
                     "container",
                     &row.id,
@@ -366,6 +369,35 @@ impl Engine {
         Ok(())
     }
 
+    /// Record that the shim restarted a container (its restart policy) since the store
+    /// last looked.
+    fn record_restarts(
+        &self,
+        row: &ContainerRow,
+        st: &wharf_shim::records::ContainerRecord,
+    ) -> Result<()> {
+        let started = st.started_at.clone().or(row.started_at.clone());
+        self.db.transaction(|db| {
+            db.update_container(
+                &row.id,
+                row.state,
+                started.as_deref(),
+                row.exit.as_ref(),
+                st.restart_count as i64,
+            )?;
+            db.event_at(
+                started
+                    .as_deref()
+                    .unwrap_or(&wharf_runtime::clock::now_rfc3339_nano()),
+                "restarted",
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({"restartCount": st.restart_count}),
+            )
+        })
+    }
+
     /// The container's current state, from its shim's records (no shim round trip).
     pub fn refresh(&self, row: &ContainerRow) -> Result<ContainerRow> {
         let pod = self.db.find_pod(&row.pod_id)?;
@@ -374,6 +406,9 @@ impl Engine {
             let records = wharf_shim::records::StateDir::new(self.shim_dir(&pod));
             let status = records.status(&row.id).ok().flatten();
             if let Some(st) = &status {
+                if st.restart_count as i64 > row.restart_count {
+                    self.record_restarts(&row, st)?;
+                }
                 row.restart_count = st.restart_count as i64;
                 // The current run's start (a pod plan's containers start after its init
                 // containers, restarted ones at each restart).

@@ -112,6 +112,8 @@ pub fn refuse_lost_store(paths: &Paths) -> Result<()> {
 /// What `wharf system check` found.
 #[derive(Debug, Default)]
 pub struct CheckReport {
+    /// The store file checked.
+    pub store: std::path::PathBuf,
     /// SQLite's integrity check ("ok" when sound).
     pub integrity: Vec<String>,
     /// Objects on disk that the store does not know (repair restores them).
@@ -131,6 +133,7 @@ impl Engine {
     /// `wharf system check`: the store's integrity, and the store against the disk.
     pub fn check(&self) -> Result<CheckReport> {
         let mut r = CheckReport {
+            store: self.paths.db(),
             integrity: self.db().integrity_check()?,
             ..Default::default()
         };

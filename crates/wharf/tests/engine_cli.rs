@@ -687,6 +687,19 @@ fn exit_codes_follow_docker() {
     assert_eq!(code(&["exec", "c", "/etc/passwd"]), 126);
     assert_eq!(code(&["exec", "c", "sh", "-c", "exit 3"]), 3);
     assert_eq!(code(&["exec", "no-such-container", "true"]), 1);
+    // The messages name the object and the cause.
+    let err = w.fails(127, &["exec", "c", "no-such-program"]);
+    assert!(err.contains("no-such-program"), "{err}");
+    let err = w.fails(1, &["exec", "--user", "root", "c", "true"]);
+    assert!(
+        err.contains("container c") && err.contains("uid[:gid]"),
+        "{err}"
+    );
+    let err = w.fails(1, &["pod", "rm", "c"]);
+    assert!(err.contains("pod c has running containers"), "{err}");
+    w.ok(&["stop", "-t", "0", "c"]);
+    let err = w.fails(1, &["exec", "c", "true"]);
+    assert_eq!(err.trim(), "wharf: container c is not running");
     let out = w.run(&["rm", "no-such-container"]);
     assert_eq!(out.code, 1);
     assert_eq!(
@@ -695,4 +708,119 @@ fn exit_codes_follow_docker() {
         "the error names the object and the cause, once"
     );
     w.ok(&["rm", "-f", "c"]);
+}
+
+/// Context switches of every thread of `pid` so far.
+fn context_switches(pid: u32) -> u64 {
+    let mut n = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+        for l in status.lines() {
+            if l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt") {
+                n += l.split_whitespace().last().unwrap().parse::<u64>().unwrap();
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn events_are_pushed_to_followers_and_kept_for_later_readers() {
+    use std::io::BufRead;
+    let w = Wharf::new("cli-events-push");
+    w.pull_busybox();
+    let mut follower = w
+        .cmd(&["events", "-f", "--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let e: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if tx.send((e, std::time::SystemTime::now())).is_err() {
+                return;
+            }
+        }
+    });
+    let next_matching = |what: &dyn Fn(&serde_json::Value) -> bool| loop {
+        let (e, at) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the follower printed nothing more");
+        if what(&e) {
+            return (e, at);
+        }
+    };
+    // A container that exits by itself, while no other wharf command runs: only the
+    // follower can notice, and its shim tells it at once.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "quick",
+        &busybox(),
+        "sh",
+        "-c",
+        "sleep 1; exit 5",
+    ]);
+    let (created, _) = next_matching(&|e| e["type"] == "created" && e["object"] == "pod");
+    assert_eq!(created["name"], "quick");
+    let (exited, heard) = next_matching(&|e| e["type"] == "exited" && e["name"] == "quick");
+    assert_eq!(exited["attrs"]["exitCode"], 5, "{exited}");
+    // Its time is the exit's, and it was heard right after.
+    let at = parse_time(exited["time"].as_str().unwrap());
+    let late = heard.duration_since(at).unwrap_or_default();
+    assert!(
+        late < Duration::from_secs(1),
+        "heard {late:?} after the exit"
+    );
+    // Idle, the follower sleeps: no timer wakes it (a poll every 250 ms would show as
+    // several context switches a second).
+    let pid = follower.id();
+    let before = context_switches(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let woken = context_switches(pid) - before;
+    assert!(woken <= 2, "an idle follower woke {woken} times in 2 s");
+    // Other commands' changes reach it too (through the store).
+    w.ok(&["rm", "quick"]);
+    next_matching(&|e| e["type"] == "removed" && e["object"] == "pod");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+
+    // Nobody follows: the exit is still found by a later reader, at the time it happened.
+    let t0 = std::time::SystemTime::now();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "alone",
+        &busybox(),
+        "sh",
+        "-c",
+        "exit 4",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let since = format!(
+        "{}",
+        t0.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    );
+    let out = w.ok(&["events", "--since", &since, "--format", "json"]);
+    let exited: serde_json::Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "exited" && e["name"] == "alone")
+        .unwrap_or_else(|| panic!("no exit of alone in {out}"));
+    assert_eq!(exited["attrs"]["exitCode"], 4);
+    let at = parse_time(exited["time"].as_str().unwrap());
+    assert!(
+        std::time::SystemTime::now().duration_since(at).unwrap() > Duration::from_millis(500),
+        "the event has the exit's time, not the reader's"
+    );
+    w.ok(&["rm", "alone"]);
+}
+
+/// RFC 3339 (UTC, as the engine writes it) to a time.
+fn parse_time(s: &str) -> std::time::SystemTime {
+    wharf_shim::logs::parse_rfc3339(s).unwrap_or_else(|| panic!("time {s:?}"))
 }

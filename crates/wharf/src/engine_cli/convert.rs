@@ -7,7 +7,7 @@ use wharf_engine::model::{
     ContainerSpec, NetworkMode, PodSpec, PortMapping, RestartPolicy, SeccompMode, VolumeMount,
 };
 
-use super::args::{ExecArgs, RunArgs};
+use super::args::RunArgs;
 
 /// `--network`.
 pub fn network(s: &str) -> NetworkMode {
@@ -157,7 +157,7 @@ fn env(a: &RunArgs) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-fn kv(s: &str) -> (String, String) {
+pub fn kv(s: &str) -> (String, String) {
     match s.split_once('=') {
         Some((k, v)) => (k.to_string(), v.to_string()),
         None => (s.to_string(), std::env::var(s).unwrap_or_default()),
@@ -223,61 +223,8 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
         network: network(&a.network),
         ports: a.publish.iter().map(|p| port(p)).collect::<Result<_>>()?,
         restart: restart(&a.restart)?,
-        // Made for this container: removed with it.
-        labels: [(STANDALONE.to_string(), "true".to_string())].into(),
         ..Default::default()
     })
-}
-
-/// Label of a pod made for one container by `wharf run`/`create` (removed with it).
-pub const STANDALONE: &str = wharf_engine::model::STANDALONE_LABEL;
-
-/// The process of `wharf exec`: the container's own (user, env, capabilities, cwd) with the
-/// command line's changes.
-pub fn exec_process(
-    config: &serde_json::Value,
-    e: &ExecArgs,
-) -> Result<oci_spec::runtime::Process> {
-    let mut p = config["process"].clone();
-    p["args"] = serde_json::json!(e.command);
-    p["terminal"] = serde_json::json!(e.tty);
-    if let Some(w) = &e.workdir {
-        p["cwd"] = serde_json::json!(w);
-    }
-    let mut env: Vec<String> = p["env"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    for kvs in &e.env {
-        let (k, v) = kv(kvs);
-        env.retain(|x| !x.starts_with(&format!("{k}=")));
-        env.push(format!("{k}={v}"));
-    }
-    p["env"] = serde_json::json!(env);
-    if let Some(u) = &e.user {
-        let (uid, gid) = match u.split_once(':') {
-            Some((u, g)) => (u.parse::<u32>().ok(), g.parse::<u32>().ok()),
-            None => (u.parse::<u32>().ok(), None),
-        };
-        let Some(uid) = uid else {
-            bail!("wharf exec --user takes numeric ids (uid[:gid])");
-        };
-        p["user"]["uid"] = serde_json::json!(uid);
-        if let Some(g) = gid {
-            p["user"]["gid"] = serde_json::json!(g);
-        }
-    }
-    if e.privileged {
-        let all: Vec<&str> =
-            wharf_runtime::caps::NAMES[..=wharf_runtime::caps::last_cap() as usize].to_vec();
-        p["capabilities"] =
-            serde_json::json!({"bounding": all, "effective": all, "permitted": all});
-    }
-    serde_json::from_value(p).context("the container's process in config.json")
 }
 
 #[cfg(test)]

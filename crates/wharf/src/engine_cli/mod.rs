@@ -15,8 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use wharf_engine::model::ContainerState;
-use wharf_engine::{Engine, EngineOptions, StdioMode};
+use wharf_engine::{Engine, EngineOptions, ExecRequest, PodChoice, SessionEnd};
 
 use args::{Cli, Cmd, PodCmd, RunArgs, SystemCmd};
 
@@ -227,7 +226,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             let engine = open(cli)?;
             let mut code = 0;
             for c in containers {
-                match remove(&engine, c, *force) {
+                match engine.remove(c, *force) {
                     Ok(()) => println!("{c}"),
                     Err(e) => {
                         eprintln!("wharf: {e:#}");
@@ -270,35 +269,6 @@ fn dispatch(cli: &Cli) -> Result<i32> {
     }
 }
 
-/// Remove a container, and its pod when it was the pod's only container and the pod was
-/// made for it (`wharf run` without `--pod`).
-fn remove(engine: &Engine, key: &str, force: bool) -> Result<()> {
-    let row = engine.db().find_container(key)?;
-    // The pod stays locked between its last container's removal and its own.
-    let _lock = engine.lock_pod(&row.pod_id)?;
-    let row = engine.refresh(&row)?;
-    if row.state == ContainerState::Running && !force {
-        bail!(
-            "container {} is running: stop it first or use --force",
-            row.name
-        );
-    }
-    let pod = engine.db().find_pod(&row.pod_id)?;
-    let own = pod.spec.labels.contains_key(convert::STANDALONE);
-    let others = engine
-        .db()
-        .containers(Some(&pod.id))?
-        .iter()
-        .any(|c| c.id != row.id);
-    if own && !others {
-        // The pod goes with it, all in one removal (its network comes down meanwhile).
-        engine.remove_pod(&pod.id, true)?;
-    } else {
-        engine.remove_container(&row.id, force)?;
-    }
-    Ok(())
-}
-
 /// Make sure the image is in the store (pull per `policy`: missing, always, never).
 pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
     let present = engine.images().resolve(image).is_ok();
@@ -337,16 +307,8 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     timer.mark("engine opened");
     // A standalone container's pod takes its name too: a taken container name is reported
     // as such, before a pull or a pod is made for nothing.
-    if let Some(name) = &a.name
-        && let Ok(c) = engine.db().find_container(name)
-        && c.name == *name
-    {
-        return Err(wharf_engine::Error::NameInUse {
-            kind: "container",
-            name: name.clone(),
-            id: c.id,
-        }
-        .into());
+    if let Some(name) = &a.name {
+        engine.check_container_name(name)?;
     }
     ensure_image(&engine, &a.image, &a.pull)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
@@ -357,90 +319,39 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let a = &a;
     let spec = convert::container_spec(a)?;
     timer.mark("image resolved");
-    let (pod_id, own_pod) = match &a.pod {
-        Some(p) => (engine.db().find_pod(p)?.id, false),
-        None => {
-            let pod_spec = convert::pod_spec(a)?;
-            (engine.create_pod(&pod_spec)?.id, true)
-        }
+    let pod = match &a.pod {
+        Some(p) => PodChoice::Existing(p.clone()),
+        None => PodChoice::Own(Box::new(convert::pod_spec(a)?)),
     };
-    let cleanup = |engine: &Engine, id: Option<&str>| {
-        if let Some(id) = id {
-            let _ = engine.remove_container(id, true);
-        }
-        if own_pod {
-            let _ = engine.remove_pod(&pod_id, true);
-        }
-    };
-    timer.mark("pod created");
-    let row = match engine.create_container(&pod_id, &spec) {
-        Ok(r) => r,
-        Err(e) => {
-            cleanup(&engine, None);
-            return Err(e.into());
-        }
-    };
+    let row = engine.create(pod, &spec)?;
     timer.mark("container created");
     if !start {
         println!("{}", row.id);
         return Ok(0);
     }
-    let stdio = StdioMode {
-        tty: a.tty,
-        stdin: a.interactive,
-    };
-    let started = (|| -> Result<_> {
-        let (row, shim) = engine.create_in_shim(&row.id, stdio)?;
-        let attach = if a.detach {
-            None
-        } else {
-            Some(shim.attach(&row.id, None)?)
-        };
-        engine.start_created(&row, &shim)?;
-        Ok((shim, attach))
-    })();
+    let started = engine.start(&row.id, !a.detach);
     timer.mark("started");
-    // The pod is complete: other processes may work on it (and reconcile it) again.
-    engine.release_pod_locks();
-    let (shim, attach) = match started {
-        Ok(v) => v,
+    let session = match started {
+        Ok((_, session)) => session,
         Err(e) => {
             if a.rm {
-                cleanup(&engine, Some(&row.id));
+                let _ = engine.remove(&row.id, true);
             }
-            return Err(e);
+            return Err(e.into());
         }
     };
-    let Some(attach) = attach else {
+    let Some(mut session) = session else {
         println!("{}", row.id);
         return Ok(0);
     };
     let keys = relay::parse_keys(&a.detach_keys)?;
-    let ended = relay::relay(
-        attach,
-        a.tty,
-        a.interactive,
-        &keys,
-        shim.state_dir().to_path_buf(),
-        row.id.clone(),
-    )?;
-    let code = match ended {
-        relay::Ended::Exited(code) => {
-            let _ = engine.wait(&row.id);
-            code
-        }
-        relay::Ended::Lost => engine.wait(&row.id).map(|e| e.code).unwrap_or(255),
-    };
+    let end = relay::relay(&mut session, true, &keys)?;
+    let code = engine.session_exit(&session, end);
     timer.mark("exited");
     if a.rm {
-        let _lock = engine.lock_pod(&pod_id)?;
-        if own_pod {
-            // The container goes with its pod, in one removal (the pod's network comes down
-            // on a thread of its own meanwhile).
-            engine.remove_pod(&pod_id, true)?;
-        } else {
-            engine.remove_container(&row.id, true)?;
-        }
+        // The container goes with its own pod, in one removal (the pod's network comes
+        // down on a thread of its own meanwhile).
+        engine.remove(&row.id, true)?;
         timer.mark("removed");
     }
     Ok(code)
@@ -450,30 +361,13 @@ fn start(cli: &Cli, attach: bool, containers: &[String]) -> Result<i32> {
     let engine = open(cli)?;
     let mut code = 0;
     for c in containers {
-        let row = engine.db().find_container(c)?;
-        let stdio = StdioMode {
-            tty: row.spec.tty,
-            stdin: row.spec.stdin,
-        };
-        let (row, shim) = engine.create_in_shim(&row.id, stdio)?;
-        if attach && containers.len() == 1 {
-            let at = shim.attach(&row.id, None)?;
-            engine.start_created(&row, &shim)?;
-            let ended = relay::relay(
-                at,
-                row.spec.tty,
-                row.spec.stdin,
-                &relay::parse_keys("ctrl-p,ctrl-q")?,
-                shim.state_dir().to_path_buf(),
-                row.id.clone(),
-            )?;
-            code = match ended {
-                relay::Ended::Exited(c) => c,
-                relay::Ended::Lost => engine.wait(&row.id).map(|e| e.code).unwrap_or(255),
-            };
-        } else {
-            engine.start_created(&row, &shim)?;
-            println!("{c}");
+        let (_, session) = engine.start(c, attach && containers.len() == 1)?;
+        match session {
+            Some(mut session) => {
+                let end = relay::relay(&mut session, true, &relay::parse_keys("ctrl-p,ctrl-q")?)?;
+                code = engine.session_exit(&session, end);
+            }
+            None => println!("{c}"),
         }
     }
     Ok(code)
@@ -481,72 +375,30 @@ fn start(cli: &Cli, attach: bool, containers: &[String]) -> Result<i32> {
 
 fn exec(cli: &Cli, e: &args::ExecArgs) -> Result<i32> {
     let engine = open(cli)?;
-    let row = engine.db().find_container(&e.container)?;
-    let row = engine.refresh(&row)?;
-    if row.state != ContainerState::Running {
-        return Err(wharf_engine::Error::Precondition(format!(
-            "container {} is not running",
-            row.name
-        ))
-        .into());
-    }
-    let pod = engine.db().find_pod(&row.pod_id)?;
-    let shim = engine
-        .running_shim(&pod)?
-        .with_context(|| format!("container {}: its pod's shim is not running", row.name))?;
-    let config: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(engine.bundle_dir(&row.id).join("config.json"))
-            .context("read the container's config.json")?,
-    )?;
-    let process = convert::exec_process(&config, e)?;
-    let exec_id = format!("exec-{}", &wharf_engine::paths::new_id()[..12]);
-    let stdio = wharf_shim::protocol::StdioSpec {
-        terminal: e.tty,
+    let req = ExecRequest {
+        command: e.command.clone(),
+        env: e.env.iter().map(|kv| convert::kv(kv)).collect(),
+        user: e.user.clone(),
+        workdir: e.workdir.clone(),
+        tty: e.tty,
         stdin: e.interactive,
-        log: None,
+        privileged: e.privileged,
     };
-    if e.detach {
-        shim.exec(&row.id, &exec_id, &process, &stdio)
-            .map_err(wharf_engine::Error::from)?;
+    let (_, session) = engine.exec(&e.container, &req, !e.detach)?;
+    let Some(mut session) = session else {
         return Ok(0);
-    }
-    let (_pid, attach) = shim
-        .exec_attach(&row.id, &exec_id, &process, &stdio)
-        .map_err(wharf_engine::Error::from)?;
-    let ended = relay::relay(
-        attach,
-        e.tty,
-        e.interactive,
-        &relay::parse_keys("ctrl-p,ctrl-q")?,
-        shim.state_dir().to_path_buf(),
-        row.id.clone(),
-    )?;
-    Ok(match ended {
-        relay::Ended::Exited(c) => c,
-        relay::Ended::Lost => shim
-            .wait_exec(&row.id, &exec_id, Some(Duration::from_secs(5)))
-            .map(|e| e.exit_code)
-            .unwrap_or(255),
-    })
+    };
+    let end = relay::relay(&mut session, true, &relay::parse_keys("ctrl-p,ctrl-q")?)?;
+    Ok(engine.session_exit(&session, end))
 }
 
 fn attach(cli: &Cli, container: &str, detach_keys: &str, stdin: bool) -> Result<i32> {
     let engine = open(cli)?;
-    let row = engine.db().find_container(container)?;
-    let pod = engine.db().find_pod(&row.pod_id)?;
-    let at = engine.attach(container, None)?;
-    let dir = engine.shim_state_dir(&pod);
-    let ended = relay::relay(
-        at,
-        row.spec.tty,
-        stdin && row.spec.stdin,
-        &relay::parse_keys(detach_keys)?,
-        dir,
-        row.id.clone(),
-    )?;
-    Ok(match ended {
-        relay::Ended::Exited(c) => c,
-        relay::Ended::Lost => 0,
+    let mut session = engine.attach_session(container)?;
+    let end = relay::relay(&mut session, stdin, &relay::parse_keys(detach_keys)?)?;
+    Ok(match end {
+        SessionEnd::Exited(c) => c,
+        SessionEnd::Lost => 0,
     })
 }
 
@@ -586,18 +438,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
         }
         PodCmd::Rm { force, pods } => {
             for p in pods {
-                let pod = engine.db().find_pod(p)?;
-                if !*force {
-                    for c in engine.db().containers(Some(&pod.id))? {
-                        if engine.refresh(&c)?.state == ContainerState::Running {
-                            bail!(
-                                "pod {} has running containers: stop it first or use --force",
-                                pod.name
-                            );
-                        }
-                    }
-                }
-                engine.remove_pod(&pod.id, true)?;
+                engine.remove_pod_with_containers(p, *force)?;
                 println!("{p}");
             }
         }
@@ -610,7 +451,7 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
         SystemCmd::Check => {
             let engine = open(cli)?;
             let r = engine.check()?;
-            let db = engine.paths().db();
+            let db = &r.store;
             if r.integrity == ["ok"] {
                 println!("store {}: integrity ok", db.display());
             } else {

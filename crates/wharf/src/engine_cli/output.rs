@@ -190,16 +190,22 @@ fn since_time(s: &str) -> Result<SystemTime> {
     if let Some(t) = wharf_shim::logs::parse_rfc3339(s) {
         return Ok(t);
     }
+    let invalid = || format!("invalid time {s:?}: RFC 3339, a Unix time, or a duration like 10m");
+    // A bare number is a Unix time (seconds, maybe with a fraction), as docker reads it.
+    if let Ok(secs) = s.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(secs));
+    }
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("invalid time {s:?}: RFC 3339 or a duration like 10m"))?;
+    let n: u64 = num.parse().with_context(invalid)?;
     let secs = match unit {
-        "" | "s" => n,
+        "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
         "d" => n * 86_400,
-        _ => bail!("invalid time {s:?}: RFC 3339 or a duration like 10m"),
+        _ => bail!(invalid()),
     };
     Ok(SystemTime::now() - Duration::from_secs(secs))
 }
@@ -484,18 +490,13 @@ fn cpu_time(secs: u64) -> String {
     format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
-/// `wharf events`.
+/// `wharf events`: what the store holds (since a time), then, with `follow`, each new
+/// event as the engine pushes it.
 pub fn events(engine: &Engine, follow: bool, format: &str, since: Option<&str>) -> Result<i32> {
     let since = since.map(since_time).transpose()?;
-    let mut seq = 0;
-    loop {
-        for e in engine.db().events_since(seq)? {
-            seq = e.seq;
-            if let (Some(since), Some(t)) = (since, wharf_shim::logs::parse_rfc3339(&e.time))
-                && t < since
-            {
-                continue;
-            }
+    let mut feed = engine.events(wharf_engine::EventOptions { since, follow });
+    while let Some(batch) = feed.next_batch()? {
+        for e in batch {
             if format == "json" {
                 println!("{}", serde_json::to_string(&e)?);
             } else {
@@ -510,15 +511,6 @@ pub fn events(engine: &Engine, follow: bool, format: &str, since: Option<&str>) 
             }
         }
         std::io::stdout().flush()?;
-        if !follow {
-            return Ok(0);
-        }
-        // Exits recorded by shims while nobody asked: refresh running containers.
-        for c in engine.db().containers(None)? {
-            if c.state == ContainerState::Running {
-                let _ = engine.refresh(&c);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(250));
     }
+    Ok(0)
 }

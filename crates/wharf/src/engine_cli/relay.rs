@@ -4,20 +4,12 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use wharf_shim::{Attach, Output, ShimClient};
+use wharf_engine::session::Output;
+use wharf_engine::{Session, SessionEnd};
 
 use crate::raw_mode::RawMode;
-
-/// How the relay ended.
-pub enum Ended {
-    /// The process exited with this code.
-    Exited(i32),
-    /// The stream ended without an exit (the shim went away).
-    Lost,
-}
 
 /// Parse docker's detach-keys syntax ("ctrl-p,ctrl-q", "a,b").
 pub fn parse_keys(s: &str) -> Result<Vec<u8>> {
@@ -68,15 +60,13 @@ fn block(signals: &[i32]) -> libc::sigset_t {
 }
 
 /// Relay between this terminal and an attached process until it exits or the user detaches.
-/// `shim_dir` and `id` name the container for forwarded signals.
-pub fn relay(
-    mut attach: Attach,
-    tty: bool,
-    stdin: bool,
-    detach_keys: &[u8],
-    shim_dir: PathBuf,
-    id: String,
-) -> Result<Ended> {
+/// `stdin`: forward this terminal's input (when the process reads it).
+pub fn relay(session: &mut Session, stdin: bool, detach_keys: &[u8]) -> Result<SessionEnd> {
+    let tty = session.tty;
+    let stdin = stdin && session.stdin;
+    let id = session.container.id.clone();
+    let signaller = session.signaller();
+    let attach = &mut session.stream;
     let interactive_tty = tty && std::io::stdin().is_terminal();
     // Signals: SIGWINCH resizes a tty; without a tty, INT/TERM/HUP/QUIT go to the container.
     let forwarded: Vec<i32> = if tty {
@@ -91,7 +81,6 @@ pub fn relay(
     }
     let mut input = attach.input()?;
     {
-        let id = id.clone();
         let mut resize_input = attach.input()?;
         std::thread::spawn(move || {
             loop {
@@ -104,8 +93,8 @@ pub fn relay(
                     if let Some((r, c)) = term_size() {
                         let _ = resize_input.resize(r, c);
                     }
-                } else if let Ok(shim) = ShimClient::connect(&shim_dir) {
-                    let _ = shim.kill(&id, sig, false);
+                } else {
+                    let _ = signaller.signal(sig);
                 }
             }
         });
@@ -168,8 +157,8 @@ pub fn relay(
                 let _ = e.write_all(&d);
                 let _ = e.flush();
             }
-            Ok(Some(Output::Exit(rec))) => return Ok(Ended::Exited(rec.exit_code)),
-            Ok(None) => return Ok(Ended::Lost),
+            Ok(Some(Output::Exit(rec))) => return Ok(SessionEnd::Exited(rec.exit_code)),
+            Ok(None) => return Ok(SessionEnd::Lost),
             Err(e) => return Err(e.into()),
         }
     }

@@ -1,0 +1,156 @@
+//! The process of an `exec`: the container's own process settings, from its bundle, with the
+//! request's changes.
+
+use std::path::Path;
+
+use oci_spec::runtime::{LinuxCapabilitiesBuilder, Process};
+
+use crate::error::{Error, Result};
+use crate::operations::ExecRequest;
+
+/// The process of the container's config.json in `bundle`.
+pub(crate) fn container_process(bundle: &Path, name: &str) -> Result<Process> {
+    let path = bundle.join("config.json");
+    let text = std::fs::read(&path).map_err(|err| Error::Os {
+        what: format!("container {name}: read {}", path.display()),
+        err,
+    })?;
+    let config: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+        Error::Other(format!(
+            "container {name}: its config.json is not valid: {e}"
+        ))
+    })?;
+    serde_json::from_value(config["process"].clone()).map_err(|e| {
+        Error::Other(format!(
+            "container {name}: the process in its config.json is not valid: {e}"
+        ))
+    })
+}
+
+/// `base` with the request's command, terminal, working directory, environment, user and
+/// capabilities.
+pub(crate) fn process(mut p: Process, req: &ExecRequest, name: &str) -> Result<Process> {
+    if req.command.is_empty() {
+        return Err(Error::Invalid(format!(
+            "exec in container {name}: no command given"
+        )));
+    }
+    p.set_args(Some(req.command.clone()));
+    p.set_terminal(Some(req.tty));
+    if let Some(w) = &req.workdir {
+        p.set_cwd(w.into());
+    }
+    let mut env = p.env().clone().unwrap_or_default();
+    for (k, v) in &req.env {
+        env.retain(|x| x.split_once('=').map_or(x.as_str(), |(n, _)| n) != k);
+        env.push(format!("{k}={v}"));
+    }
+    p.set_env(Some(env));
+    if let Some(u) = &req.user {
+        let (uid, gid) = parse_user(u).ok_or_else(|| {
+            Error::Invalid(format!(
+                "exec in container {name}: user {u:?} is not uid[:gid] (numbers)"
+            ))
+        })?;
+        let mut user = p.user().clone();
+        user.set_uid(uid);
+        if let Some(g) = gid {
+            user.set_gid(g);
+        }
+        p.set_user(user);
+    }
+    if req.privileged {
+        let all: std::collections::HashSet<_> = wharf_runtime::caps::NAMES
+            [..=wharf_runtime::caps::last_cap() as usize]
+            .iter()
+            // By their OCI names (CAP_...), as config.json spells them.
+            .filter_map(|n| serde_json::from_value(serde_json::json!(n)).ok())
+            .collect();
+        let caps = LinuxCapabilitiesBuilder::default()
+            .bounding(all.clone())
+            .effective(all.clone())
+            .permitted(all)
+            .build()
+            .map_err(|e| Error::Other(format!("exec in container {name}: capabilities: {e}")))?;
+        p.set_capabilities(Some(caps));
+    }
+    Ok(p)
+}
+
+fn parse_user(u: &str) -> Option<(u32, Option<u32>)> {
+    match u.split_once(':') {
+        Some((u, g)) => Some((u.parse().ok()?, Some(g.parse().ok()?))),
+        None => Some((u.parse().ok()?, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Process {
+        serde_json::from_value(serde_json::json!({
+            "args": ["sleep", "1000"], "cwd": "/srv", "user": {"uid": 5, "gid": 6},
+            "env": ["PATH=/bin", "A=1"],
+            "capabilities": {"bounding": ["CAP_CHOWN"], "effective": ["CAP_CHOWN"],
+                             "permitted": ["CAP_CHOWN"]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_request_changes_the_containers_process() {
+        let req = ExecRequest {
+            command: vec!["sh".into()],
+            env: vec![("A".into(), "2".into()), ("B".into(), "3".into())],
+            user: Some("7:8".into()),
+            workdir: Some("/tmp".into()),
+            tty: true,
+            ..Default::default()
+        };
+        let p = process(base(), &req, "c").unwrap();
+        assert_eq!(p.args().as_deref(), Some(&["sh".to_string()][..]));
+        assert_eq!(p.cwd(), Path::new("/tmp"));
+        assert_eq!(p.terminal(), Some(true));
+        assert_eq!(
+            p.env().as_deref(),
+            Some(&["PATH=/bin".to_string(), "A=2".into(), "B=3".into()][..])
+        );
+        assert_eq!((p.user().uid(), p.user().gid()), (7, 8));
+        // Unchanged: the container's capabilities.
+        let caps = p.capabilities().as_ref().unwrap();
+        assert_eq!(caps.bounding().as_ref().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn privileged_gets_every_capability_and_bad_users_are_refused() {
+        let req = ExecRequest {
+            command: vec!["id".into()],
+            privileged: true,
+            user: Some("9".into()),
+            ..Default::default()
+        };
+        let p = process(base(), &req, "c").unwrap();
+        let n = p
+            .capabilities()
+            .as_ref()
+            .unwrap()
+            .bounding()
+            .as_ref()
+            .unwrap()
+            .len();
+        assert_eq!(n, wharf_runtime::caps::last_cap() as usize + 1);
+        assert_eq!((p.user().uid(), p.user().gid()), (9, 6));
+        for bad in ["root", "1:x", ""] {
+            let req = ExecRequest {
+                command: vec!["id".into()],
+                user: Some(bad.into()),
+                ..Default::default()
+            };
+            let e = process(base(), &req, "web").unwrap_err().to_string();
+            assert!(e.contains("web") && e.contains("uid[:gid]"), "{e}");
+        }
+        let e = process(base(), &ExecRequest::default(), "web").unwrap_err();
+        assert!(e.to_string().contains("no command"), "{e}");
+    }
+}

@@ -1,0 +1,241 @@
+//! The operations front ends ask for, each whole in one method: create a container (in a
+//! pod of its own or an existing one), start it (attached or not), exec in it, attach to
+//! it, remove it (with the pod made for it), remove a pod with its containers. Failures
+//! roll back what the operation made.
+
+use std::time::Duration;
+
+use crate::db::{ContainerRow, PodRow};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec, STANDALONE_LABEL};
+use crate::session::Session;
+use crate::supervisor::{StdioMode, exit_info};
+
+/// The pod a new container goes into.
+#[derive(Debug, Clone)]
+pub enum PodChoice {
+    /// An existing pod (name, id or id prefix).
+    Existing(String),
+    /// A pod made for the container alone, removed with it (docker's one-container
+    /// model: `wharf run` without `--pod`).
+    Own(Box<PodSpec>),
+}
+
+/// A process to start in a running container (`exec`): the container's own process
+/// settings (user, environment, capabilities, working directory) with these changes.
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Variables set or replaced.
+    pub env: Vec<(String, String)>,
+    /// `uid[:gid]`, numeric.
+    pub user: Option<String>,
+    /// Working directory.
+    pub workdir: Option<String>,
+    /// A terminal.
+    pub tty: bool,
+    /// Keep stdin open.
+    pub stdin: bool,
+    /// Every capability.
+    pub privileged: bool,
+}
+
+impl Engine {
+    /// Fails with [`Error::NameInUse`] if a container is named `name` (a front end asks
+    /// before it pulls an image for nothing).
+    pub fn check_container_name(&self, name: &str) -> Result<()> {
+        match self.db.find_container(name) {
+            Ok(c) if c.name == name => Err(Error::NameInUse {
+                kind: "container",
+                name: name.to_string(),
+                id: c.id,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Create a container (not started) from an image in the store, in the pod `pod`
+    /// names or in one made for it. Nothing is left behind if it fails.
+    pub fn create(&self, pod: PodChoice, spec: &ContainerSpec) -> Result<ContainerRow> {
+        if let Some(name) = &spec.name {
+            self.check_container_name(name)?;
+        }
+        let (pod_id, own) = match pod {
+            PodChoice::Existing(key) => (self.db.find_pod(&key)?.id, false),
+            PodChoice::Own(pod_spec) => {
+                let mut pod_spec = *pod_spec;
+                pod_spec
+                    .labels
+                    .insert(STANDALONE_LABEL.to_string(), "true".to_string());
+                (self.create_pod(&pod_spec)?.id, true)
+            }
+        };
+        crate::paths::timing("pod created");
+        match self.create_container(&pod_id, spec) {
+            Ok(row) => Ok(row),
+            Err(e) => {
+                if own {
+                    let _ = self.remove_pod(&pod_id, true);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Start a created container; with `attach`, return its session, attached before it
+    /// starts so that none of its output is missed. Its pod is left free for other
+    /// commands once it runs.
+    pub fn start(&self, key: &str, attach: bool) -> Result<(ContainerRow, Option<Session>)> {
+        let row = self.db.find_container(key)?;
+        let stdio = StdioMode {
+            tty: row.spec.tty,
+            stdin: row.spec.stdin,
+        };
+        let started = (|| {
+            let (row, shim) = self.create_in_shim(&row.id, stdio)?;
+            let stream = attach.then(|| shim.attach(&row.id, None)).transpose()?;
+            self.start_created(&row, &shim)?;
+            let session = stream.map(|s| {
+                Session::new(
+                    row.clone(),
+                    None,
+                    s,
+                    stdio.tty,
+                    stdio.stdin,
+                    shim.state_dir().to_path_buf(),
+                )
+            });
+            Ok((row, session))
+        })();
+        // The pod is complete: other processes may work on it (and reconcile it) again.
+        self.release_pod_locks();
+        started
+    }
+
+    /// Attach to a running container's main process.
+    pub fn attach_session(&self, key: &str) -> Result<Session> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let stream = self.attach(&row.id, None)?;
+        let (tty, stdin) = (row.spec.tty, row.spec.stdin);
+        Ok(Session::new(
+            row,
+            None,
+            stream,
+            tty,
+            stdin,
+            self.shim_state_dir(&pod),
+        ))
+    }
+
+    /// Start a process in a running container. Returns its exec id, and its session
+    /// with `attach` (attached as it starts).
+    pub fn exec(
+        &self,
+        key: &str,
+        req: &ExecRequest,
+        attach: bool,
+    ) -> Result<(String, Option<Session>)> {
+        let row = self.db.find_container(key)?;
+        let row = self.refresh(&row)?;
+        if row.state != ContainerState::Running {
+            return Err(Error::Precondition(format!(
+                "container {} is not running",
+                row.name
+            )));
+        }
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let shim = self.running_shim(&pod)?.ok_or_else(|| {
+            Error::Precondition(format!(
+                "container {}: its pod's shim is not running",
+                row.name
+            ))
+        })?;
+        let config = crate::exec::container_process(&self.paths.bundle(&row.id), &row.name)?;
+        let process = crate::exec::process(config, req, &row.name)?;
+        let exec_id = format!("exec-{}", &crate::paths::new_id()[..12]);
+        let stdio = wharf_shim::protocol::StdioSpec {
+            terminal: req.tty,
+            stdin: req.stdin,
+            log: None,
+        };
+        if !attach {
+            shim.exec(&row.id, &exec_id, &process, &stdio)?;
+            return Ok((exec_id, None));
+        }
+        let (_pid, stream) = shim.exec_attach(&row.id, &exec_id, &process, &stdio)?;
+        let dir = shim.state_dir().to_path_buf();
+        let session = Session::new(row, Some(exec_id.clone()), stream, req.tty, req.stdin, dir);
+        Ok((exec_id, Some(session)))
+    }
+
+    /// Wait for an exec process to exit (`timeout` None: for ever).
+    pub fn wait_exec(
+        &self,
+        key: &str,
+        exec_id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ExitInfo> {
+        let row = self.db.find_container(key)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let shim = self.running_shim(&pod)?.ok_or_else(|| {
+            Error::Precondition(format!(
+                "container {}: its pod's shim is not running",
+                row.name
+            ))
+        })?;
+        Ok(exit_info(&shim.wait_exec(&row.id, exec_id, timeout)?))
+    }
+
+    /// Remove a container (a running one only with `force`), and its pod with it when the
+    /// pod was made for it alone.
+    pub fn remove(&self, key: &str, force: bool) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        // The pod stays locked between its last container's removal and its own.
+        let _lock = self.lock_pod(&row.pod_id)?;
+        let row = self.refresh(&row)?;
+        if row.state == ContainerState::Running && !force {
+            return Err(Error::Precondition(format!(
+                "container {} is running: stop it first or use --force",
+                row.name
+            )));
+        }
+        let pod = self.db.find_pod(&row.pod_id)?;
+        if self.is_own_pod_of(&pod, &row)? {
+            // The pod goes with it, all in one removal (its network comes down meanwhile).
+            self.remove_pod(&pod.id, true)
+        } else {
+            self.remove_container(&row.id, force)
+        }
+    }
+
+    /// Remove a pod and its containers (running ones only with `force`).
+    pub fn remove_pod_with_containers(&self, key: &str, force: bool) -> Result<PodRow> {
+        let pod = self.db.find_pod(key)?;
+        if !force {
+            for c in self.db.containers(Some(&pod.id))? {
+                if self.refresh(&c)?.state == ContainerState::Running {
+                    return Err(Error::Precondition(format!(
+                        "pod {} has running containers: stop it first or use --force",
+                        pod.name
+                    )));
+                }
+            }
+        }
+        self.remove_pod(&pod.id, true)?;
+        Ok(pod)
+    }
+
+    /// Whether `pod` was made for `row` alone (and holds nothing else).
+    fn is_own_pod_of(&self, pod: &PodRow, row: &ContainerRow) -> Result<bool> {
+        let own = pod.spec.labels.contains_key(STANDALONE_LABEL);
+        let others = self
+            .db
+            .containers(Some(&pod.id))?
+            .iter()
+            .any(|c| c.id != row.id);
+        Ok(own && !others)
+    }
+}
