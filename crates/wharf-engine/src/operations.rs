@@ -146,13 +146,7 @@ impl Engine {
                 row.name
             )));
         }
-        let pod = self.db.find_pod(&row.pod_id)?;
-        let shim = self.running_shim(&pod)?.ok_or_else(|| {
-            Error::Precondition(format!(
-                "container {}: its pod's shim is not running",
-                row.name
-            ))
-        })?;
+        let shim = self.shim_of(&row)?;
         let config = crate::exec::container_process(&self.paths.bundle(&row.id), &row.name)?;
         let process = crate::exec::process(config, req, &row.name)?;
         let exec_id = format!("exec-{}", &crate::paths::new_id()[..12]);
@@ -179,13 +173,7 @@ impl Engine {
         timeout: Option<Duration>,
     ) -> Result<ExitInfo> {
         let row = self.db.find_container(key)?;
-        let pod = self.db.find_pod(&row.pod_id)?;
-        let shim = self.running_shim(&pod)?.ok_or_else(|| {
-            Error::Precondition(format!(
-                "container {}: its pod's shim is not running",
-                row.name
-            ))
-        })?;
+        let shim = self.shim_of(&row)?;
         Ok(exit_info(&shim.wait_exec(&row.id, exec_id, timeout)?))
     }
 

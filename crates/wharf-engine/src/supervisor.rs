@@ -297,14 +297,18 @@ impl Engine {
     /// Attach to a container's stdio (or an exec process's).
     pub fn attach(&self, key: &str, exec_id: Option<&str>) -> Result<wharf_shim::Attach> {
         let row = self.db.find_container(key)?;
+        Ok(self.shim_of(&row)?.attach(&row.id, exec_id)?)
+    }
+
+    /// The running shim of a container's pod (a precondition failure when it is gone).
+    pub(crate) fn shim_of(&self, row: &ContainerRow) -> Result<ShimClient> {
         let pod = self.db.find_pod(&row.pod_id)?;
-        let shim = self.running_shim(&pod)?.ok_or_else(|| {
+        self.running_shim(&pod)?.ok_or_else(|| {
             Error::Precondition(format!(
                 "container {} is not running (its pod's shim is gone)",
                 row.name
             ))
-        })?;
-        Ok(shim.attach(&row.id, exec_id)?)
+        })
     }
 
     /// Wait for a container to exit; records the exit.
