@@ -36,7 +36,8 @@ pub use operations::{ExecRequest, PodChoice};
 pub use play::PlayedPod;
 pub use pod_lock::PodLock;
 pub use query::{
-    ContainerFilter, ContainerView, LogEntry, LogOptions, PodFilter, PodView, ProcessInfo,
+    ContainerFilter, ContainerStatus, ContainerView, LogEntry, LogOptions, PodFilter, PodView,
+    ProcessInfo,
 };
 pub use session::{Session, SessionEnd, Signaller};
 pub use supervisor::StdioMode;

@@ -177,6 +177,20 @@ impl Engine {
         Ok(exit_info(&shim.wait_exec(&row.id, exec_id, timeout)?))
     }
 
+    /// Open a running container's log file again at its path, after someone moved it away
+    /// (kubelet's log rotation, then CRI ReopenContainerLog).
+    pub fn reopen_log(&self, key: &str) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        let row = self.refresh(&row)?;
+        if row.state != ContainerState::Running {
+            return Err(Error::Precondition(format!(
+                "container {} is not running: its log is closed",
+                row.name
+            )));
+        }
+        Ok(self.shim_of(&row)?.reopen_log(&row.id)?)
+    }
+
     /// Remove a container (a running one only with `force`), and its pod with it when the
     /// pod was made for it alone.
     pub fn remove(&self, key: &str, force: bool) -> Result<()> {

@@ -30,6 +30,22 @@ pub struct ContainerView {
     pub ips: Vec<String>,
 }
 
+/// A container's full status: as [`Engine::container`] shows it, with what only its shim
+/// knows while it lives, from one call to the shim.
+#[derive(Debug, Clone)]
+pub struct ContainerStatus {
+    /// The container.
+    pub view: ContainerView,
+    /// Host pid of its main process while it runs.
+    pub pid: Option<i32>,
+    /// When the runtime created its current run (RFC 3339).
+    pub created_in_runtime_at: Option<String>,
+    /// Its current run's start.
+    pub started_at: Option<String>,
+    /// How its last run ended, with the shim's message when it has one.
+    pub exit_message: Option<String>,
+}
+
 /// Which containers a listing returns (every condition given must hold).
 #[derive(Debug, Clone, Default)]
 pub struct ContainerFilter {
@@ -153,6 +169,28 @@ impl Engine {
     pub fn container(&self, key: &str) -> Result<ContainerView> {
         let row = self.refresh(&self.db.find_container(key)?)?;
         Ok(self.view(row, &mut BTreeMap::new()))
+    }
+
+    /// One container's full status (see [`ContainerStatus`]).
+    pub fn container_status(&self, key: &str) -> Result<ContainerStatus> {
+        let view = self.container(key)?;
+        let live = match view.row.state {
+            ContainerState::Running | ContainerState::Created => self
+                .shim_of(&view.row)
+                .ok()
+                .and_then(|s| s.container(&view.row.id).ok()),
+            _ => None,
+        };
+        Ok(ContainerStatus {
+            pid: live.as_ref().and_then(|c| c.pid),
+            created_in_runtime_at: live.as_ref().and_then(|c| c.created_at.clone()),
+            started_at: live
+                .as_ref()
+                .and_then(|c| c.started_at.clone())
+                .or(view.row.started_at.clone()),
+            exit_message: live.and_then(|c| c.exit).and_then(|e| e.message),
+            view,
+        })
     }
 
     fn pod_view(&self, row: PodRow) -> Result<PodView> {
