@@ -328,11 +328,8 @@ fn main() {
     // From here on, networks are made in a namespace of our own (single-threaded: the
     // whole process moves, and the engines we start inherit it).
     // SAFETY: unshare of the calling (only) thread.
-    assert_eq!(
-        unsafe { libc::unshare(libc::CLONE_NEWNET) },
-        0,
-        "unshare(CLONE_NEWNET)"
-    );
+    let unshared = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(unshared, 0, "unshare(CLONE_NEWNET)");
     run_ok(
         Command::new("ip").args(["link", "set", "lo", "up"]),
         "lo up",

@@ -494,7 +494,7 @@ impl Db {
         name: &str,
         attrs: serde_json::Value,
     ) -> Result<()> {
-        let now = wharf_runtime::clock::now_rfc3339_nano();
+        let now = wharf_sys::time::now_rfc3339_nano();
         self.event_at(&now, kind_of_event, object, id, name, attrs)
     }
 

@@ -131,7 +131,7 @@ impl Engine {
         let mut row = PodRow {
             id: id.clone(),
             name,
-            created_at: wharf_runtime::clock::now_rfc3339_nano(),
+            created_at: wharf_sys::time::now_rfc3339_nano(),
             spec: spec.clone(),
             sandbox: Sandbox::default(),
             state: PodState::Creating,
@@ -145,7 +145,7 @@ impl Engine {
             self.locks.forget(&id);
             return Err(e);
         }
-        crate::paths::timing("pod row inserted");
+        crate::hooks::step("pod row inserted");
         match sandbox::create(&self.setup(), &id, &row.name, spec) {
             Ok(sb) => {
                 row.sandbox = sb;
@@ -167,7 +167,7 @@ impl Engine {
                         }
                     })
                     .and_then(|()| crate::ledger::save_pod(&self.paths, &row));
-                crate::paths::timing("shim started");
+                crate::hooks::step("shim started");
                 if let Err(e) = started {
                     self.shutdown_shim(&row);
                     let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
@@ -200,7 +200,7 @@ impl Engine {
         }
         self.db
             .update_pod(&pod.id, &pod.sandbox, PodState::Removing)?;
-        crate::paths::timing("pod: removing");
+        crate::hooks::step("pod: removing");
         // From here the pod is going: its network is taken down alongside the rest (a
         // removal that fails midway is finished by the next one).
         let net = sandbox::start_network_teardown(&self.setup(), &pod.id, &pod.spec, &pod.sandbox);
@@ -209,14 +209,14 @@ impl Engine {
                 self.remove_container(&c.id, true)?;
             }
             self.shutdown_shim(&pod);
-            crate::paths::timing("pod: shim shut down");
+            crate::hooks::step("pod: shim shut down");
             // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
             // unmounted before the pod's directory is deleted, never deleted through.
             crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
             sandbox::destroy_all_but_network(&self.setup(), &pod.id, &pod.sandbox)
         })();
         let net = net.finish();
-        crate::paths::timing("pod: sandbox destroyed");
+        crate::hooks::step("pod: sandbox destroyed");
         rest.and(net)?;
         self.db.transaction(|db| {
             db.delete_pod(&pod.id)?;
@@ -243,13 +243,20 @@ impl Engine {
             Some(n) => n.clone(),
             None => paths::generated_name(&spec.image),
         };
+        if let Some(s) = &spec.stop_signal
+            && wharf_sys::signal::parse(s).is_none()
+        {
+            return Err(Error::Invalid(format!(
+                "container {name}: invalid stop signal {s:?}"
+            )));
+        }
         let mut spec = spec.clone();
         spec.name = Some(name.clone());
         let row = ContainerRow {
             id: id.clone(),
             name,
             pod_id: pod.id.clone(),
-            created_at: wharf_runtime::clock::now_rfc3339_nano(),
+            created_at: wharf_sys::time::now_rfc3339_nano(),
             spec: spec.clone(),
             image_id: image.id.to_string(),
             image_name: spec.image.clone(),
@@ -260,7 +267,7 @@ impl Engine {
             restarting: false,
         };
         self.db.insert_container(&row)?;
-        crate::paths::timing("container: row inserted");
+        crate::hooks::step("container: row inserted");
         match self.make_bundle(&pod, &row, &image) {
             Ok(()) => {
                 self.db.transaction(|db| {
@@ -329,9 +336,9 @@ impl Engine {
         let _lock = self.locks.lock(&row.pod_id)?;
         let row = self.db.find_container(&row.id)?;
         self.shim_remove(&row, force)?;
-        crate::paths::timing("container: deleted in shim");
+        crate::hooks::step("container: deleted in shim");
         self.unmake_bundle(&row.id);
-        crate::paths::timing("container: bundle removed");
+        crate::hooks::step("container: bundle removed");
         self.db.transaction(|db| {
             db.delete_container(&row.id)?;
             db.event(

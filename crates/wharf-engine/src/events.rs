@@ -130,7 +130,7 @@ impl EventFeed<'_> {
         for e in self.engine.db.events_since(self.seq)? {
             self.seq = e.seq;
             let early = self.opts.since.is_some_and(|since| {
-                wharf_shim::logs::parse_rfc3339(&e.time).is_some_and(|t| t < since)
+                wharf_sys::time::parse_rfc3339(&e.time).is_some_and(|t| t < since)
             });
             if !early {
                 out.push(e);

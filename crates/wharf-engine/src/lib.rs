@@ -6,11 +6,14 @@
 //! records), so concurrent CLI processes and crashes of any of them are fine; the shims keep
 //! containers running whatever happens to the engine.
 
+#![deny(unsafe_code)]
+
 pub mod db;
 mod engine;
 pub mod error;
 mod events;
 mod exec;
+pub mod hooks;
 pub mod kube;
 pub mod ledger;
 pub mod model;
@@ -21,6 +24,8 @@ mod play;
 mod pod_lock;
 mod query;
 pub mod reconcile;
+// Forks a child that unshares the pod's namespaces (a multi-threaded process cannot).
+#[allow(unsafe_code)]
 pub mod sandbox;
 mod seccomp_default;
 pub mod session;

@@ -72,7 +72,7 @@ impl Engine {
                 (self.create_pod(&pod_spec)?.id, true)
             }
         };
-        crate::paths::timing("pod created");
+        crate::hooks::step("pod created");
         match self.create_container(&pod_id, spec) {
             Ok(row) => Ok(row),
             Err(e) => {

@@ -2,14 +2,18 @@
 //!
 //! ```text
 //! <root>/wharf.db                      metadata store (shared with wharf-image)
-//! <root>/image/...                     content store, snapshots (wharf-image)
+//! <root>/wharf.db-events               touched after events are committed (followers watch it)
+//! <root>/image/...                     content store, snapshots, name files (wharf-image)
 //! <root>/net/{builtin,cni}             network state (wharf-net)
-//! <root>/pods/<pod>/etc/               hosts, resolv.conf, hostname of the pod
-//! <root>/pods/<pod>/shim/              the pod shim's state: socket, exit records
+//! <root>/pods/<pod>/pod.json           the pod's row, kept beside the store (ledger)
+//! <root>/pods/<pod>/volumes/           a played manifest's volumes
 //! <root>/containers/<id>/config.json   the container's OCI bundle (rootfs below is a mount)
+//! <root>/containers/<id>/container.json  the container's row (ledger)
 //! <root>/containers/<id>/ctr.log       its output (CRI log format)
 //! <run>/netns/<pod>                    pinned network namespace (wharf-net)
-//! <run>/pods/<pod>/ns/{ipc,uts}        pinned IPC and UTS namespaces
+//! <run>/pods/<pod>/ns/{ipc,uts,pid}    pinned IPC, UTS and (shared) PID namespaces
+//! <run>/pods/<pod>/etc/                hosts, resolv.conf, hostname of the pod
+//! <run>/pods/<pod>/shim/               the pod shim's state: socket, pid file, exit records
 //! <run>/pods/<pod>/shm                 the pod's /dev/shm (tmpfs)
 //! <run>/containers/<id>/rootfs         the container's overlay mount
 //! <run>/runtime/                       the OCI runtime's state root
@@ -175,32 +179,6 @@ pub fn valid_name(name: &str) -> bool {
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
         && name.len() <= 128
-}
-
-/// Phase timing on stderr when WHARF_TIMING is set (profiling aid for the engine's steps).
-///
-/// The phases double as crash points for the crash tests: with WHARF_CRASH_AT=<phase>, the
-/// process SIGKILLs itself on reaching that phase (what a kill -9 at the worst moment does).
-pub fn timing(what: &str) {
-    use std::sync::OnceLock;
-    static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
-    if CRASH_AT
-        .get_or_init(|| std::env::var("WHARF_CRASH_AT").ok())
-        .as_deref()
-        == Some(what)
-    {
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    }
-    static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
-    if let Some(t) =
-        START.get_or_init(|| std::env::var_os("WHARF_TIMING").map(|_| std::time::Instant::now()))
-    {
-        eprintln!(
-            "    [{:>8.3} ms] {what}",
-            t.elapsed().as_secs_f64() * 1000.0
-        );
-    }
 }
 
 #[cfg(test)]

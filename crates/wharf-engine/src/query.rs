@@ -292,8 +292,7 @@ impl Engine {
         let pids = rt
             .pids(&row.id)
             .map_err(|_| Error::Precondition(format!("container {} is not running", row.name)))?;
-        // SAFETY: sysconf has no preconditions.
-        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        let tick = rustix::param::clock_ticks_per_second().max(1);
         Ok(pids
             .into_iter()
             .map(|pid| {

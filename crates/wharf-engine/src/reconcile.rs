@@ -47,13 +47,11 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-const NSFS_MAGIC: u64 = 0x6e73_6673;
-
 /// How long reconciling waits for any one shim request.
 const RECONCILE_SHIM_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn is_nsfs(path: &str) -> bool {
-    rustix::fs::statfs(Path::new(path)).is_ok_and(|s| s.f_type as u64 == NSFS_MAGIC)
+    wharf_sys::fs::is_nsfs(Path::new(path))
 }
 
 /// Whether the sandbox's pinned namespaces are still there.
@@ -113,7 +111,7 @@ fn lost(reason: &str) -> ExitInfo {
     ExitInfo {
         code: 255,
         signal: None,
-        finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+        finished_at: wharf_sys::time::now_rfc3339_nano(),
         oom_killed: false,
         reason: Some(reason.into()),
     }
@@ -162,7 +160,7 @@ impl Engine {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
         self.remove_stale_locks(&known);
-        crate::paths::timing("reconciled");
+        crate::hooks::step("reconciled");
         report
     }
 

@@ -110,12 +110,15 @@ fn pin_namespaces(
     // SAFETY: the child only makes async-signal-safe syscalls before _exit.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        // SAFETY: unshare(2) changes only this (forked, single-threaded) child.
         let ok = unsafe { libc::unshare(flags) } == 0
             && (flags & libc::CLONE_NEWUTS == 0
+                // SAFETY: a valid C string and its length; the child's own UTS namespace.
                 || unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } == 0);
         let _ = rustix::io::write(&ready_w, if ok { b"1" } else { b"0" });
         let mut b = [0u8; 1];
         let _ = rustix::io::read(&go_r, &mut b);
+        // SAFETY: _exit(2) ends the forked child without running the parent's atexit code.
         unsafe { libc::_exit(0) };
     }
     if pid < 0 {
@@ -209,7 +212,7 @@ fn create_steps(
     let run = s.paths.pod_run(id);
     std::fs::create_dir_all(run.join("ns")).ctx(|| format!("create {}", run.display()))?;
     std::fs::create_dir_all(s.paths.shim_dir(id)).ctx(|| "create the shim directory".into())?;
-    crate::paths::timing("dirs");
+    crate::hooks::step("dirs");
     // Cgroup: the pod's limits apply to all its containers together.
     let layout = wharf_runtime::cgroups::detect()?;
     let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
@@ -217,13 +220,13 @@ fn create_steps(
     if let Some(res) = &spec.resources {
         wharf_runtime::cgroups::apply_resources(&cg, res)?;
     }
-    crate::paths::timing("cgroup");
+    crate::hooks::step("cgroup");
     // IPC and UTS namespaces, pinned.
     let ipc = (!spec.host_ipc).then(|| run.join("ns/ipc"));
     let uts = run.join("ns/uts");
     let flags = libc::CLONE_NEWUTS | if ipc.is_some() { libc::CLONE_NEWIPC } else { 0 };
     pin_namespaces(flags, ipc.as_deref(), Some(&uts), &hostname)?;
-    crate::paths::timing("pinned ipc/uts");
+    crate::hooks::step("pinned ipc/uts");
     sb.ipcns = ipc.map(|p| p.display().to_string());
     sb.utsns = Some(uts.display().to_string());
     // /dev/shm of the pod.
@@ -242,13 +245,13 @@ fn create_steps(
         .ctx(|| format!("mount the pod's /dev/shm at {}", shm.display()))?;
         sb.shm = Some(shm.display().to_string());
     }
-    crate::paths::timing("shm");
+    crate::hooks::step("shm");
     // Network.
     let mut ips = Vec::new();
     if spec.network != NetworkMode::Host {
         let ns = wharf_net::netns::create(&s.paths.run, id)?;
         sb.netns = Some(ns.path.display().to_string());
-        crate::paths::timing("netns");
+        crate::hooks::step("netns");
         if let Some(net) = network(s.paths, s.net, &spec.network)? {
             let opts = wharf_net::AttachOptions {
                 port_mappings: spec
@@ -287,7 +290,7 @@ fn create_steps(
         }
     }
     sb.ips = ips.iter().map(|i| i.to_string()).collect();
-    crate::paths::timing("network attached");
+    crate::hooks::step("network attached");
     // Name files.
     let etc = s.paths.pod_etc(id);
     let mut names = wharf_net::dns::PodNames::new(hostname, ips);
@@ -315,7 +318,7 @@ fn create_steps(
         }
     }
     wharf_net::dns::write_files(&etc, &names)?;
-    crate::paths::timing("dns files");
+    crate::hooks::step("dns files");
     sb.etc_dir = Some(etc.display().to_string());
     Ok(())
 }
@@ -360,14 +363,14 @@ pub fn start_network_teardown(
     let id = id.to_string();
     let netns = sb.netns.clone();
     NetworkTeardown(Some(std::thread::spawn(move || {
-        crate::paths::timing("destroy: network thread started");
+        crate::hooks::step("destroy: network thread started");
         let mut first: Option<Error> = None;
         if let Ok(Some(network)) = network(&paths, &net, &mode)
             && let Err(e) = network.detach(&id, netns.as_deref().map(Path::new))
         {
             first = Some(e.into());
         }
-        crate::paths::timing("destroy: network detached");
+        crate::hooks::step("destroy: network detached");
         let path = netns.unwrap_or_else(|| paths.netns_dir().join(&id).display().to_string());
         if let Err(e) = wharf_net::netns::remove_path(Path::new(&path)) {
             first.get_or_insert(e.into());
@@ -396,7 +399,7 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
             err: e.into(),
         })),
     }
-    crate::paths::timing("destroy: unpinned");
+    crate::hooks::step("destroy: unpinned");
     if let Ok(layout) = wharf_runtime::cgroups::detect()
         && let Ok(cg) =
             wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)
@@ -405,7 +408,7 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         let _ = cg.signal_all(libc::SIGKILL);
         keep(cg.destroy().map_err(Into::into));
     }
-    crate::paths::timing("destroy: cgroup removed");
+    crate::hooks::step("destroy: cgroup removed");
     for dir in [run, s.paths.pod_dir(id)] {
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}

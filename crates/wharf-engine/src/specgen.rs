@@ -247,27 +247,6 @@ pub fn resolve_user(rootfs: &Path, user: &str) -> Result<(u32, u32, Option<Strin
     Ok((uid, gid, home))
 }
 
-fn parse_signal(name: &str) -> Option<i32> {
-    if let Ok(n) = name.parse::<i32>() {
-        return Some(n);
-    }
-    let upper = name.to_ascii_uppercase();
-    let short = upper.strip_prefix("SIG").unwrap_or(&upper);
-    Some(match short {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "KILL" => libc::SIGKILL,
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
-        "TERM" => libc::SIGTERM,
-        "STOP" => libc::SIGSTOP,
-        "CONT" => libc::SIGCONT,
-        "WINCH" => libc::SIGWINCH,
-        _ => return None,
-    })
-}
-
 /// The signal that stops the container: the spec's, else the image's StopSignal, else TERM.
 pub fn stop_signal(spec: &ContainerSpec, image: &ImageConfiguration) -> i32 {
     spec.stop_signal
@@ -278,7 +257,7 @@ pub fn stop_signal(spec: &ContainerSpec, image: &ImageConfiguration) -> i32 {
                 .as_ref()
                 .and_then(|c| c.stop_signal().clone())
         })
-        .and_then(|s| parse_signal(&s))
+        .and_then(|s| wharf_sys::signal::parse(&s))
         .unwrap_or(libc::SIGTERM)
 }
 
@@ -539,6 +518,25 @@ mod tests {
         s.entrypoint = Some(vec!["/bin/true".into()]);
         s.command = None;
         assert_eq!(args(&s, &image).unwrap(), ["/bin/true"]);
+    }
+
+    #[test]
+    fn stop_signals_by_any_name_the_image_uses() {
+        let image = |sig: &str| -> ImageConfiguration {
+            serde_json::from_value(json!({
+                "architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+                "config": {"StopSignal": sig}
+            }))
+            .unwrap()
+        };
+        let mut s = ContainerSpec::default();
+        // systemd images stop with SIGRTMIN+3 (37 with glibc's numbering, as docker's).
+        assert_eq!(stop_signal(&s, &image("SIGRTMIN+3")), 37);
+        assert_eq!(stop_signal(&s, &image("SIGQUIT")), libc::SIGQUIT);
+        assert_eq!(stop_signal(&s, &image("9")), libc::SIGKILL);
+        assert_eq!(stop_signal(&s, &image("SIGPWR")), libc::SIGPWR);
+        s.stop_signal = Some("USR1".into());
+        assert_eq!(stop_signal(&s, &image("SIGQUIT")), libc::SIGUSR1);
     }
 
     #[test]

@@ -206,15 +206,15 @@ impl Engine {
                 .is_ok_and(|c| c.status == proto::Status::Created) => {}
             Err(e) => return Err(e.into()),
         }
-        crate::paths::timing("container: created in shim");
+        crate::hooks::step("container: created in shim");
         Ok((row, shim))
     }
 
     /// Start a container created with [`Engine::create_in_shim`].
     pub fn start_created(&self, row: &ContainerRow, shim: &ShimClient) -> Result<()> {
         shim.start(&row.id)?;
-        crate::paths::timing("container: started in shim");
-        let now = wharf_runtime::clock::now_rfc3339_nano();
+        crate::hooks::step("container: started in shim");
+        let now = wharf_sys::time::now_rfc3339_nano();
         self.db.transaction(|db| {
             db.update_container(
                 &row.id,
@@ -263,7 +263,7 @@ impl Engine {
                 .collect(),
         };
         shim.run_pod(&plan)?;
-        let now = wharf_runtime::clock::now_rfc3339_nano();
+        let now = wharf_sys::time::now_rfc3339_nano();
         self.db.transaction(|db| {
             for c in &containers {
                 db.update_container(&c.id, ContainerState::Running, Some(&now), None, 0)?;
@@ -392,7 +392,7 @@ impl Engine {
             db.event_at(
                 started
                     .as_deref()
-                    .unwrap_or(&wharf_runtime::clock::now_rfc3339_nano()),
+                    .unwrap_or(&wharf_sys::time::now_rfc3339_nano()),
                 "restarted",
                 "container",
                 &row.id,
@@ -510,7 +510,7 @@ impl Engine {
                     ExitInfo {
                         code: 0,
                         signal: None,
-                        finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+                        finished_at: wharf_sys::time::now_rfc3339_nano(),
                         oom_killed: false,
                         reason: Some("NotStarted".into()),
                     }

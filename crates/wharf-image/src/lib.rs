@@ -60,6 +60,8 @@
 //! - GC never removes what an image, a container, a view or a lease references, and never
 //!   what a running pull has committed (leases + [`lock::GcLock`]).
 
+#![forbid(unsafe_code)]
+
 pub mod archive;
 pub mod auth;
 pub mod config;

@@ -41,10 +41,9 @@ pub fn save(image_root: &Path, f: &NameFile) -> Result<()> {
     let d = dir(image_root);
     std::fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
     let p = path(image_root, &f.name);
-    let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec(f).expect("json"))
-        .ctx(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).ctx(|| format!("writing {}", p.display()))
+    let data = serde_json::to_vec(f).expect("json");
+    wharf_sys::fs::write_atomic(&p, &data, 0o644, wharf_sys::fs::Durability::Rename)
+        .ctx(|| format!("writing {}", p.display()))
 }
 
 /// Remove the file of `name` (nothing if there is none).

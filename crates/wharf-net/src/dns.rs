@@ -253,9 +253,13 @@ pub fn write_files(dir: &Path, names: &PodNames) -> Result<NameFiles> {
         hosts: dir.join("hosts"),
         hostname: dir.join("hostname"),
     };
-    sys::write_atomic(&files.resolv_conf, resolv.as_bytes())?;
-    sys::write_atomic(&files.hosts, hosts.as_bytes())?;
-    sys::write_atomic(&files.hostname, format!("{}\n", names.hostname).as_bytes())?;
+    sys::write_atomic(&files.resolv_conf, resolv.as_bytes(), 0o644)?;
+    sys::write_atomic(&files.hosts, hosts.as_bytes(), 0o644)?;
+    sys::write_atomic(
+        &files.hostname,
+        format!("{}\n", names.hostname).as_bytes(),
+        0o644,
+    )?;
     Ok(files)
 }
 

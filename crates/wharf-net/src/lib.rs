@@ -74,6 +74,9 @@
 //! - CNI: `<cache>/results/<network>-<pod>-<ifname>` in libcni's format (default cache
 //!   /var/lib/cni), `<lock dir>/<network>.lock`.
 
+// Unsafe code lives in two modules only, where each block says why it is sound.
+#![deny(unsafe_code)]
+
 pub mod builtin;
 pub mod cni;
 pub mod dns;
@@ -82,7 +85,12 @@ pub mod ipnet;
 pub mod netlink;
 pub mod netns;
 pub mod network;
+// libnftables is C, loaded with dlopen: resolving its symbols and calling them is unsafe.
+#[allow(unsafe_code)]
 pub mod nft;
+// The system calls rustix cannot make safe: unshare(2), the pre_exec hook that joins a
+// namespace in a forked child, and the setsockopt and ioctl rustix has no wrapper for.
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod sysctl;
 pub mod types;

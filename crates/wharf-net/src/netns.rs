@@ -78,13 +78,8 @@ pub fn create(run_dir: &Path, name: &str) -> Result<NetNs> {
                 sys::unshare_net().ctx(|| "unshare the network namespace".into())?;
                 let mut nl = Netlink::open().ctx(|| "open netlink in the new namespace".into())?;
                 nl.set_up(1).map_err(|e| e.ctx("bring up lo"))?;
-                sys::mount(
-                    Some(Path::new("/proc/thread-self/ns/net")),
-                    &path,
-                    None,
-                    libc::MS_BIND,
-                )
-                .ctx(|| format!("bind-mount the namespace onto {}", path.display()))
+                sys::bind_mount(Path::new("/proc/thread-self/ns/net"), &path, false)
+                    .ctx(|| format!("bind-mount the namespace onto {}", path.display()))
             })
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
@@ -105,11 +100,10 @@ fn ensure_shared_dir(run_dir: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
     let _lock = sys::FileLock::exclusive(&run_dir.join("netns.lock"))?;
     if !sys::is_mount_root(dir).ctx(|| format!("inspect {}", dir.display()))? {
-        sys::mount(Some(dir), dir, None, libc::MS_BIND | libc::MS_REC)
+        sys::bind_mount(dir, dir, true)
             .ctx(|| format!("bind-mount {} onto itself", dir.display()))?;
     }
-    sys::mount(None, dir, None, libc::MS_SHARED | libc::MS_REC)
-        .ctx(|| format!("make {} a shared mount", dir.display()))
+    sys::make_rshared(dir).ctx(|| format!("make {} a shared mount", dir.display()))
 }
 
 /// Remove the pinned namespace `<run>/netns/<name>`. Idempotent: a missing pin or a file
@@ -154,17 +148,16 @@ pub fn open(path: &Path) -> Result<OwnedFd> {
     let f = File::open(path).ctx(|| format!("open network namespace {}", path.display()))?;
     let fd: OwnedFd = f.into();
     let magic = sys::fs_magic(fd.as_fd()).ctx(|| format!("inspect {}", path.display()))?;
-    if magic != sys::NSFS_MAGIC {
+    if magic != wharf_sys::fs::NSFS_MAGIC {
         return Err(Error::Invalid(format!(
             "{} is not a namespace file (not pinned, or the namespace is gone)",
             path.display()
         )));
     }
-    // NS_GET_NSTYPE tells which kind of namespace it is.
-    const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
-    // SAFETY: ioctl on an nsfs fd we own; no argument.
-    let ty = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), NS_GET_NSTYPE as _) };
-    if ty >= 0 && ty != libc::CLONE_NEWNET {
+    // NS_GET_NSTYPE tells which kind of namespace it is (a kernel without it: trust nsfs).
+    if let Ok(ty) = sys::ns_type(fd.as_fd())
+        && ty != libc::CLONE_NEWNET
+    {
         return Err(Error::Invalid(format!(
             "{} is a namespace file, but not of a network namespace",
             path.display()

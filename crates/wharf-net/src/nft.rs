@@ -18,7 +18,7 @@
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::io::Write;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -134,18 +134,8 @@ fn run_command(bin: &std::path::Path, ns: Option<BorrowedFd<'_>>, script: &str) 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(ns) = ns {
-        let raw = ns.as_raw_fd();
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setns is async-signal-safe; the fd stays open until the child has
-        // exec'd (we hold the borrow for the whole call).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(raw, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::sys::join_netns_on_spawn(&mut cmd, ns)
+            .map_err(|e| Error::Firewall(format!("run {}: {e}", bin.display())))?;
     }
     let mut child = cmd
         .spawn()

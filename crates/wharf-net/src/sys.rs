@@ -1,24 +1,32 @@
 //! Thin wrappers over the syscalls the network library needs (setns, unshare, mount,
-//! flock) and small file helpers, kept together so the unsafe code is easy to audit.
+//! flock, statx, O_TMPFILE) and small file helpers, kept together so the unsafe code is
+//! easy to audit.
+//!
+//! The calls go through rustix, which checks arguments and returns errors as values, so
+//! most wrappers here are safe code. What rustix cannot do safely stays `unsafe`, each
+//! with its reason: unshare(2) (rustix marks it unsafe because of CLONE_FILES), a
+//! pre_exec hook (std's contract), and two calls rustix has no wrapper for, netlink's
+//! integer socket options and the nsfs NS_GET_NSTYPE ioctl.
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+use rustix::fs::{AtFlags, CWD, FlockOperation, Mode, OFlags, StatxAttributes, StatxFlags};
+use rustix::io::Errno;
+use rustix::mount::{MountPropagationFlags, UnmountFlags};
+use rustix::thread::{LinkNameSpaceType, UnshareFlags};
 
 use crate::error::{Context, Result};
 
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// A path as a C string (paths with NUL bytes are rejected).
+/// A path as a C string (paths with NUL bytes are rejected). rustix would reject them
+/// too, but as a bare EINVAL, which callers treat as "not mounted": this keeps the error
+/// distinct and its message clear.
 pub(crate) fn cpath(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
@@ -26,81 +34,130 @@ pub(crate) fn cpath(path: &Path) -> io::Result<CString> {
 
 /// Move the calling thread into the network namespace `ns`.
 pub(crate) fn setns_net(ns: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: setns on a valid fd; CLONE_NEWNET only changes this thread's namespace.
-    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+    Ok(rustix::thread::move_into_link_name_space(
+        ns,
+        Some(LinkNameSpaceType::Network),
+    )?)
 }
 
 /// Give the calling thread a new, empty network namespace.
 pub(crate) fn unshare_net() -> io::Result<()> {
-    // SAFETY: unshare with CLONE_NEWNET only affects the calling thread.
-    cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+    // SAFETY: rustix marks unshare unsafe only for CLONE_FILES (threads would stop sharing
+    // their fd table and could see each other's descriptors vanish); CLONE_NEWNET changes
+    // nothing but this thread's network namespace.
+    Ok(unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNET) }?)
 }
 
-/// mount(2) with optional source and filesystem type.
-pub(crate) fn mount(
-    src: Option<&Path>,
-    target: &Path,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-) -> io::Result<()> {
-    let src = src.map(cpath).transpose()?;
+/// Make the child of `cmd` join the network namespace `ns` between fork and exec (CNI
+/// plugins and the `nft` command run in the host namespace the caller chose). The child
+/// uses its own duplicate of `ns` (close-on-exec, so the program does not inherit it),
+/// so `ns` need not outlive the spawn.
+pub(crate) fn join_netns_on_spawn(cmd: &mut Command, ns: BorrowedFd<'_>) -> io::Result<()> {
+    let ns = ns.try_clone_to_owned()?;
+    // SAFETY: the hook runs in the forked child, where only async-signal-safe work is
+    // allowed: setns is a single system call, and its error becomes an io::Error from a
+    // raw errno, which does not allocate. The descriptor is owned by the closure, so it
+    // is open whenever the hook runs.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::thread::move_into_link_name_space(
+                ns.as_fd(),
+                Some(LinkNameSpaceType::Network),
+            )?;
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// Bind-mount `src` onto `target` (with the mounts below `src` too when `recursive`).
+pub(crate) fn bind_mount(src: &Path, target: &Path, recursive: bool) -> io::Result<()> {
+    let (src, target) = (cpath(src)?, cpath(target)?);
+    if recursive {
+        rustix::mount::mount_bind_recursive(src.as_c_str(), target.as_c_str())?;
+    } else {
+        rustix::mount::mount_bind(src.as_c_str(), target.as_c_str())?;
+    }
+    Ok(())
+}
+
+/// Give the mount at `target`, and every mount below it, shared propagation
+/// (MS_SHARED | MS_REC).
+pub(crate) fn make_rshared(target: &Path) -> io::Result<()> {
     let target = cpath(target)?;
-    let fstype = fstype.map(|t| CString::new(t).expect("fs type without NUL"));
-    // SAFETY: valid C strings or NULL; no data argument.
-    cvt(unsafe {
-        libc::mount(
-            src.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            target.as_ptr(),
-            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
-            flags,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
+    Ok(rustix::mount::mount_change(
+        target.as_c_str(),
+        MountPropagationFlags::SHARED | MountPropagationFlags::REC,
+    )?)
 }
 
-/// Lazily unmount `target`.
+/// Lazily unmount `target` (never following a symlink there).
 pub(crate) fn umount_detach(target: &Path) -> io::Result<()> {
     let target = cpath(target)?;
-    // SAFETY: valid C string.
-    cvt(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) })
-        .map(drop)
+    Ok(rustix::mount::unmount(
+        target.as_c_str(),
+        UnmountFlags::DETACH | UnmountFlags::NOFOLLOW,
+    )?)
 }
 
 /// Whether `path` is the root of a mount (statx STATX_ATTR_MOUNT_ROOT, Linux 5.8+).
 pub(crate) fn is_mount_root(path: &Path) -> io::Result<bool> {
     let c = cpath(path)?;
-    // SAFETY: statx fills a zeroed struct of the right type.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    cvt(unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BASIC_STATS,
-            &mut stx,
-        )
-    })?;
-    let attr = libc::STATX_ATTR_MOUNT_ROOT as u64;
-    if stx.stx_attributes_mask & attr == 0 {
+    let stx = rustix::fs::statx(
+        CWD,
+        c.as_c_str(),
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BASIC_STATS,
+    )?;
+    if !stx
+        .stx_attributes_mask
+        .contains(StatxAttributes::MOUNT_ROOT)
+    {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "the kernel does not report mount roots (statx, Linux 5.8+)",
         ));
     }
-    Ok(stx.stx_attributes & attr != 0)
+    Ok(stx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
 
-/// The filesystem magic of an open file (fstatfs f_type).
-pub(crate) fn fs_magic(fd: BorrowedFd<'_>) -> io::Result<i64> {
-    // SAFETY: fstatfs fills a zeroed struct of the right type.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
-    Ok(st.f_type as i64)
+/// The filesystem magic of an open file (fstatfs f_type), comparable with
+/// [`wharf_sys::fs::NSFS_MAGIC`].
+pub(crate) fn fs_magic(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    Ok(rustix::fs::fstatfs(fd)?.f_type as u64)
 }
 
-/// NSFS_MAGIC: the filesystem of namespace files (/proc/<pid>/ns/*, and their bind mounts).
-pub(crate) const NSFS_MAGIC: i64 = 0x6e73_6673;
+/// The kind of namespace an nsfs file is (its CLONE_NEW* flag), from the NS_GET_NSTYPE
+/// ioctl (Linux 4.11+). rustix has no wrapper for it.
+pub(crate) fn ns_type(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    /// `_IO(0xb7, 0x3)` from `linux/nsfs.h`.
+    const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+    // SAFETY: an ioctl without argument on a descriptor the borrow keeps open; the kernel
+    // only returns an int (or fails with ENOTTY on files that are not nsfs).
+    wharf_sys::cvt(unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_NSTYPE as _) })
+}
+
+/// Set an integer socket option that rustix has no wrapper for (netlink's
+/// NETLINK_EXT_ACK and NETLINK_CAP_ACK).
+pub(crate) fn set_sockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value points at a live c_int and the length given is its size;
+    // the borrow keeps the descriptor open for the call.
+    wharf_sys::cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast::<libc::c_void>(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
 
 /// An exclusive flock(2) on a lock file, released when dropped (also when the process dies,
 /// so a crash never leaves a network locked).
@@ -121,38 +178,25 @@ impl FileLock {
             .open(path)
             .ctx(|| format!("open lock file {}", path.display()))?;
         loop {
-            // SAFETY: flock on an fd we own.
-            match cvt(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }) {
-                Ok(_) => return Ok(FileLock { _file: file }),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            match rustix::fs::flock(&file, FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(FileLock { _file: file }),
+                Err(Errno::INTR) => continue,
                 Err(e) => return Err(crate::Error::os(format!("lock {}", path.display()), e)),
             }
         }
     }
 }
 
-/// Write `data` to `path` atomically: a temporary file in the same directory renamed over
-/// the target, so readers (and a restart after a crash) see the old or the new content,
-/// never a torn one.
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+/// Write `data` to `path` atomically ([`wharf_sys::fs::write_atomic`]: a temporary file in
+/// the same directory renamed over the target), so readers (and a restart after a crash)
+/// see the old or the new content, never a torn one. Creates the directory if needed.
+/// `mode` is the new file's permissions (before the umask); no fsync: the state is
+/// rebuilt or repaired after a machine crash anyway.
+pub(crate) fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
-    let write = || -> io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        crate::Error::os(format!("write {}", path.display()), e)
-    })
+    wharf_sys::fs::write_atomic(path, data, mode, wharf_sys::fs::Durability::Rename)
+        .ctx(|| format!("write {}", path.display()))
 }
 
 /// Create `path` (in `dir`) holding `data`, only if it does not exist, and only complete: the
@@ -161,50 +205,38 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 /// Ok(None) if the filesystem has no O_TMPFILE (the caller falls back).
 pub(crate) fn create_complete(dir: &Path, path: &Path, data: &[u8]) -> io::Result<Option<bool>> {
     let cdir = cpath(dir)?;
-    // SAFETY: open(2) with a valid C string.
-    let fd = unsafe {
-        libc::open(
-            cdir.as_ptr(),
-            libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
-            0o644,
-        )
+    let fd = match rustix::fs::open(
+        cdir.as_c_str(),
+        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Ok(None),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: a descriptor we just opened and own.
-    let mut f = unsafe { File::from_raw_fd(fd) };
+    let mut f = File::from(fd);
     f.write_all(data)?;
-    let src = cpath(Path::new(&format!("/proc/self/fd/{fd}")))?;
+    // Linking the descriptor itself (linkat AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH;
+    // its /proc magic link, followed, does not.
+    let src = cpath(Path::new(&format!("/proc/self/fd/{}", f.as_raw_fd())))?;
     let dst = cpath(path)?;
-    // SAFETY: linkat(2) with valid C strings; the source is our open descriptor.
-    let rc = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            src.as_ptr(),
-            libc::AT_FDCWD,
-            dst.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if rc == 0 {
-        return Ok(Some(true));
-    }
-    let e = io::Error::last_os_error();
-    if e.kind() == io::ErrorKind::AlreadyExists {
-        Ok(Some(false))
-    } else {
-        Err(e)
+    match rustix::fs::linkat(
+        CWD,
+        src.as_c_str(),
+        CWD,
+        dst.as_c_str(),
+        AtFlags::SYMLINK_FOLLOW,
+    ) {
+        Ok(()) => Ok(Some(true)),
+        Err(Errno::EXIST) => Ok(Some(false)),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Remove what [`write_atomic`] left of `path` in a process that was killed before its
-/// rename (`.<name>.tmp-<pid>-<n>`). Only for callers that hold the lock under which `path`
-/// is written, so no temporary file can be in use.
+/// rename (`.<name>.tmp-<pid>-<n>`, the names [`wharf_sys::fs::write_atomic`] gives its
+/// temporary files). Only for callers that hold the lock under which `path` is written,
+/// so no temporary file can be in use.
 pub(crate) fn remove_stale_temps(path: &Path) {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return;
@@ -226,5 +258,63 @@ pub(crate) fn remove_file_if_exists(path: &Path) -> Result<()> {
             Err(crate::Error::os(format!("remove {}", path.display()), e))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn files_are_replaced_whole_created_once_and_temps_cleaned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("sub/state.json");
+        write_atomic(&p, b"one", 0o600).unwrap();
+        write_atomic(&p, b"two", 0o600).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // What a writer killed before its rename leaves goes; the file stays.
+        std::fs::write(tmp.path().join("sub/.state.json.tmp-999999-0"), "{").unwrap();
+        remove_stale_temps(&p);
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["state.json"]);
+
+        let lease = tmp.path().join("10.0.0.2");
+        // None: no O_TMPFILE where the temporary directory is (the caller falls back).
+        if let Some(created) = create_complete(tmp.path(), &lease, b"pod-a").unwrap() {
+            assert!(created);
+            let again = create_complete(tmp.path(), &lease, b"pod-b").unwrap();
+            assert_eq!(again, Some(false));
+            assert_eq!(std::fs::read(&lease).unwrap(), b"pod-a");
+        }
+    }
+
+    #[test]
+    fn namespace_files_mount_roots_and_locks() {
+        let net = File::open("/proc/self/ns/net").unwrap();
+        let uts = File::open("/proc/self/ns/uts").unwrap();
+        let plain = File::open("/proc/self/status").unwrap();
+        assert_eq!(fs_magic(net.as_fd()).unwrap(), wharf_sys::fs::NSFS_MAGIC);
+        assert_ne!(fs_magic(plain.as_fd()).unwrap(), wharf_sys::fs::NSFS_MAGIC);
+        assert_eq!(ns_type(net.as_fd()).unwrap(), libc::CLONE_NEWNET);
+        assert_eq!(ns_type(uts.as_fd()).unwrap(), libc::CLONE_NEWUTS);
+        assert!(ns_type(plain.as_fd()).is_err());
+
+        assert!(is_mount_root(Path::new("/proc")).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!is_mount_root(tmp.path()).unwrap());
+        let e = umount_detach(&tmp.path().join("missing")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        let e = umount_detach(Path::new("a\0b")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+
+        let lock = tmp.path().join("locks/net.lock");
+        drop(FileLock::exclusive(&lock).unwrap());
+        let _again = FileLock::exclusive(&lock).unwrap();
     }
 }

@@ -308,7 +308,7 @@ impl Runtime {
             pid,
             init_start_time: sys::process_start_time(pid)
                 .ctx(|| format!("read start time of pid {pid}"))?,
-            created: crate::clock::now_rfc3339_nano(),
+            created: wharf_sys::time::now_rfc3339_nano(),
             config: bundle.spec.clone(),
             cgroup: cg,
             private_pid_ns: plan.clone_flags & libc::CLONE_NEWPID as u64 != 0,
@@ -788,6 +788,8 @@ fn unmount_shared(ns: &str, rootfs: &Path) -> Result<()> {
     // SAFETY: the child only makes async-signal-safe syscalls before _exit.
     match unsafe { libc::fork() } {
         0 => {
+            // SAFETY: setns(2) on a descriptor this process holds open; the forked child
+            // changes only its own mount namespace and then exits.
             let ok = unsafe { libc::setns(raw, libc::CLONE_NEWNS) } == 0 && detach(&target).is_ok();
             sys::exit_now(if ok { 0 } else { 1 })
         }

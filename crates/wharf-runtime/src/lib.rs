@@ -8,7 +8,6 @@
 
 pub mod caps;
 pub mod cgroups;
-pub mod clock;
 pub mod console;
 mod container;
 mod copy;

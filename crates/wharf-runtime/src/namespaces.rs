@@ -155,6 +155,8 @@ const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
 
 /// setns into an opened namespace.
 pub fn join(t: LinuxNamespaceType, fd: &OwnedFd) -> Result<()> {
+    // SAFETY: setns(2) on an open namespace descriptor we own; it changes only the calling
+    // thread's namespaces (or fails with EINVAL for a mismatching type).
     let ret = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(fd), flag(t) as i32) };
     if ret == -1 {
         return Err(Error::os(
@@ -232,6 +234,8 @@ impl Restore {
 
 impl Drop for Restore {
     fn drop(&mut self) {
+        // SAFETY: setns(2) back into the namespace this thread was in, by a descriptor we
+        // opened before leaving it.
         let _ = unsafe {
             libc::setns(
                 std::os::fd::AsRawFd::as_raw_fd(&self.fd.as_fd()),

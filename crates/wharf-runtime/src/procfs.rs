@@ -80,6 +80,7 @@ mod tests {
         // SAFETY: the child only makes syscalls and exits.
         match unsafe { libc::fork() } {
             0 => {
+                // SAFETY: the forked child gives itself a private mount namespace.
                 let ok = unsafe { libc::unshare(libc::CLONE_NEWNS) } == 0
                     && crate::sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
                         .is_ok()
@@ -99,6 +100,7 @@ mod tests {
             }
             pid => {
                 let mut status = 0;
+                // SAFETY: waiting for the child forked above.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
                 assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
             }

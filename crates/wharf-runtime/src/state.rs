@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
@@ -257,26 +256,12 @@ fn create_private_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Write `data` to `path` through a temp file in the same directory and a rename.
+/// Write `data` to `path` through a temp file in the same directory and a rename. No fsync:
+/// runtime state lives on /run (tmpfs) and means nothing after a reboot; the rename alone
+/// guarantees readers see the old file or the new one, never half.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
-        std::process::id()
-    ));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        // No fsync: runtime state lives on /run (tmpfs) and means nothing after a reboot;
-        // the rename alone guarantees readers see the old file or the new one, never half.
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::os(format!("write {}", p(path)), e));
-    }
-    Ok(())
+    wharf_sys::fs::write_atomic(path, data, 0o600, wharf_sys::fs::Durability::Rename)
+        .map_err(|e| Error::os(format!("write {}", p(path)), e))
 }
 
 #[cfg(test)]

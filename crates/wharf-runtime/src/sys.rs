@@ -388,18 +388,20 @@ mod tests {
         // SAFETY: the child only makes plain syscalls and exits.
         match unsafe { libc::fork() } {
             0 => {
-                let a = unsafe { libc::dup(2) };
-                let b = unsafe { libc::dup(2) };
-                let c = unsafe { libc::dup(2) };
-                let ok = close_fds_except(3, &[b]).is_ok()
-                    && unsafe { libc::fcntl(a, libc::F_GETFD) } == -1
-                    && unsafe { libc::fcntl(b, libc::F_GETFD) } != -1
-                    && unsafe { libc::fcntl(c, libc::F_GETFD) } == -1
-                    && unsafe { libc::fcntl(2, libc::F_GETFD) } != -1;
+                // SAFETY: dup(2) and fcntl(F_GETFD) only read or copy the
+                // forked child's own descriptor table.
+                let (a, b, c) = unsafe { (libc::dup(2), libc::dup(2), libc::dup(2)) };
+                let open = |fd| {
+                    // SAFETY: F_GETFD only asks whether `fd` is open.
+                    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+                };
+                let ok =
+                    close_fds_except(3, &[b]).is_ok() && !open(a) && open(b) && !open(c) && open(2);
                 exit_now(if ok { 0 } else { 1 })
             }
             pid => {
                 let mut status = 0;
+                // SAFETY: waiting for the child forked above.
                 unsafe { libc::waitpid(pid, &mut status, 0) };
                 assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
             }

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_FILES: u32 = 5;
 /// Now in the log's timestamp format: RFC 3339, UTC, always nine fractional digits.
 pub fn timestamp(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let base = wharf_runtime::clock::rfc3339(d.as_secs() as i64, 0, false);
+    let base = wharf_sys::time::rfc3339(d.as_secs() as i64, 0, false);
     format!("{}.{:09}Z", base.trim_end_matches('Z'), d.subsec_nanos())
 }
 
@@ -220,7 +220,7 @@ impl LogEntry {
 
     /// The timestamp as time since the epoch.
     pub fn instant(&self) -> Option<SystemTime> {
-        parse_rfc3339(&self.time)
+        wharf_sys::time::parse_rfc3339(&self.time)
     }
 }
 
@@ -397,56 +397,6 @@ fn parse_lines(data: &[u8], out: &mut Vec<LogEntry>) {
     );
 }
 
-/// Parse `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let frac = &s[start..i];
-        let digits = frac.len().min(9);
-        nanos = frac[..digits].parse::<i64>().ok()? * 10i64.pow((9 - digits) as u32);
-    }
-    let offset = match b.get(i)? {
-        b'Z' | b'z' => 0,
-        sign @ (b'+' | b'-') => {
-            let oh = num(i + 1..i + 3)?;
-            let om = num(i + 4..i + 6)?;
-            let o = oh * 3600 + om * 60;
-            if *sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(y, mo, d);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    if secs < 0 {
-        return None;
-    }
-    Some(UNIX_EPOCH + Duration::new(secs as u64, nanos as u32))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,14 +406,7 @@ mod tests {
         let t = UNIX_EPOCH + Duration::new(1_700_000_000, 120_000_000);
         let s = timestamp(t);
         assert_eq!(s, "2023-11-14T22:13:20.120000000Z");
-        assert_eq!(parse_rfc3339(&s), Some(t));
-        assert_eq!(parse_rfc3339("2023-11-14T22:13:20.12Z"), Some(t));
-        assert_eq!(parse_rfc3339("2023-11-14T23:13:20.12+01:00"), Some(t));
-        assert_eq!(
-            parse_rfc3339("2000-02-29T00:00:00Z"),
-            Some(UNIX_EPOCH + Duration::from_secs(951_782_400))
-        );
-        assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(wharf_sys::time::parse_rfc3339(&s), Some(t));
     }
 
     #[test]

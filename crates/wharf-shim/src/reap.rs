@@ -92,7 +92,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                     exit_code: if killed { 137 } else { 255 },
                     signal: killed.then_some(libc::SIGKILL),
                     started_at: record.as_ref().and_then(|r| r.started_at.clone()),
-                    finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+                    finished_at: wharf_sys::time::now_rfc3339_nano(),
                     oom_killed: false,
                     reason: "ShimDied".into(),
                     message: Some(if never_started {

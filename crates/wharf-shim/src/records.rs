@@ -16,7 +16,6 @@
 //! Every file is replaced atomically and durably (temp file, fsync, rename, fsync of the
 //! directory): an exit record is on disk before any client hears of the exit.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -235,24 +234,11 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     write_durable(path, &data)
 }
 
-/// Replace `path` with `data` atomically and durably: a temp file in the same directory,
-/// fsync, rename over `path`, fsync of the directory.
+/// Replace `path` with `data` atomically and durably: once this returns, the new content
+/// survives a crash of the machine (exit records are what the engine trusts afterwards).
 pub fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(ShimError::io(format!("write {}", path.display()), e));
-    }
-    Ok(())
+    wharf_sys::fs::write_atomic(path, data, 0o600, wharf_sys::fs::Durability::Sync)
+        .map_err(|e| ShimError::io(format!("write {}", path.display()), e))
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! keep parsers of their own (runc's spellings, a lean shim), to which their arguments are
 //! handed as they are.
 
+#![deny(unsafe_code)]
+
 mod cli;
 mod completion;
 mod engine_cli;

@@ -525,7 +525,7 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     assert_eq!(w.ok(&["logs", "--tail", "2", "later"]), "line4\nline5\n");
     let stamped = w.ok(&["logs", "-t", "--tail", "1", "later"]);
     let (time, line) = stamped.trim_end().split_once(' ').unwrap();
-    assert!(wharf_shim::logs::parse_rfc3339(time).is_some(), "{stamped}");
+    assert!(wharf_sys::time::parse_rfc3339(time).is_some(), "{stamped}");
     assert_eq!(line, "line5");
     assert_eq!(w.ok(&["logs", "--since", "1h", "later"]).lines().count(), 5);
 
@@ -682,6 +682,18 @@ fn exit_codes_follow_docker() {
         code(&["run", "--rm", "--memory", "bogus", &busybox(), "true"]),
         125
     );
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "--stop-signal",
+            "SIGNOPE",
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(err.contains("invalid stop signal \"SIGNOPE\""), "{err}");
     w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
     assert_eq!(code(&["exec", "c", "no-such-program"]), 127);
     assert_eq!(code(&["exec", "c", "/etc/passwd"]), 126);
@@ -822,5 +834,5 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
 
 /// RFC 3339 (UTC, as the engine writes it) to a time.
 fn parse_time(s: &str) -> std::time::SystemTime {
-    wharf_shim::logs::parse_rfc3339(s).unwrap_or_else(|| panic!("time {s:?}"))
+    wharf_sys::time::parse_rfc3339(s).unwrap_or_else(|| panic!("time {s:?}"))
 }

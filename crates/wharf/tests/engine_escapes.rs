@@ -291,6 +291,7 @@ fn rm_f_with_an_exec_running_and_a_stuck_shim_block_nothing() {
         "took {:?}",
         t.elapsed()
     );
+    // SAFETY: kill(2) of the shim this test stopped above.
     unsafe { libc::kill(shim, libc::SIGCONT) };
     w.ok(&["rm", "-f", "d"]);
 }
@@ -495,18 +496,16 @@ fn a_full_disk_still_lets_you_look_and_clean_up() {
     std::fs::create_dir_all(&root).unwrap();
     let c = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
     // SAFETY: a tmpfs of the test's own on its own directory (the Env unmounts it).
-    assert_eq!(
-        unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                c.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                c"size=48m,mode=0700".as_ptr().cast(),
-            )
-        },
-        0
-    );
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=48m,mode=0700".as_ptr().cast(),
+        )
+    };
+    assert_eq!(mounted, 0);
     w.pull_busybox();
     w.ok(&[
         "run",

@@ -320,7 +320,7 @@ fn play_web_example_init_container_shared_volume_host_port_and_down() {
     let app = w.inspect("web-httpd");
     assert_eq!(app["State"]["Status"], "running", "{app:#}");
     // The init container finished before the app container started.
-    let time = |v: &Value| wharf_shim::logs::parse_rfc3339(v.as_str().unwrap()).unwrap();
+    let time = |v: &Value| wharf_sys::time::parse_rfc3339(v.as_str().unwrap()).unwrap();
     let finished = time(&init["State"]["FinishedAt"]);
     let started = time(&app["State"]["StartedAt"]);
     assert!(

@@ -249,10 +249,8 @@ fn console_mount_is_not_redirected_through_dev_console() {
     std::os::unix::fs::symlink("/proc/sys/kernel/hostname", dev.join("console")).unwrap();
     let null = std::ffi::CString::new(dev.join("null").to_str().unwrap()).unwrap();
     // SAFETY: mknod of a null device (1:3) in the test's own directory.
-    assert_eq!(
-        unsafe { libc::mknod(null.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) },
-        0
-    );
+    let made = unsafe { libc::mknod(null.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    assert_eq!(made, 0);
     let mut b = env.bundle(
         "c",
         BASE,

@@ -112,7 +112,7 @@ impl Ipam {
             if self.try_lease(&ip, owner)? {
                 let last = self.last_path(subnet.is_ipv6());
                 sys::remove_stale_temps(&last);
-                sys::write_atomic(&last, ip.to_string().as_bytes())?;
+                sys::write_atomic(&last, ip.to_string().as_bytes(), 0o644)?;
                 return Ok(ip);
             }
         }

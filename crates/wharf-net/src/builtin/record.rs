@@ -67,7 +67,7 @@ impl Records {
     /// Write (or replace) a record atomically.
     pub fn put(&self, rec: &PodRecord) -> Result<()> {
         let data = serde_json::to_vec(rec).expect("records serialize");
-        sys::write_atomic(&self.path(&rec.pod_id), &data)
+        sys::write_atomic(&self.path(&rec.pod_id), &data, 0o644)
     }
 
     /// Remove a record, and what a writer killed midway left of it; idempotent. The

@@ -62,7 +62,9 @@ pub fn path(cache_dir: &Path, network: &str, container_id: &str, ifname: &str) -
 pub fn write(cache_dir: &Path, e: &CacheEntry) -> Result<()> {
     let p = path(cache_dir, &e.network_name, &e.container_id, &e.if_name);
     let data = serde_json::to_vec(e).expect("cache entries serialize");
-    sys::write_atomic(&p, &data)?;
+    // Created 0600, so it is never readable by others, not even between the rename and
+    // the chmod; the chmod only makes the mode exact whatever the umask.
+    sys::write_atomic(&p, &data, 0o600)?;
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
     Ok(())

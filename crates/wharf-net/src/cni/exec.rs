@@ -7,12 +7,15 @@
 //! and deadlock.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -99,16 +102,8 @@ impl Runner<'_> {
                 .env("CNI_ARGS", inv.args);
         }
         if let Some(ns) = self.host_ns {
-            let raw = ns.as_raw_fd();
-            // SAFETY: setns is async-signal-safe; the fd outlives the spawn (borrowed).
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setns(raw, libc::CLONE_NEWNET) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            crate::sys::join_netns_on_spawn(&mut cmd, ns)
+                .map_err(|e| Error::os(format!("run {}", path.display()), e))?;
         }
         let what = || format!("CNI plugin {ty} ({})", inv.command);
         let mut child = cmd
@@ -159,25 +154,9 @@ impl Runner<'_> {
     }
 }
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open(2) returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
+    let fl = rustix::fs::fcntl_getfl(&fd)?;
+    Ok(rustix::fs::fcntl_setfl(&fd, fl | OFlags::NONBLOCK)?)
 }
 
 /// Read until EAGAIN or EOF; true at EOF.
@@ -201,15 +180,14 @@ fn pump(
     timeout: Duration,
 ) -> io::Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>)> {
     let deadline = Instant::now() + timeout;
-    let pidfd = pidfd_open(child.id())?;
+    let pidfd = rustix::process::pidfd_open(Pid::from_child(child), PidfdFlags::empty())?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
-    for fd in [stdout.as_raw_fd(), stderr.as_raw_fd()] {
-        set_nonblocking(fd)?;
-    }
+    set_nonblocking(&stdout)?;
+    set_nonblocking(&stderr)?;
     if let Some(s) = &stdin {
-        set_nonblocking(s.as_raw_fd())?;
+        set_nonblocking(s)?;
     }
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let (mut out_eof, mut err_eof, mut exited) = (false, false, false);
@@ -223,30 +201,31 @@ fn pump(
             return Err(io::ErrorKind::TimedOut.into());
         }
         let mut fds = Vec::with_capacity(4);
-        let mut slot = |fd: RawFd, events: libc::c_short| {
-            fds.push(libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            });
+        let mut slot = |fd, events| {
+            fds.push(PollFd::from_borrowed_fd(fd, events));
             fds.len() - 1
         };
-        let i_in = stdin.as_ref().map(|s| slot(s.as_raw_fd(), libc::POLLOUT));
-        let i_out = (!out_eof).then(|| slot(stdout.as_raw_fd(), libc::POLLIN));
-        let i_err = (!err_eof).then(|| slot(stderr.as_raw_fd(), libc::POLLIN));
-        let i_pid = (!exited).then(|| slot(pidfd.as_raw_fd(), libc::POLLIN));
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        // SAFETY: poll on a vector of valid pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        let i_in = stdin.as_ref().map(|s| slot(s.as_fd(), PollFlags::OUT));
+        let i_out = (!out_eof).then(|| slot(stdout.as_fd(), PollFlags::IN));
+        let i_err = (!err_eof).then(|| slot(stderr.as_fd(), PollFlags::IN));
+        let i_pid = (!exited).then(|| slot(pidfd.as_fd(), PollFlags::IN));
+        // At least a millisecond (no busy loop just before the deadline), at most what
+        // poll(2) can wait.
+        let wait = left.clamp(
+            Duration::from_millis(1),
+            Duration::from_millis(i32::MAX as u64),
+        );
+        let timeout = Timespec::try_from(wait).expect("under 25 days fits a timespec");
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) => {}
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
-        if ready(i_in) {
+        let ready = |i: Option<usize>| i.is_some_and(|i| !fds[i].revents().is_empty());
+        let (in_ready, out_ready, err_ready, pid_ready) =
+            (ready(i_in), ready(i_out), ready(i_err), ready(i_pid));
+        drop(fds); // it borrows the pipes, which are read and written below
+        if in_ready {
             let s = stdin.as_mut().expect("stdin open");
             match s.write(&input[written..]) {
                 Ok(k) => written += k,
@@ -258,13 +237,13 @@ fn pump(
                 stdin = None; // close: the plugin sees EOF
             }
         }
-        if ready(i_out) {
+        if out_ready {
             out_eof = drain(&mut stdout, &mut out)?;
         }
-        if ready(i_err) {
+        if err_ready {
             err_eof = drain(&mut stderr, &mut err)?;
         }
-        if ready(i_pid) {
+        if pid_ready {
             exited = true;
             // A plugin's own children may keep the pipes open: take what is there and stop.
             if !out_eof {

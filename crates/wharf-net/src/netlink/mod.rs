@@ -15,7 +15,10 @@ mod msg;
 mod ops;
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::io::Errno;
+use rustix::net::{RecvFlags, SendFlags};
 
 pub use msg::{Attrs, Msg};
 pub use ops::{Addr, Link, Route, VethSpec};
@@ -144,45 +147,20 @@ impl Netlink {
 
     /// A socket of another netlink family (NETLINK_NETFILTER for nf_tables queries).
     pub fn open_protocol(protocol: libc::c_int) -> io::Result<Netlink> {
-        // SAFETY: plain socket(2); the fd is owned right away.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                protocol,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: raw is a fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: a zeroed sockaddr_nl with the family set binds to a kernel-chosen port id.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: addr is a valid sockaddr_nl of the size given.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &addr as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        use rustix::net::{AddressFamily, Protocol, SocketFlags, SocketType};
+        // NETLINK_ROUTE is 0, which rustix spells as no protocol.
+        let protocol = std::num::NonZeroU32::new(protocol as u32).map(Protocol::from_raw);
+        let fd = rustix::net::socket_with(
+            AddressFamily::NETLINK,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            protocol,
+        )?;
+        // Port id 0: the kernel chooses one.
+        rustix::net::bind(&fd, &rustix::net::netlink::SocketAddrNetlink::new(0, 0))?;
         for opt in [NETLINK_EXT_ACK, NETLINK_CAP_ACK] {
-            let one: libc::c_int = 1;
-            // SAFETY: setsockopt with an int option; failure only loses error detail.
-            unsafe {
-                libc::setsockopt(
-                    fd.as_raw_fd(),
-                    SOL_NETLINK,
-                    opt,
-                    &one as *const _ as *const libc::c_void,
-                    4,
-                )
-            };
+            // Failure (an older kernel) only loses error detail.
+            let _ = crate::sys::set_sockopt_int(fd.as_fd(), SOL_NETLINK, opt, 1);
         }
         Ok(Netlink {
             fd,
@@ -201,40 +179,19 @@ impl Netlink {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let bytes = msg.finish(seq);
-        // SAFETY: sending a buffer we own to the kernel (destination: zeroed = kernel).
-        let n = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                bytes.as_ptr() as *const libc::c_void,
-                bytes.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(NlError::io(io::Error::last_os_error()));
-        }
+        // No address: an unconnected netlink socket sends to the kernel.
+        rustix::net::send(&self.fd, bytes, SendFlags::empty())
+            .map_err(|e| NlError::io(e.into()))?;
         Ok(seq)
     }
 
     fn recv(&mut self) -> NlResult<usize> {
         loop {
-            // SAFETY: receiving into our own buffer of the given length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr() as *mut libc::c_void,
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(NlError::io(e));
+            match rustix::net::recv(&self.fd, &mut self.buf[..], RecvFlags::empty()) {
+                Ok((n, _)) => return Ok(n),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(NlError::io(e.into())),
             }
-            return Ok(n as usize);
         }
     }
 

@@ -95,6 +95,7 @@ pub fn timerfd() -> io::Result<OwnedFd> {
 
 /// Arm `fd` to fire once at `when` (disarm with None).
 pub fn arm_timer(fd: &OwnedFd, when: Option<Instant>) {
+    // SAFETY: itimerspec is plain integers; all zeros is a valid (disarmed) value.
     let mut spec: libc::itimerspec = unsafe { std::mem::zeroed() };
     if let Some(when) = when {
         let d = when.saturating_duration_since(Instant::now());

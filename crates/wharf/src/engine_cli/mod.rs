@@ -8,6 +8,8 @@
 pub mod args;
 mod convert;
 mod output;
+// Signal masks and sigwait for forwarding signals to the container.
+#[allow(unsafe_code)]
 mod relay;
 
 use std::io::{IsTerminal, Write};
@@ -15,11 +17,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use wharf_engine::hooks::step;
 use wharf_engine::{Engine, EngineOptions, ExecRequest, PodChoice, SessionEnd};
 
 use args::{Cli, Cmd, PodCmd, RunArgs, SystemCmd};
 
 /// Entry point; `argv` is the whole command line.
+#[allow(unsafe_code)] // SIGPIPE back to its default, see below.
 pub fn main(cli: Cli) -> i32 {
     if prints_only(&cli.cmd) {
         // `wharf ps | head`: a reader that goes away ends the command quietly, as it ends
@@ -287,24 +291,10 @@ pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
     Ok(())
 }
 
-/// Phase timings on stderr when WHARF_TIMING is set (for profiling `wharf run`).
-struct Timer(Option<std::time::Instant>);
-
-impl Timer {
-    fn new() -> Timer {
-        Timer(std::env::var_os("WHARF_TIMING").map(|_| std::time::Instant::now()))
-    }
-    fn mark(&self, what: &str) {
-        if let Some(t) = self.0 {
-            eprintln!("[{:>8.3} ms] {what}", t.elapsed().as_secs_f64() * 1000.0);
-        }
-    }
-}
-
 fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
-    let timer = Timer::new();
+    step("run: begin");
     let engine = open(cli)?;
-    timer.mark("engine opened");
+    step("run: engine opened");
     // A standalone container's pod takes its name too: a taken container name is reported
     // as such, before a pull or a pod is made for nothing.
     if let Some(name) = &a.name {
@@ -318,19 +308,19 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     }
     let a = &a;
     let spec = convert::container_spec(a)?;
-    timer.mark("image resolved");
+    step("run: image resolved");
     let pod = match &a.pod {
         Some(p) => PodChoice::Existing(p.clone()),
         None => PodChoice::Own(Box::new(convert::pod_spec(a)?)),
     };
     let row = engine.create(pod, &spec)?;
-    timer.mark("container created");
+    step("run: container created");
     if !start {
         println!("{}", row.id);
         return Ok(0);
     }
     let started = engine.start(&row.id, !a.detach);
-    timer.mark("started");
+    step("run: started");
     let session = match started {
         Ok((_, session)) => session,
         Err(e) => {
@@ -347,12 +337,12 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let keys = relay::parse_keys(&a.detach_keys)?;
     let end = relay::relay(&mut session, true, &keys)?;
     let code = engine.session_exit(&session, end);
-    timer.mark("exited");
+    step("run: exited");
     if a.rm {
         // The container goes with its own pod, in one removal (the pod's network comes
         // down on a thread of its own meanwhile).
         engine.remove(&row.id, true)?;
-        timer.mark("removed");
+        step("run: removed");
     }
     Ok(code)
 }

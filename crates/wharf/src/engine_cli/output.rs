@@ -14,7 +14,7 @@ use wharf_engine::{
 
 /// Seconds since the epoch of an RFC 3339 time.
 fn epoch(t: &str) -> Option<u64> {
-    wharf_shim::logs::parse_rfc3339(t)?
+    wharf_sys::time::parse_rfc3339(t)?
         .duration_since(UNIX_EPOCH)
         .ok()
         .map(|d| d.as_secs())
@@ -187,7 +187,7 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
 }
 
 fn since_time(s: &str) -> Result<SystemTime> {
-    if let Some(t) = wharf_shim::logs::parse_rfc3339(s) {
+    if let Some(t) = wharf_sys::time::parse_rfc3339(s) {
         return Ok(t);
     }
     let invalid = || format!("invalid time {s:?}: RFC 3339, a Unix time, or a duration like 10m");

@@ -356,63 +356,12 @@ pub fn normalize(argv: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
-/// A signal by name (`KILL`, `SIGKILL`, `sigkill`) or number.
+/// A signal by name (`KILL`, `SIGKILL`, `sigkill`, `SIGRTMIN+3`) or number.
 pub fn parse_signal(s: &str) -> Result<i32> {
-    if let Ok(n) = s.parse::<i32>() {
-        if n <= 0 || n > 64 {
-            bail!("unknown signal {s:?}");
-        }
-        return Ok(n);
+    match wharf_sys::signal::parse(s) {
+        Some(n) => Ok(n),
+        None => bail!("unknown signal {s:?}"),
     }
-    let upper = s.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let n = match name {
-        "HUP" => libc::SIGHUP,
-        "INT" => libc::SIGINT,
-        "QUIT" => libc::SIGQUIT,
-        "ILL" => libc::SIGILL,
-        "TRAP" => libc::SIGTRAP,
-        "ABRT" | "IOT" => libc::SIGABRT,
-        "BUS" => libc::SIGBUS,
-        "FPE" => libc::SIGFPE,
-        "KILL" => libc::SIGKILL,
-        "USR1" => libc::SIGUSR1,
-        "SEGV" => libc::SIGSEGV,
-        "USR2" => libc::SIGUSR2,
-        "PIPE" => libc::SIGPIPE,
-        "ALRM" => libc::SIGALRM,
-        "TERM" => libc::SIGTERM,
-        "STKFLT" => libc::SIGSTKFLT,
-        "CHLD" | "CLD" => libc::SIGCHLD,
-        "CONT" => libc::SIGCONT,
-        "STOP" => libc::SIGSTOP,
-        "TSTP" => libc::SIGTSTP,
-        "TTIN" => libc::SIGTTIN,
-        "TTOU" => libc::SIGTTOU,
-        "URG" => libc::SIGURG,
-        "XCPU" => libc::SIGXCPU,
-        "XFSZ" => libc::SIGXFSZ,
-        "VTALRM" => libc::SIGVTALRM,
-        "PROF" => libc::SIGPROF,
-        "WINCH" => libc::SIGWINCH,
-        "IO" | "POLL" => libc::SIGIO,
-        "PWR" => libc::SIGPWR,
-        "SYS" => libc::SIGSYS,
-        other => {
-            if let Some(rt) = other.strip_prefix("RTMIN+") {
-                libc::SIGRTMIN()
-                    + rt.parse::<i32>()
-                        .map_err(|_| anyhow::anyhow!("unknown signal {s:?}"))?
-            } else if other == "RTMIN" {
-                libc::SIGRTMIN()
-            } else if other == "RTMAX" {
-                libc::SIGRTMAX()
-            } else {
-                bail!("unknown signal {s:?}");
-            }
-        }
-    };
-    Ok(n)
 }
 
 #[cfg(test)]

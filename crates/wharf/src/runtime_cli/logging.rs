@@ -31,7 +31,7 @@ pub fn error(msg: &str) {
 fn write(level: &str, msg: &str, stderr_fallback: bool) {
     let Some(t) = TARGET.get() else { return };
     let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-    let time = wharf_runtime::clock::now_rfc3339();
+    let time = wharf_sys::time::now_rfc3339();
     let line = if t.json {
         serde_json::json!({ "level": level, "msg": msg, "time": time }).to_string()
     } else {

@@ -10,6 +10,8 @@ mod cgroup_cmds;
 mod exec;
 mod logging;
 mod output;
+// Signal masks, signalfd and waitpid for the process it relays to.
+#[allow(unsafe_code)]
 mod relay;
 
 use std::ffi::OsString;

@@ -16,7 +16,7 @@ impl Shim {
             return;
         }
         let event = Event {
-            time: wharf_runtime::clock::now_rfc3339_nano(),
+            time: wharf_sys::time::now_rfc3339_nano(),
             kind,
         };
         let mut line = serde_json::to_vec(&event).unwrap_or_default();

@@ -140,7 +140,7 @@ impl Shim {
             pid: created.pid,
             io,
             exit: None,
-            started_at: wharf_runtime::clock::now_rfc3339_nano(),
+            started_at: wharf_sys::time::now_rfc3339_nano(),
             waiters: Vec::new(),
             attached: Vec::new(),
         });

@@ -137,7 +137,7 @@ impl Shim {
         c.oom = oom;
         c.ooms = 0;
         c.execs.clear();
-        c.created_at = Some(wharf_runtime::clock::now_rfc3339_nano());
+        c.created_at = Some(wharf_sys::time::now_rfc3339_nano());
         c.started_at = None;
         self.persist(key);
         self.publish(EventKind::Created { id, pid });
@@ -149,7 +149,7 @@ impl Shim {
     pub(super) fn start(&mut self, key: u64) -> Result<(), Fail> {
         let c = self.find_key_mut(key).expect("exists");
         let id = c.spec.id.clone();
-        c.started_at = Some(wharf_runtime::clock::now_rfc3339_nano());
+        c.started_at = Some(wharf_sys::time::now_rfc3339_nano());
         c.run_started = Some(Instant::now());
         match self.cfg.runtime.start(&id) {
             Ok(()) => {
@@ -200,7 +200,7 @@ impl Shim {
                     exit_code: 128,
                     signal: None,
                     started_at: None,
-                    finished_at: wharf_runtime::clock::now_rfc3339_nano(),
+                    finished_at: wharf_sys::time::now_rfc3339_nano(),
                     oom_killed: false,
                     reason: "CreateError".into(),
                     message: Some(msg),

@@ -1,0 +1,101 @@
+//! File helpers: replacing a file atomically, and recognising namespace files.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// How hard [`write_atomic`] works to keep a write across a crash of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The rename alone: readers see the old content or the new, never a torn one; after
+    /// a power loss either may be there. For state on tmpfs, or state that can be rebuilt.
+    Rename,
+    /// Also fsync the file before the rename and the directory after: once this returns,
+    /// the new content survives a power loss.
+    Sync,
+}
+
+/// Replace `path` with `data`: a temporary file in the same directory (mode `mode`),
+/// renamed over `path`. A failure removes the temporary file and leaves `path` as it was.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = temp_name(path);
+    let res = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        if durability == Durability::Sync {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)?;
+        if durability == Durability::Sync {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// A name next to `path` that no other writer (thread or process) uses at the same time.
+fn temp_name(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
+/// The magic number of nsfs, the filesystem of namespace files (`/proc/<pid>/ns/*` and
+/// their bind mounts).
+pub const NSFS_MAGIC: u64 = 0x6e73_6673;
+
+/// Whether `path` is a namespace file (or a bind mount of one).
+pub fn is_nsfs(path: &Path) -> bool {
+    rustix::fs::statfs(path).is_ok_and(|s| s.f_type as u64 == NSFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn replaces_whole_files_and_leaves_nothing_on_failure() {
+        let dir = std::env::temp_dir().join(format!("wharf-sys-fs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.json");
+        for (data, d) in [
+            (&b"one"[..], Durability::Rename),
+            (b"two", Durability::Sync),
+        ] {
+            write_atomic(&p, data, 0o600, d).unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), data);
+        }
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // A directory in the way: the rename fails, the temporary file goes.
+        let blocked = dir.join("blocked");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        assert!(write_atomic(&blocked, b"x", 0o600, Durability::Rename).is_err());
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(is_nsfs(Path::new("/proc/self/ns/net")));
+        assert!(!is_nsfs(Path::new("/proc/self")));
+    }
+}

@@ -1,0 +1,21 @@
+//! Small system helpers that more than one Wharf crate needs, in one place so that each is
+//! written (and fixed) once: RFC 3339 time ([`time`]), signal names ([`signal`]), atomic
+//! file replacement and namespace-file checks ([`fs`]), and the `-1 means errno` convention
+//! of raw system calls ([`cvt`]).
+//!
+//! Everything here is safe code over rustix and std.
+
+#![forbid(unsafe_code)]
+
+pub mod fs;
+pub mod signal;
+pub mod time;
+
+/// A raw system call's result: -1 means the error in `errno`.
+pub fn cvt<T: PartialEq + From<i8>>(ret: T) -> std::io::Result<T> {
+    if ret == T::from(-1) {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
