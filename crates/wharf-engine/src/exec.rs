@@ -15,15 +15,11 @@ pub(crate) fn container_process(bundle: &Path, name: &str) -> Result<Process> {
         what: format!("container {name}: read {}", path.display()),
         err,
     })?;
-    let config: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
-        Error::Other(format!(
-            "container {name}: its config.json is not valid: {e}"
-        ))
+    let spec: oci_spec::runtime::Spec = serde_json::from_slice(&text).map_err(|e| {
+        Error::Other(format!("container {name}: its config.json is not valid: {e}"))
     })?;
-    serde_json::from_value(config["process"].clone()).map_err(|e| {
-        Error::Other(format!(
-            "container {name}: the process in its config.json is not valid: {e}"
-        ))
+    spec.process().clone().ok_or_else(|| {
+        Error::Other(format!("container {name}: its config.json has no process"))
     })
 }
 

@@ -7,7 +7,12 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::ImageConfiguration;
-use serde_json::{Value, json};
+use oci_spec::runtime::{
+    Capabilities, Linux, LinuxCapabilities, LinuxCpu, LinuxDeviceCgroup, LinuxMemory,
+    LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources, LinuxSeccomp, Mount, Process,
+    Root, Spec, UserBuilder,
+};
+use serde_json::json;
 
 use crate::db::Sandbox;
 use crate::error::{Error, Result};
@@ -261,9 +266,10 @@ pub fn stop_signal(spec: &ContainerSpec, image: &ImageConfiguration) -> i32 {
         .unwrap_or(libc::SIGTERM)
 }
 
-/// The full config.json.
-pub fn generate(i: &Inputs<'_>) -> Result<Value> {
+/// The container's OCI runtime spec (config.json).
+pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     let spec = i.spec;
+    let name = spec.name.as_deref().unwrap_or(i.id);
     let cfg = i.image.config().clone().unwrap_or_default();
     let args = args(spec, i.image)?;
     let user = spec
@@ -274,11 +280,76 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
     let (uid, gid, home) = resolve_user(i.rootfs, &user)?;
     if spec.run_as_non_root && uid == 0 {
         return Err(Error::Invalid(format!(
-            "container {} must run as non-root (runAsNonRoot) but its user is root",
-            spec.name.as_deref().unwrap_or(i.id)
+            "container {name} must run as non-root (runAsNonRoot) but its user is root"
         )));
     }
-    // Environment: image's, then the spec's (overriding by key), then HOSTNAME/HOME/PATH.
+    let cwd = spec
+        .workdir
+        .clone()
+        .or_else(|| cfg.working_dir().clone().filter(|w| !w.is_empty()))
+        .unwrap_or_else(|| "/".into());
+    let caps = capabilities(spec)?;
+    let mut process = Process::default();
+    process.set_terminal(Some(spec.tty));
+    process.set_user(
+        UserBuilder::default()
+            .uid(uid)
+            .gid(gid)
+            .additional_gids(spec.groups.clone())
+            .build()
+            .map_err(|e| oci_error(name, "user", e))?,
+    );
+    process.set_args(Some(args));
+    process.set_env(Some(environment(i, &cfg, home)));
+    process.set_cwd(cwd.into());
+    process.set_capabilities(Some(capability_sets(&caps, name)?));
+    process.set_no_new_privileges(Some(spec.no_new_privileges));
+    // None of the defaults oci-spec fills in (rlimits, an AppArmor profile): the
+    // runtime's and the kernel's own apply, as with docker.
+    process.set_rlimits(None);
+    if let Some(adj) = spec.oom_score_adj {
+        process.set_oom_score_adj(Some(crate::oom::effective(adj)?.value));
+    }
+    let mut root = Root::default();
+    root.set_path(i.rootfs.to_path_buf());
+    root.set_readonly(Some(spec.read_only));
+    let mut linux = Linux::default();
+    linux.set_cgroups_path(Some(format!("{}/{}", i.sandbox.cgroup, i.id).into()));
+    linux.set_namespaces(Some(namespaces(i)?));
+    linux.set_resources(Some(resources(i)?));
+    if spec.privileged {
+        linux.set_masked_paths(None);
+        linux.set_readonly_paths(None);
+    } else {
+        linux.set_masked_paths(Some(MASKED.iter().map(|p| p.to_string()).collect()));
+        linux.set_readonly_paths(Some(READONLY.iter().map(|p| p.to_string()).collect()));
+    }
+    linux.set_seccomp(seccomp(spec, &caps)?);
+    let mut config = Spec::default();
+    config.set_version(wharf_runtime::OCI_VERSION.to_string());
+    config.set_hostname(None);
+    config.set_process(Some(process));
+    config.set_root(Some(root));
+    config.set_mounts(Some(mounts(i)?));
+    config.set_linux(Some(linux));
+    config.set_annotations(Some(
+        [(
+            "io.wharf.container.name".to_string(),
+            spec.name.clone().unwrap_or_default(),
+        )]
+        .into(),
+    ));
+    Ok(config)
+}
+
+fn oci_error(container: &str, what: &str, e: oci_spec::OciSpecError) -> Error {
+    Error::Other(format!("container {container}: {what}: {e}"))
+}
+
+/// Environment: the image's, then the spec's (overriding by key), then HOSTNAME, HOME,
+/// PATH and (with a terminal) TERM where neither set them.
+fn environment(i: &Inputs<'_>, cfg: &oci_spec::image::Config, home: Option<String>) -> Vec<String> {
+    let spec = i.spec;
     let mut env: Vec<(String, String)> = cfg
         .env()
         .clone()
@@ -308,29 +379,106 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
     if spec.tty && !env.iter().any(|(k, _)| k == "TERM") {
         env.push(("TERM".into(), "xterm".into()));
     }
-    let cwd = spec
-        .workdir
-        .clone()
-        .or_else(|| cfg.working_dir().clone().filter(|w| !w.is_empty()))
-        .unwrap_or_else(|| "/".into());
-    let caps = capabilities(spec)?;
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The same capabilities bounding, effective and permitted; none inheritable or ambient.
+fn capability_sets(caps: &[String], container: &str) -> Result<LinuxCapabilities> {
+    let set: Capabilities = caps
+        .iter()
+        .map(|c| {
+            serde_json::from_value(json!(c))
+                .map_err(|_| Error::Invalid(format!("container {container}: capability {c}")))
+        })
+        .collect::<Result<_>>()?;
+    let mut sets = LinuxCapabilities::default();
+    sets.set_bounding(Some(set.clone()));
+    sets.set_effective(Some(set.clone()));
+    sets.set_permitted(Some(set));
+    sets.set_inheritable(None);
+    sets.set_ambient(None);
+    Ok(sets)
+}
+
+fn mount(
+    destination: impl Into<PathBuf>,
+    typ: &str,
+    source: impl Into<PathBuf>,
+    options: &[&str],
+) -> Mount {
+    let mut m = Mount::default();
+    m.set_destination(destination.into());
+    m.set_typ(Some(typ.to_string()));
+    m.set_source(Some(source.into()));
+    m.set_options(Some(options.iter().map(|o| o.to_string()).collect()));
+    m
+}
+
+/// The kernel filesystems, the pod's /dev/shm and name files, and the spec's volumes.
+fn mounts(i: &Inputs<'_>) -> Result<Vec<Mount>> {
+    let spec = i.spec;
+    let name = spec.name.as_deref().unwrap_or(i.id);
+    let rw = if spec.privileged { "rw" } else { "ro" };
     let mut mounts = vec![
-        json!({"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}),
-        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
-        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]}),
-        json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
-        json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", if spec.privileged { "rw" } else { "ro" }]}),
-        json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", if spec.privileged { "rw" } else { "ro" }]}),
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        ),
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        ),
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        ),
+        mount("/sys", "sysfs", "sysfs", &["nosuid", "noexec", "nodev", rw]),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", rw],
+        ),
     ];
-    match &i.sandbox.shm {
-        Some(shm) => mounts.push(json!({"destination": "/dev/shm", "type": "bind", "source": shm, "options": ["rbind", "nosuid", "noexec", "nodev"]})),
-        None => mounts.push(json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]})),
-    }
+    mounts.push(match &i.sandbox.shm {
+        Some(shm) => mount(
+            "/dev/shm",
+            "bind",
+            shm,
+            &["rbind", "nosuid", "noexec", "nodev"],
+        ),
+        None => mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        ),
+    });
     if let Some(etc) = &i.sandbox.etc_dir {
         for f in ["hosts", "resolv.conf", "hostname"] {
             let src = PathBuf::from(etc).join(f);
             if src.exists() {
-                mounts.push(json!({"destination": format!("/etc/{f}"), "type": "bind", "source": src, "options": ["rbind", "rprivate", if spec.read_only { "ro" } else { "rw" }]}));
+                let mode = if spec.read_only { "ro" } else { "rw" };
+                mounts.push(mount(
+                    format!("/etc/{f}"),
+                    "bind",
+                    src,
+                    &["rbind", "rprivate", mode],
+                ));
             }
         }
     }
@@ -340,8 +488,7 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
         let dest = wharf_runtime::safe_path::clean_absolute(&v.destination);
         if dest.starts_with("/proc") || dest.starts_with("/sys") {
             return Err(Error::Invalid(format!(
-                "container {}: a volume may not be mounted at {}: it is inside {}",
-                spec.name.as_deref().unwrap_or(i.id),
+                "container {name}: a volume may not be mounted at {}: it is inside {}",
                 v.destination.display(),
                 if dest.starts_with("/proc") {
                     "/proc"
@@ -350,46 +497,59 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
                 }
             )));
         }
-        if v.kind != "tmpfs" && v.kind != "bind" {
-            // e.g. a manifest's volume mount that was not resolved to a host path.
-            return Err(Error::Invalid(format!(
-                "container {}: mount of {} has kind {:?}; only bind and tmpfs mounts can be created",
-                spec.name.as_deref().unwrap_or(i.id),
-                v.destination.display(),
-                v.kind
-            )));
-        }
-        let mut options: Vec<String> = Vec::new();
-        if v.kind == "tmpfs" {
-            options.extend(["nosuid".into(), "nodev".into()]);
-            options.extend(v.options.iter().cloned());
-            if v.readonly {
-                options.push("ro".into());
+        let mut options: Vec<&str> = Vec::new();
+        let extra = v.options.iter().map(String::as_str);
+        let m = match v.kind.as_str() {
+            "tmpfs" => {
+                options.extend(["nosuid", "nodev"]);
+                options.extend(extra);
+                if v.readonly {
+                    options.push("ro");
+                }
+                mount(&v.destination, "tmpfs", "tmpfs", &options)
             }
-            mounts.push(json!({"destination": v.destination, "type": "tmpfs", "source": "tmpfs", "options": options}));
-        } else {
-            options.extend(["rbind".into(), "rprivate".into()]);
-            options.push(if v.readonly { "ro".into() } else { "rw".into() });
-            options.extend(v.options.iter().cloned());
-            mounts.push(json!({"destination": v.destination, "type": "bind", "source": v.source, "options": options}));
-        }
+            "bind" => {
+                options.extend(["rbind", "rprivate", if v.readonly { "ro" } else { "rw" }]);
+                options.extend(extra);
+                mount(&v.destination, "bind", &v.source, &options)
+            }
+            // e.g. a manifest's volume mount that was not resolved to a host path.
+            kind => {
+                return Err(Error::Invalid(format!(
+                    "container {name}: mount of {} has kind {kind:?}; only bind and tmpfs \
+                     mounts can be created",
+                    v.destination.display(),
+                )));
+            }
+        };
+        mounts.push(m);
     }
-    // Namespaces: the pod's network, IPC and UTS; PID shared only when asked.
-    let mut namespaces = vec![json!({"type": "mount"}), json!({"type": "cgroup"})];
-    let ns = |t: &str, path: &Option<String>| match path {
-        Some(p) => json!({"type": t, "path": p}),
-        None => json!({"type": t}),
-    };
-    if i.sandbox.netns.is_some() || i.pod.network != crate::model::NetworkMode::Host {
-        namespaces.push(ns("network", &i.sandbox.netns));
+    Ok(mounts)
+}
+
+fn namespace(typ: LinuxNamespaceType, path: Option<&String>) -> LinuxNamespace {
+    let mut ns = LinuxNamespace::default();
+    ns.set_typ(typ);
+    ns.set_path(path.map(PathBuf::from));
+    ns
+}
+
+/// Its own mount and cgroup namespaces; the pod's network, IPC and UTS; PID shared only
+/// when the pod shares it.
+fn namespaces(i: &Inputs<'_>) -> Result<Vec<LinuxNamespace>> {
+    use LinuxNamespaceType as T;
+    let sb = i.sandbox;
+    let mut out = vec![namespace(T::Mount, None), namespace(T::Cgroup, None)];
+    if sb.netns.is_some() || i.pod.network != crate::model::NetworkMode::Host {
+        out.push(namespace(T::Network, sb.netns.as_ref()));
     }
     if !i.pod.host_ipc {
-        namespaces.push(ns("ipc", &i.sandbox.ipcns));
+        out.push(namespace(T::Ipc, sb.ipcns.as_ref()));
     }
-    namespaces.push(ns("uts", &i.sandbox.utsns));
+    out.push(namespace(T::Uts, sb.utsns.as_ref()));
     if !i.pod.host_pid {
-        match &i.sandbox.pidns {
-            Some(pin) if i.pod.share_pid => namespaces.push(json!({"type": "pid", "path": pin})),
+        match &sb.pidns {
+            Some(pin) if i.pod.share_pid => out.push(namespace(T::Pid, Some(pin))),
             _ if i.pod.share_pid => {
                 return Err(Error::Other(
                     "the pod's shared pid namespace is not pinned (its init never started): \
@@ -397,20 +557,24 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
                         .into(),
                 ));
             }
-            _ => namespaces.push(json!({"type": "pid"})),
+            _ => out.push(namespace(T::Pid, None)),
         }
     }
-    let mut resources = json!({
-        "devices": if spec.privileged {
-            json!([{"allow": true, "access": "rwm"}])
-        } else {
-            json!([{"allow": false, "access": "rwm"}])
-        }
-    });
+    Ok(out)
+}
+
+/// Devices (all, privileged; none else), memory, CPU and pids limits.
+fn resources(i: &Inputs<'_>) -> Result<LinuxResources> {
+    let spec = i.spec;
+    let mut r = LinuxResources::default();
+    let mut devices = LinuxDeviceCgroup::default();
+    devices.set_allow(spec.privileged);
+    devices.set_access(Some("rwm".into()));
+    r.set_devices(Some(vec![devices]));
     if spec.memory.is_some() || spec.memory_reservation.is_some() {
-        let mut m = serde_json::Map::new();
+        let mut m = LinuxMemory::default();
         if let Some(l) = spec.memory {
-            m.insert("limit".into(), json!(l));
+            m.set_limit(Some(l));
             if swap_accounted(&i.sandbox.cgroup) {
                 let swap = spec.memory_swap.unwrap_or(l.saturating_mul(2));
                 if swap != -1 && swap < l {
@@ -418,80 +582,266 @@ pub fn generate(i: &Inputs<'_>) -> Result<Value> {
                         "memory+swap limit {swap} must not be below the memory limit {l}"
                     )));
                 }
-                m.insert("swap".into(), json!(swap));
+                m.set_swap(Some(swap));
             }
         }
-        if let Some(r) = spec.memory_reservation {
-            m.insert("reservation".into(), json!(r));
-        }
-        resources["memory"] = Value::Object(m);
+        m.set_reservation(spec.memory_reservation);
+        r.set_memory(Some(m));
     }
     if spec.cpus.is_some() || spec.cpu_shares.is_some() {
-        let mut c = serde_json::Map::new();
+        let mut c = LinuxCpu::default();
         if let Some(cpus) = spec.cpus {
-            c.insert("period".into(), json!(100_000u64));
-            c.insert("quota".into(), json!((cpus * 100_000.0).round() as i64));
+            c.set_period(Some(100_000));
+            c.set_quota(Some((cpus * 100_000.0).round() as i64));
         }
-        if let Some(s) = spec.cpu_shares {
-            c.insert("shares".into(), json!(s));
-        }
-        resources["cpu"] = Value::Object(c);
+        c.set_shares(spec.cpu_shares);
+        r.set_cpu(Some(c));
     }
     if let Some(p) = spec.pids_limit {
-        resources["pids"] = json!({"limit": p});
+        let mut pids = LinuxPids::default();
+        pids.set_limit(p);
+        r.set_pids(Some(pids));
     }
-    let seccomp =
-        match (&spec.seccomp, spec.privileged) {
-            (_, true) | (SeccompMode::Unconfined, _) => None,
-            (SeccompMode::RuntimeDefault, false) => Some(crate::seccomp_default::profile(&caps)),
-            (SeccompMode::Localhost(path), false) => {
-                let data = std::fs::read(path).map_err(|e| Error::Os {
-                    what: format!("read seccomp profile {}", path.display()),
-                    err: e,
-                })?;
-                Some(serde_json::from_slice(&data).map_err(|e| {
-                    Error::Invalid(format!("seccomp profile {}: {e}", path.display()))
-                })?)
-            }
-        };
-    let mut linux = json!({
-        "cgroupsPath": format!("{}/{}", i.sandbox.cgroup, i.id),
-        "namespaces": namespaces,
-        "resources": resources,
-    });
-    if !spec.privileged {
-        linux["maskedPaths"] = json!(MASKED);
-        linux["readonlyPaths"] = json!(READONLY);
-    }
-    if let Some(s) = seccomp {
-        linux["seccomp"] = s;
-    }
-    let env_list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut config = json!({
-        "ociVersion": wharf_runtime::OCI_VERSION,
-        "process": {
-            "terminal": spec.tty,
-            "user": {"uid": uid, "gid": gid, "additionalGids": spec.groups},
-            "args": args,
-            "env": env_list,
-            "cwd": cwd,
-            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps},
-            "noNewPrivileges": spec.no_new_privileges,
-        },
-        "root": {"path": i.rootfs, "readonly": spec.read_only},
-        "mounts": mounts,
-        "linux": linux,
-        "annotations": {"io.wharf.container.name": spec.name.clone().unwrap_or_default()},
-    });
-    if let Some(adj) = spec.oom_score_adj {
-        config["process"]["oomScoreAdj"] = json!(crate::oom::effective(adj)?.value);
-    }
-    Ok(config)
+    Ok(r)
+}
+
+/// The seccomp profile: none privileged or unconfined, the default one (with the rules
+/// its capabilities lift), or a profile file of the host.
+fn seccomp(spec: &ContainerSpec, caps: &[String]) -> Result<Option<LinuxSeccomp>> {
+    let profile = match (&spec.seccomp, spec.privileged) {
+        (_, true) | (SeccompMode::Unconfined, _) => return Ok(None),
+        (SeccompMode::RuntimeDefault, false) => crate::seccomp_default::profile(caps),
+        (SeccompMode::Localhost(path), false) => {
+            let data = std::fs::read(path).map_err(|e| Error::Os {
+                what: format!("read seccomp profile {}", path.display()),
+                err: e,
+            })?;
+            let profile: LinuxSeccomp = serde_json::from_slice(&data)
+                .map_err(|e| Error::Invalid(format!("seccomp profile {}: {e}", path.display())))?;
+            return Ok(Some(profile));
+        }
+    };
+    serde_json::from_value(profile)
+        .map(Some)
+        .map_err(|e| Error::Other(format!("the default seccomp profile: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rootfs with /etc/passwd and /etc/group, and pod name files.
+    fn fixture() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("rootfs/etc")).unwrap();
+        std::fs::write(
+            dir.path().join("rootfs/etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("rootfs/etc/group"), "root:x:0:\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        for f in ["hosts", "resolv.conf", "hostname"] {
+            std::fs::write(dir.path().join("etc").join(f), "x").unwrap();
+        }
+        dir
+    }
+
+    fn cases(dir: &Path) -> Vec<(ContainerSpec, crate::model::PodSpec, Sandbox)> {
+        use crate::model::{NetworkMode, PodSpec, VolumeMount};
+        let base = ContainerSpec {
+            name: Some("web".into()),
+            command: Some(vec!["sleep".into(), "1".into()]),
+            ..Default::default()
+        };
+        let sandbox = Sandbox {
+            netns: Some("/run/netns/x".into()),
+            ipcns: Some("/run/p/ns/ipc".into()),
+            utsns: Some("/run/p/ns/uts".into()),
+            shm: Some("/run/p/shm".into()),
+            etc_dir: Some(dir.join("etc").display().to_string()),
+            cgroup: "/wharf-unit/pod".into(),
+            pidns: Some("/run/p/ns/pid".into()),
+            ..Default::default()
+        };
+        let full = ContainerSpec {
+            env: vec![("A".into(), "1".into()), ("PATH".into(), "/x".into())],
+            workdir: Some("/srv".into()),
+            user: Some("web".into()),
+            groups: vec![5, 6],
+            tty: true,
+            mounts: vec![
+                VolumeMount {
+                    source: "/data".into(),
+                    destination: "/data".into(),
+                    readonly: true,
+                    kind: "bind".into(),
+                    options: vec!["nosuid".into()],
+                },
+                VolumeMount {
+                    source: PathBuf::new(),
+                    destination: "/scratch".into(),
+                    readonly: false,
+                    kind: "tmpfs".into(),
+                    options: vec!["size=1m".into()],
+                },
+            ],
+            memory: Some(64 << 20),
+            memory_reservation: Some(32 << 20),
+            cpus: Some(1.5),
+            cpu_shares: Some(512),
+            pids_limit: Some(100),
+            oom_score_adj: Some(500),
+            cap_add: vec!["NET_ADMIN".into()],
+            cap_drop: vec!["CHOWN".into()],
+            read_only: true,
+            no_new_privileges: true,
+            ..base.clone()
+        };
+        let privileged = ContainerSpec {
+            privileged: true,
+            seccomp: SeccompMode::Unconfined,
+            ..base.clone()
+        };
+        let shared = PodSpec {
+            share_pid: true,
+            host_ipc: true,
+            ..Default::default()
+        };
+        let host = PodSpec {
+            network: NetworkMode::Host,
+            host_pid: true,
+            ..Default::default()
+        };
+        let bare = Sandbox {
+            shm: None,
+            etc_dir: None,
+            netns: None,
+            ..sandbox.clone()
+        };
+        vec![
+            (base.clone(), PodSpec::default(), sandbox.clone()),
+            (full, shared.clone(), sandbox.clone()),
+            (privileged, host, bare),
+            (base, shared, sandbox),
+        ]
+    }
+
+    #[test]
+    fn the_spec_carries_every_setting() {
+        let dir = fixture();
+        let image: ImageConfiguration = serde_json::from_value(json!({
+            "architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []},
+            "config": {"Env": ["PATH=/bin", "B=2"], "WorkingDir": "/w", "User": "33"}
+        }))
+        .unwrap();
+        let specs: Vec<Spec> = cases(dir.path())
+            .iter()
+            .map(|(spec, pod, sandbox)| {
+                generate(&Inputs {
+                    id: "0123",
+                    spec,
+                    image: &image,
+                    rootfs: &dir.path().join("rootfs"),
+                    sandbox,
+                    pod,
+                    hostname: "web",
+                })
+                .unwrap()
+            })
+            .collect();
+        // The defaults: the image's user, directory and environment; no rlimits.
+        let p = specs[0].process().as_ref().unwrap();
+        assert_eq!((p.user().uid(), p.user().gid()), (33, 44));
+        assert_eq!(p.cwd(), Path::new("/w"));
+        assert_eq!(
+            p.env().as_deref().unwrap(),
+            ["PATH=/bin", "B=2", "HOSTNAME=web", "HOME=/srv"]
+        );
+        assert!(p.rlimits().is_none() && p.oom_score_adj().is_none());
+        let linux = specs[0].linux().as_ref().unwrap();
+        assert!(linux.seccomp().is_some() && linux.masked_paths().is_some());
+        // Everything set.
+        let full = &specs[1];
+        let p = full.process().as_ref().unwrap();
+        assert_eq!(p.user().additional_gids().as_deref(), Some(&[5, 6][..]));
+        assert_eq!(p.terminal(), Some(true));
+        assert!(
+            p.env()
+                .as_ref()
+                .unwrap()
+                .contains(&"TERM=xterm".to_string())
+        );
+        assert!(p.env().as_ref().unwrap().contains(&"PATH=/x".to_string()));
+        assert_eq!(p.no_new_privileges(), Some(true));
+        let caps = p
+            .capabilities()
+            .as_ref()
+            .unwrap()
+            .bounding()
+            .clone()
+            .unwrap();
+        assert!(caps.contains(&oci_spec::runtime::Capability::NetAdmin));
+        assert!(!caps.contains(&oci_spec::runtime::Capability::Chown));
+        assert_eq!(full.root().as_ref().unwrap().readonly(), Some(true));
+        let r = full.linux().as_ref().unwrap().resources().clone().unwrap();
+        let m = r.memory().unwrap();
+        assert_eq!(
+            (m.limit(), m.reservation()),
+            (Some(64 << 20), Some(32 << 20))
+        );
+        let c = r.cpu().clone().unwrap();
+        assert_eq!(
+            (c.quota(), c.period(), c.shares()),
+            (Some(150_000), Some(100_000), Some(512))
+        );
+        assert_eq!(r.pids().unwrap().limit(), 100);
+        let mounts = full.mounts().as_ref().unwrap();
+        let data = mounts
+            .iter()
+            .find(|m| m.destination() == Path::new("/data"))
+            .unwrap();
+        assert_eq!(
+            data.options().as_deref().unwrap(),
+            ["rbind", "rprivate", "ro", "nosuid"]
+        );
+        let scratch = mounts
+            .iter()
+            .find(|m| m.destination() == Path::new("/scratch"))
+            .unwrap();
+        assert_eq!(scratch.typ().as_deref(), Some("tmpfs"));
+        assert_eq!(
+            scratch.options().as_deref().unwrap(),
+            ["nosuid", "nodev", "size=1m"]
+        );
+        // A shared pid namespace is joined by its pin; host IPC has none of its own.
+        let ns = full.linux().as_ref().unwrap().namespaces().clone().unwrap();
+        let pid = ns
+            .iter()
+            .find(|n| n.typ() == LinuxNamespaceType::Pid)
+            .unwrap();
+        assert_eq!(pid.path().as_deref(), Some(Path::new("/run/p/ns/pid")));
+        assert!(ns.iter().all(|n| n.typ() != LinuxNamespaceType::Ipc));
+        // Privileged: all devices, no masks, no seccomp; the host's network and pids.
+        let linux = specs[2].linux().as_ref().unwrap();
+        assert!(linux.masked_paths().is_none() && linux.readonly_paths().is_none());
+        assert!(linux.seccomp().is_none());
+        assert!(
+            linux
+                .resources()
+                .as_ref()
+                .unwrap()
+                .devices()
+                .as_ref()
+                .unwrap()[0]
+                .allow()
+        );
+        let ns = linux.namespaces().clone().unwrap();
+        assert!(ns.iter().all(|n| !matches!(
+            n.typ(),
+            LinuxNamespaceType::Network | LinuxNamespaceType::Pid
+        )));
+    }
 
     #[test]
     fn caps_add_and_drop() {
