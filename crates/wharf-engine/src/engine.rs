@@ -212,7 +212,7 @@ impl Engine {
             crate::hooks::step("pod: shim shut down");
             // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
             // unmounted before the pod's directory is deleted, never deleted through.
-            crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+            crate::pod_volumes::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
             sandbox::destroy_all_but_network(&self.setup(), &pod.id, &pod.sandbox)
         })();
         let net = net.finish();

@@ -16,11 +16,13 @@ pub(crate) fn container_process(bundle: &Path, name: &str) -> Result<Process> {
         err,
     })?;
     let spec: oci_spec::runtime::Spec = serde_json::from_slice(&text).map_err(|e| {
-        Error::Other(format!("container {name}: its config.json is not valid: {e}"))
+        Error::Other(format!(
+            "container {name}: its config.json is not valid: {e}"
+        ))
     })?;
-    spec.process().clone().ok_or_else(|| {
-        Error::Other(format!("container {name}: its config.json has no process"))
-    })
+    spec.process()
+        .clone()
+        .ok_or_else(|| Error::Other(format!("container {name}: its config.json has no process")))
 }
 
 /// `base` with the request's command, terminal, working directory, environment, user and

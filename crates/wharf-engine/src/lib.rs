@@ -14,14 +14,13 @@ pub mod error;
 mod events;
 mod exec;
 pub mod hooks;
-pub mod kube;
 pub mod ledger;
 pub mod model;
 pub mod oom;
 mod operations;
 pub mod paths;
-mod play;
 mod pod_lock;
+pub mod pod_volumes;
 mod query;
 pub mod reconcile;
 // Forks a child that unshares the pod's namespaces (a multi-threaded process cannot).
@@ -38,7 +37,6 @@ pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
 pub use events::{EventFeed, EventOptions};
 pub use operations::{ExecRequest, PodChoice};
-pub use play::PlayedPod;
 pub use pod_lock::PodLock;
 pub use query::{
     ContainerFilter, ContainerStatus, ContainerView, LogEntry, LogOptions, PodFilter, PodView,

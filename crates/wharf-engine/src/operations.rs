@@ -213,6 +213,25 @@ impl Engine {
         }
     }
 
+    /// Stop every running container of a pod, together (one grace period for all).
+    pub fn stop_pod(&self, key: &str, grace: Option<Duration>) -> Result<()> {
+        let pod = self.db.find_pod(key)?;
+        let mut running = Vec::new();
+        for c in self.db.containers(Some(&pod.id))? {
+            if self.refresh(&c)?.state == ContainerState::Running {
+                running.push(c.id);
+            }
+        }
+        let keys: Vec<&str> = running.iter().map(String::as_str).collect();
+        self.stop_many(&keys, grace)?;
+        Ok(())
+    }
+
+    /// The directory of a pod's manifest volumes (see [`crate::pod_volumes`]).
+    pub fn pod_volumes_dir(&self, pod_id: &str) -> std::path::PathBuf {
+        self.paths.pod_dir(pod_id).join("volumes")
+    }
+
     /// Remove a pod and its containers (running ones only with `force`).
     pub fn remove_pod_with_containers(&self, key: &str, force: bool) -> Result<PodRow> {
         let pod = self.db.find_pod(key)?;

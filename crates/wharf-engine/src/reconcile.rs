@@ -321,7 +321,7 @@ impl Engine {
 
     /// Release what is left of a pod whose namespaces are gone, and mark it dead.
     fn release_sandbox(&self, pod: &PodRow) -> Result<()> {
-        crate::kube::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+        crate::pod_volumes::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
         crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
         self.mark_dead(pod, "sandbox gone")
     }

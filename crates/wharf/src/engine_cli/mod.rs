@@ -474,7 +474,7 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
 }
 
 fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<i32> {
-    use wharf_engine::kube::{self, PlanOptions, PullPolicy};
+    use wharf_kube::{self as kube, PlanOptions, PullPolicy};
     let limit = kube::MAX_MANIFEST_BYTES;
     let text = if file.as_os_str() == "-" {
         convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
@@ -497,7 +497,7 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
     if down {
         for plan in &plans {
             let name = plan.pod.name.clone().unwrap_or_default();
-            match engine.play_down(&name, plan.grace_period.map(Duration::from_secs)) {
+            match kube::play_down(&engine, &name, plan.grace_period.map(Duration::from_secs)) {
                 Ok(pod) => println!("{}", pod.id),
                 Err(wharf_engine::Error::NotFound { .. }) => {
                     eprintln!("wharf: pod {name} does not exist")
@@ -525,9 +525,8 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
                 };
                 ensure_image(&engine, &img.image, policy).with_context(|| format!("pod {name}"))?;
             }
-            let played = engine
-                .play(plan)
-                .with_context(|| format!("playing pod {name}"))?;
+            let played =
+                kube::play(&engine, plan).with_context(|| format!("playing pod {name}"))?;
             made.push(played.pod.id.clone());
             println!("Pod:\n{}\nContainers:", played.pod.id);
             for c in &played.containers {
@@ -539,7 +538,7 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
     if let Err(e) = result {
         // All or nothing: the manifest's pods that did come up go again.
         for id in made {
-            let _ = engine.play_down(&id, Some(Duration::ZERO));
+            let _ = kube::play_down(&engine, &id, Some(Duration::ZERO));
         }
         return Err(e);
     }

@@ -16,8 +16,10 @@ use super::security;
 use super::validate;
 use super::volumes::{self, Volume};
 use super::warnings;
-use crate::error::{Error, Result};
-use crate::model::{ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy};
+use wharf_engine::error::{Error, Result};
+use wharf_engine::model::{
+    ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy,
+};
 
 /// Kubernetes' default terminationGracePeriodSeconds.
 pub const DEFAULT_GRACE_PERIOD: u64 = 30;
@@ -63,7 +65,7 @@ impl PlanOptions {
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions::for_host(std::path::Path::new(crate::paths::DEFAULT_ROOT))
+        PlanOptions::for_host(std::path::Path::new(wharf_engine::paths::DEFAULT_ROOT))
     }
 }
 

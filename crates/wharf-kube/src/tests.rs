@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::*;
-use crate::model::{NetworkMode, RestartPolicy, SeccompMode, VolumeMount};
+use wharf_engine::model::{NetworkMode, RestartPolicy, SeccompMode, VolumeMount};
 
 fn opts() -> PlanOptions {
     PlanOptions {
@@ -14,7 +14,7 @@ fn opts() -> PlanOptions {
     }
 }
 
-fn play(yaml: &str) -> crate::Result<PlayPlan> {
+fn play(yaml: &str) -> wharf_engine::Result<PlayPlan> {
     plan_with(&parse(yaml)?, None, &opts())
 }
 
@@ -25,7 +25,7 @@ fn err(yaml: &str) -> String {
     }
 }
 
-fn env<'a>(c: &'a crate::model::ContainerSpec, name: &str) -> Option<&'a str> {
+fn env<'a>(c: &'a wharf_engine::model::ContainerSpec, name: &str) -> Option<&'a str> {
     c.env
         .iter()
         .find(|(k, _)| k == name)
@@ -232,13 +232,13 @@ fn a_full_pod_translates_field_by_field() {
     assert_eq!(
         pod.ports,
         vec![
-            crate::model::PortMapping {
+            wharf_engine::model::PortMapping {
                 host_port: 8080,
                 container_port: 80,
                 protocol: "tcp".into(),
                 host_ip: None
             },
-            crate::model::PortMapping {
+            wharf_engine::model::PortMapping {
                 host_port: 8081,
                 container_port: 81,
                 protocol: "udp".into(),
@@ -1082,15 +1082,15 @@ fn the_examples_play_without_warnings() {
     for (name, yaml) in [
         (
             "pod-web.yaml",
-            include_str!("../../../../examples/pod-web.yaml"),
+            include_str!("../../../examples/pod-web.yaml"),
         ),
         (
             "pod-config.yaml",
-            include_str!("../../../../examples/pod-config.yaml"),
+            include_str!("../../../examples/pod-config.yaml"),
         ),
         (
             "pod-pair.yaml",
-            include_str!("../../../../examples/pod-pair.yaml"),
+            include_str!("../../../examples/pod-pair.yaml"),
         ),
     ] {
         let plan = play(yaml).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -1100,21 +1100,21 @@ fn the_examples_play_without_warnings() {
             "{name}: every image is substitutable"
         );
     }
-    let web = play(include_str!("../../../../examples/pod-web.yaml")).unwrap();
+    let web = play(include_str!("../../../examples/pod-web.yaml")).unwrap();
     assert_eq!(web.pod.ports.len(), 1);
     assert_eq!(web.pod.ports[0].host_port, 8080);
     assert_eq!(
         web.init_containers[0].entrypoint.as_ref().unwrap()[2],
         "echo \"hello from web\" > /www/index.html"
     );
-    let config = play(include_str!("../../../../examples/pod-config.yaml")).unwrap();
+    let config = play(include_str!("../../../examples/pod-config.yaml")).unwrap();
     let c = &config.containers[0];
     assert_eq!(env(c, "greeting"), Some("hello"));
     assert_eq!(env(c, "PASSWORD"), Some("s3cr3t"));
     assert_eq!(env(c, "MEMORY_LIMIT_MI"), Some("64"));
     assert_eq!(c.user.as_deref(), Some("1000:1000"));
     assert_eq!(c.groups, vec![3000, 2000]);
-    let pair = play(include_str!("../../../../examples/pod-pair.yaml")).unwrap();
+    let pair = play(include_str!("../../../examples/pod-pair.yaml")).unwrap();
     assert!(pair.pod.share_pid);
 }
 

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::api;
 use super::validate;
-use crate::error::{Error, Result};
-use crate::model::{ContainerSpec, SeccompMode};
+use wharf_engine::error::{Error, Result};
+use wharf_engine::model::{ContainerSpec, SeccompMode};
 
 /// The old annotation for the pod's seccomp profile (before the seccompProfile field).
 const POD_SECCOMP_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";

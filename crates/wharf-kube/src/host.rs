@@ -23,15 +23,15 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
-use rustix::mount::{MountFlags, UnmountFlags};
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::mount::MountFlags;
 use wharf_runtime::safe_path;
 
 use super::volumes::{HostPathType, Volume, VolumeSource, volume_ref};
-use crate::error::{Context, Error, Result};
-use crate::model::ContainerSpec;
+use wharf_engine::error::{Context, Error, Result};
+use wharf_engine::model::ContainerSpec;
 
-const SUBPATHS: &str = ".subpaths";
+use wharf_engine::pod_volumes::{SUBPATHS, remove_volumes};
 
 /// The plan's volumes, created on the host: each name's host path.
 #[derive(Debug, Clone)]
@@ -330,94 +330,12 @@ fn stage_sub_path(
     })
 }
 
-/// Unmount and delete everything [`create_volumes`] made below `dir`, and `dir` itself.
-/// Idempotent (for `wharf play --down` after a crash); never follows a symlink and never
-/// deletes below a mount point it could not unmount.
-pub fn remove_volumes(dir: &Path) -> Result<()> {
-    if fs::symlink_metadata(dir).is_err() {
-        return Ok(());
-    }
-    // Staged subPaths first, then tmpfs volumes.
-    let subpaths = dir.join(SUBPATHS);
-    for container in read_dir(&subpaths) {
-        for staged in read_dir(&container) {
-            unmount(&staged)?;
-        }
-    }
-    for v in read_dir(dir) {
-        unmount(&v)?;
-    }
-    let dev = mount_id(dir).ctx(|| format!("stat {}", dir.display()))?;
-    remove_tree(dir, dev)
-}
-
-fn read_dir(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default()
-}
-
-fn mount_id(path: &Path) -> std::io::Result<u64> {
-    Ok(rustix::fs::statx(
-        rustix::fs::CWD,
-        path,
-        AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::MNT_ID,
-    )?
-    .stx_mnt_id)
-}
-
-/// Unmount everything stacked at `path` (nothing there is fine).
-fn unmount(path: &Path) -> Result<()> {
-    let Some(parent) = path.parent() else {
-        return Ok(());
-    };
-    for _ in 0..16 {
-        match (mount_id(path), mount_id(parent)) {
-            (Ok(a), Ok(b)) if a != b => {}
-            _ => return Ok(()),
-        }
-        rustix::mount::unmount(path, UnmountFlags::DETACH | UnmountFlags::NOFOLLOW)
-            .ctx(|| format!("unmount {}", path.display()))?;
-    }
-    Err(Error::Other(format!(
-        "{} is still a mount point after 16 unmounts",
-        path.display()
-    )))
-}
-
-/// `rm -r` that stays on the mount `mnt` (refusing to descend into anything else).
-fn remove_tree(path: &Path, mnt: u64) -> Result<()> {
-    let meta = fs::symlink_metadata(path).ctx(|| format!("stat {}", path.display()))?;
-    if meta.is_dir() {
-        if mount_id(path).ctx(|| format!("stat {}", path.display()))? != mnt {
-            return Err(Error::Other(format!(
-                "not removing {}: it is a mount point",
-                path.display()
-            )));
-        }
-        for e in fs::read_dir(path).ctx(|| format!("read {}", path.display()))? {
-            let e = e.ctx(|| format!("read {}", path.display()))?;
-            remove_tree(&e.path(), mnt)?;
-        }
-        fs::remove_dir(path).ctx(|| format!("remove {}", path.display()))
-    } else {
-        if mount_id(path).ctx(|| format!("stat {}", path.display()))? != mnt {
-            return Err(Error::Other(format!(
-                "not removing {}: it is a mount point",
-                path.display()
-            )));
-        }
-        fs::remove_file(path).ctx(|| format!("remove {}", path.display()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
-    use crate::kube::{PlanOptions, parse, plan_with};
+    use crate::{PlanOptions, parse, plan_with};
 
     fn opts() -> PlanOptions {
         PlanOptions {
@@ -428,7 +346,7 @@ mod tests {
         }
     }
 
-    fn plan(yaml: &str) -> crate::kube::PlayPlan {
+    fn plan(yaml: &str) -> crate::PlayPlan {
         plan_with(&parse(yaml).unwrap(), None, &opts()).unwrap()
     }
 
@@ -649,18 +567,18 @@ spec:
         let e = remove_volumes(&dir).unwrap_err().to_string();
         assert!(e.contains("is a mount point"), "{e}");
         assert_eq!(fs::read(outside.join("data")).unwrap(), b"keep");
-        rustix::mount::unmount(&target, UnmountFlags::DETACH).unwrap();
+        rustix::mount::unmount(&target, rustix::mount::UnmountFlags::DETACH).unwrap();
         remove_volumes(&dir).unwrap();
         assert!(!dir.exists());
         assert_eq!(fs::read(outside.join("data")).unwrap(), b"keep");
 
         let mut spec = ContainerSpec {
             name: Some("x".into()),
-            mounts: vec![crate::model::VolumeMount {
+            mounts: vec![wharf_engine::model::VolumeMount {
                 source: "missing".into(),
                 destination: "/m".into(),
                 readonly: false,
-                kind: crate::kube::VOLUME_MOUNT_KIND.into(),
+                kind: crate::VOLUME_MOUNT_KIND.into(),
                 options: vec![],
             }],
             ..Default::default()

@@ -3,8 +3,8 @@
 
 use super::api;
 use super::quantity::{Quantity, cpu_shares};
-use crate::error::{Error, Result};
-use crate::model::ContainerSpec;
+use wharf_engine::error::{Error, Result};
+use wharf_engine::model::ContainerSpec;
 
 /// A container's CPU and memory, after defaulting.
 #[derive(Debug, Clone, Default)]

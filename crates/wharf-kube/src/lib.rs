@@ -1,8 +1,9 @@
-//! `wharf play`: Kubernetes v1 Pod manifests translated into the engine's specs.
+//! `wharf play`: Kubernetes v1 Pod manifests translated into the engine's specs, and
+//! carried out through the engine's API ([`play`], [`play_down`]).
 //!
 //! [`parse`] reads a multi-document YAML manifest (Pods, ConfigMaps, Secrets, Lists of
-//! them); [`plan`] turns its pod into a [`PlayPlan`]: a [`PodSpec`](crate::model::PodSpec),
-//! the init and app [`ContainerSpec`](crate::model::ContainerSpec)s, the [`Volume`]s to
+//! them); [`plan`] turns its pod into a [`PlayPlan`]: a [`PodSpec`](wharf_engine::model::PodSpec),
+//! the init and app [`ContainerSpec`](wharf_engine::model::ContainerSpec)s, the [`Volume`]s to
 //! create, the images to pull, and a warning for every field that is left out. Both are pure:
 //! nothing on the host changes until the engine carries the plan out.
 //!
@@ -12,7 +13,8 @@
 //!    `<pod>-<container>`, see [`engine_name`], and labelled with [`LABEL_POD_NAME`],
 //!    [`LABEL_POD_NAMESPACE`] and [`LABEL_CONTAINER_NAME`]).
 //! 3. Create `plan.volumes` with [`create_volumes`] in a directory of the pod (e.g.
-//!    `<root>/pods/<pod>/volumes`); [`remove_volumes`] undoes it when the pod is removed.
+//!    `<root>/pods/<pod>/volumes`); the engine's [`remove_volumes`] undoes it when the pod is
+//!    removed.
 //! 4. If `plan.needs_pod_ip`, call [`PlayPlan::set_pod_ip`] with the pod's address once its
 //!    network is attached (the host's address for `hostNetwork` pods).
 //! 5. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
@@ -35,6 +37,7 @@ mod expand;
 mod host;
 mod manifest;
 mod plan;
+mod play;
 mod quantity;
 mod resources;
 mod security;
@@ -43,16 +46,18 @@ mod volumes;
 mod warnings;
 
 pub use env::POD_IP_PLACEHOLDER;
-pub use host::{HostVolumes, create_volumes, remove_volumes};
+pub use host::{HostVolumes, create_volumes};
 pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse};
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
     PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, substitute_pod_ip,
 };
+pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};
 pub use volumes::{
     HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, volume_ref,
 };
+pub use wharf_engine::pod_volumes::remove_volumes;
 
 #[cfg(test)]
 mod tests;

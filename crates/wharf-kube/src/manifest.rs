@@ -9,7 +9,7 @@ use serde_norway::Value;
 use super::api;
 use super::validate;
 use super::warnings;
-use crate::error::{Error, Result};
+use wharf_engine::error::{Error, Result};
 
 /// A parsed manifest: its Pods, ConfigMaps and Secrets, and warnings about what it holds
 /// that `wharf play` leaves out.

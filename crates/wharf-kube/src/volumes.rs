@@ -18,8 +18,8 @@ use super::expand::expand;
 use super::manifest::Lookup;
 use super::quantity::Quantity;
 use super::validate;
-use crate::error::{Error, Result};
-use crate::model::VolumeMount;
+use wharf_engine::error::{Error, Result};
+use wharf_engine::model::VolumeMount;
 
 /// `VolumeMount::kind` of a mount that refers to a pod volume by name.
 pub const VOLUME_MOUNT_KIND: &str = "kube-volume";

@@ -11,7 +11,7 @@ use super::manifest::{DataObject, Lookup, Manifest};
 use super::quantity::Quantity;
 use super::resources::Resources;
 use super::validate;
-use crate::error::{Error, Result};
+use wharf_engine::error::{Error, Result};
 
 /// Stands for the pod's IP address in env values, commands and args until the engine knows
 /// it (see [`super::PlayPlan::set_pod_ip`]).
