@@ -172,7 +172,14 @@ fn memory_limit_oom_kill_is_reported_by_events_and_stats() {
     let s = stats(&env, "c");
     assert!(s["memory"]["usage"]["failcnt"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["memory"]["usage"]["max"], 16 << 20, "{s}");
-    assert!(read(&mem, "memory.oom_control").contains("oom_kill 1"));
+    // At least one kill (the kernel may take a second victim under pressure).
+    let control = read(&mem, "memory.oom_control");
+    let kills: u64 = control
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(kills >= 1, "{control}");
     // Deleting the container removes the cgroup, which ends `events` by itself.
     ok(&env, &["delete", "-f", "c"]);
     let mut events = events;
