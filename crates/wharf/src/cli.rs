@@ -61,6 +61,9 @@ pub enum Command {
     /// The per-pod supervisor (started by the engine, not by hand).
     #[command(hide = true)]
     Shim(Passthrough),
+    /// Serve the Kubernetes CRI on a unix socket (kubelet, crictl), on the same state as
+    /// the CLI.
+    Daemon(DaemonArgs),
     /// Print a shell completion script.
     Completion {
         /// bash, zsh or fish.
@@ -69,6 +72,20 @@ pub enum Command {
     },
     /// Print the version.
     Version,
+}
+
+/// `wharf daemon`'s options.
+#[derive(Args, Debug)]
+pub struct DaemonArgs {
+    /// The unix socket to serve on.
+    #[arg(long, env = "WHARF_SOCKET", default_value = wharf_cri::daemon::DEFAULT_SOCKET)]
+    pub listen: PathBuf,
+    /// debug, info, warn or error.
+    #[arg(long, default_value = "info", value_parser = ["debug", "info", "warn", "warning", "error"])]
+    pub log_level: String,
+    /// Log format: text (logfmt) or json.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
 }
 
 /// A subsystem's arguments, handed over as they are.

@@ -66,6 +66,7 @@ fn dispatch(w: cli::Wharf) -> i32 {
             config: g.config,
             cmd,
         }),
+        cli::Command::Daemon(d) => daemon(&g, &d),
         cli::Command::Completion { shell } => completion::main(&shell),
         cli::Command::Version => version(),
         // Handed over before parsing (see `main`); reached only through odd spellings.
@@ -73,6 +74,24 @@ fn dispatch(w: cli::Wharf) -> i32 {
         cli::Command::Net(p) => net_cli::main(sub_argv("net", &p.args)),
         cli::Command::Shim(p) => wharf_shim::daemon::main(sub_argv("shim", &p.args)),
     }
+}
+
+/// `wharf daemon`: the CRI server over the engine the CLI would open.
+fn daemon(g: &cli::GlobalOpts, d: &cli::DaemonArgs) -> i32 {
+    let engine = match engine_cli::engine_options(&g.root, &g.run, &g.config) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("wharf: {e:#}");
+            return 1;
+        }
+    };
+    wharf_cri::daemon::run(wharf_cri::daemon::DaemonOptions {
+        listen: d.listen.clone(),
+        engine,
+        log_level: wharf_cri::daemon::parse_level(&d.log_level)
+            .unwrap_or(wharf_cri::log::Level::Info),
+        log_json: d.log_format == "json",
+    })
 }
 
 fn version() -> i32 {

@@ -129,12 +129,17 @@ fn default_network(config: &std::path::Path) -> Result<wharf_engine::sandbox::De
     })
 }
 
-/// Engine options from the command line and the environment.
-pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
+/// Engine options from the global options (state, run directory, config file) and the
+/// environment; the daemon's too.
+pub fn engine_options(
+    root: &std::path::Path,
+    run: &std::path::Path,
+    config: &std::path::Path,
+) -> Result<EngineOptions> {
     let mut opts = EngineOptions {
-        root: cli.root.clone(),
-        run: cli.run.clone(),
-        registries: wharf_image::config::RegistriesConfig::load(&cli.config)?,
+        root: root.to_path_buf(),
+        run: run.to_path_buf(),
+        registries: wharf_image::config::RegistriesConfig::load(config)?,
         ..Default::default()
     };
     let list = |v: &str| -> Vec<PathBuf> {
@@ -143,7 +148,7 @@ pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
             .map(PathBuf::from)
             .collect()
     };
-    opts.net.default_network = default_network(&cli.config)?;
+    opts.net.default_network = default_network(config)?;
     if let Ok(v) = std::env::var("WHARF_CGROUP_PARENT") {
         opts.cgroup_parent = v;
     }
@@ -163,7 +168,7 @@ pub fn engine_options(cli: &Cli) -> Result<EngineOptions> {
 }
 
 fn open(cli: &Cli) -> Result<Engine> {
-    let opts = engine_options(cli)?;
+    let opts = engine_options(&cli.root, &cli.run, &cli.config)?;
     let engine = Engine::open(opts)
         .with_context(|| format!("opening Wharf's state in {}", cli.root.display()))?;
     // Opening reconciles the state with reality (crashed commands, dead shims).
@@ -464,7 +469,8 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
             }
         }
         SystemCmd::Repair => {
-            let (_engine, report) = wharf_engine::system::repair(engine_options(cli)?)?;
+            let (_engine, report) =
+                wharf_engine::system::repair(engine_options(&cli.root, &cli.run, &cli.config)?)?;
             for line in &report.lines {
                 println!("{line}");
             }

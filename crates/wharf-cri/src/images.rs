@@ -1,0 +1,304 @@
+//! The CRI ImageService over the image store: list, status, pull (with the request's
+//! credentials), remove, and the image filesystem's usage.
+
+use std::collections::HashMap;
+
+use tonic::{Request, Response, Status};
+use wharf_image::auth::Credentials;
+use wharf_image::{Image, ImageStore, PullOptions};
+
+use crate::api::image_service_server::ImageService;
+use crate::api::*;
+use crate::engines::Engines;
+use crate::status::from_image;
+
+/// The ImageService.
+pub struct Images {
+    engines: Engines,
+}
+
+impl Images {
+    /// Serve images of the engines' store.
+    pub fn new(engines: Engines) -> Images {
+        Images { engines }
+    }
+
+    async fn with_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ImageStore) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        self.engines.call(move |e| f(e.images())).await
+    }
+}
+
+/// The reference a request names (an error when it names none).
+fn reference(spec: Option<&ImageSpec>) -> Result<String, Status> {
+    match spec.map(|s| s.image.trim()) {
+        Some(r) if !r.is_empty() => Ok(r.to_string()),
+        _ => Err(Status::invalid_argument(
+            "no image given (ImageSpec.image is empty)",
+        )),
+    }
+}
+
+/// An image as the CRI shows it: tags and digests from its names, the user it runs as.
+fn cri_image(image: &Image, size: u64) -> crate::api::Image {
+    let mut repo_tags = Vec::new();
+    let mut repo_digests = Vec::new();
+    for n in &image.names {
+        if n.contains('@') {
+            repo_digests.push(n.clone());
+        } else {
+            repo_tags.push(n.clone());
+            // The manifest's digest under each repository, as containerd lists it.
+            let repo = n.rsplit_once(':').map_or(n.as_str(), |(r, _)| r);
+            let d = format!("{repo}@{}", image.manifest_digest.as_str());
+            if !repo_digests.contains(&d) {
+                repo_digests.push(d);
+            }
+        }
+    }
+    let user = image
+        .config
+        .config()
+        .as_ref()
+        .and_then(|c| c.user().clone())
+        .unwrap_or_default();
+    let user = user.split(':').next().unwrap_or("").to_string();
+    let (uid, username) = match user.parse::<i64>() {
+        Ok(n) => (Some(Int64Value { value: n }), String::new()),
+        Err(_) if user.is_empty() => (Some(Int64Value { value: 0 }), String::new()),
+        Err(_) => (None, user),
+    };
+    crate::api::Image {
+        id: image.id.as_str().to_string(),
+        repo_tags,
+        repo_digests,
+        size,
+        uid,
+        username,
+        spec: Some(ImageSpec {
+            image: image.id.as_str().to_string(),
+            ..Default::default()
+        }),
+        pinned: false,
+    }
+}
+
+/// Credentials of a CRI AuthConfig: username and password, or docker's base64 `auth`.
+fn credentials(auth: Option<&AuthConfig>) -> Result<Option<Credentials>, Status> {
+    let Some(a) = auth else { return Ok(None) };
+    if !a.username.is_empty() {
+        return Ok(Some(Credentials {
+            username: a.username.clone(),
+            password: a.password.clone(),
+        }));
+    }
+    if !a.auth.is_empty() {
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(a.auth.trim())
+            .map_err(|e| Status::invalid_argument(format!("AuthConfig.auth is not base64: {e}")))?;
+        let text = String::from_utf8_lossy(&raw);
+        let Some((u, p)) = text.split_once(':') else {
+            return Err(Status::invalid_argument(
+                "AuthConfig.auth is not base64 of user:password",
+            ));
+        };
+        return Ok(Some(Credentials {
+            username: u.to_string(),
+            password: p.to_string(),
+        }));
+    }
+    if !a.identity_token.is_empty() || !a.registry_token.is_empty() {
+        return Err(Status::unimplemented(
+            "identity and registry tokens in AuthConfig are not supported yet: give a username \
+             and password",
+        ));
+    }
+    Ok(None)
+}
+
+/// Bytes and inodes used below `dir`, not crossing into other filesystems (overlay mounts
+/// of running containers) and counting hard links once.
+fn usage(dir: &std::path::Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return (0, 0);
+    };
+    let dev = top.dev();
+    let mut seen = std::collections::HashSet::new();
+    let (mut bytes, mut inodes) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.dev() != dev || !seen.insert(m.ino()) {
+                continue;
+            }
+            bytes += m.blocks() * 512;
+            inodes += 1;
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    (bytes, inodes)
+}
+
+type ImagesStream = std::pin::Pin<
+    Box<dyn tokio_stream::Stream<Item = Result<StreamImagesResponse, Status>> + Send>,
+>;
+
+#[tonic::async_trait]
+impl ImageService for Images {
+    async fn list_images(
+        &self,
+        request: Request<ListImagesRequest>,
+    ) -> Result<Response<ListImagesResponse>, Status> {
+        let filter = request
+            .into_inner()
+            .filter
+            .and_then(|f| f.image)
+            .map(|s| s.image)
+            .filter(|s| !s.is_empty());
+        let images = self
+            .with_store(move |store| {
+                let mut ids: Vec<String> = Vec::new();
+                for s in store.list().map_err(from_image)? {
+                    if !ids.contains(&s.id) {
+                        ids.push(s.id);
+                    }
+                }
+                let mut out = Vec::new();
+                for id in ids {
+                    let image = store.resolve(&id).map_err(from_image)?;
+                    if let Some(f) = &filter {
+                        let matches = store.resolve(f).is_ok_and(|i| i.id == image.id);
+                        if !matches {
+                            continue;
+                        }
+                    }
+                    out.push(cri_image(&image, image.size));
+                }
+                Ok(out)
+            })
+            .await?;
+        Ok(Response::new(ListImagesResponse { images }))
+    }
+
+    type StreamImagesStream = ImagesStream;
+
+    async fn stream_images(
+        &self,
+        _request: Request<StreamImagesRequest>,
+    ) -> Result<Response<Self::StreamImagesStream>, Status> {
+        Err(Status::unimplemented("StreamImages is not implemented yet"))
+    }
+
+    async fn image_status(
+        &self,
+        request: Request<ImageStatusRequest>,
+    ) -> Result<Response<ImageStatusResponse>, Status> {
+        let req = request.into_inner();
+        let name = reference(req.image.as_ref())?;
+        let verbose = req.verbose;
+        let resp = self
+            .with_store(move |store| match store.resolve(&name) {
+                Ok(image) => {
+                    let mut info = HashMap::new();
+                    if verbose {
+                        let v = serde_json::json!({
+                            "id": image.id.as_str(),
+                            "names": image.names,
+                            "manifestDigest": image.manifest_digest.as_str(),
+                            "imageSpec": image.config,
+                        });
+                        info.insert("info".to_string(), v.to_string());
+                    }
+                    Ok(ImageStatusResponse {
+                        image: Some(cri_image(&image, image.size)),
+                        info,
+                    })
+                }
+                // Not an error in the CRI: the image is simply not there.
+                Err(wharf_image::Error::NotFound(_)) => Ok(ImageStatusResponse::default()),
+                Err(e) => Err(from_image(e)),
+            })
+            .await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn pull_image(
+        &self,
+        request: Request<PullImageRequest>,
+    ) -> Result<Response<PullImageResponse>, Status> {
+        let req = request.into_inner();
+        let name = reference(req.image.as_ref())?;
+        let creds = credentials(req.auth.as_ref())?;
+        crate::log::log(
+            crate::log::Level::Info,
+            "pulling image",
+            &[("image", &name)],
+        );
+        let image_ref = self
+            .with_store(move |store| {
+                let opts = PullOptions {
+                    creds,
+                    ..Default::default()
+                };
+                let image = store.pull(&name, &opts, &()).map_err(from_image)?;
+                Ok(image.id.as_str().to_string())
+            })
+            .await?;
+        Ok(Response::new(PullImageResponse { image_ref }))
+    }
+
+    async fn remove_image(
+        &self,
+        request: Request<RemoveImageRequest>,
+    ) -> Result<Response<RemoveImageResponse>, Status> {
+        let name = reference(request.into_inner().image.as_ref())?;
+        self.with_store(move |store| {
+            // All of the image goes (kubelet removes by id); a missing image is fine.
+            let id = match store.resolve(&name) {
+                Ok(image) => image.id.as_str().to_string(),
+                Err(wharf_image::Error::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(from_image(e)),
+            };
+            store.remove(&id, true).map(drop).map_err(from_image)
+        })
+        .await?;
+        Ok(Response::new(RemoveImageResponse {}))
+    }
+
+    async fn image_fs_info(
+        &self,
+        _request: Request<ImageFsInfoRequest>,
+    ) -> Result<Response<ImageFsInfoResponse>, Status> {
+        let fs = self
+            .with_store(|store| {
+                let root = store.root().to_path_buf();
+                let (bytes, inodes) = usage(&root);
+                Ok(FilesystemUsage {
+                    timestamp: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_nanos() as i64)
+                        .unwrap_or(0),
+                    fs_id: Some(FilesystemIdentifier {
+                        mountpoint: root.display().to_string(),
+                    }),
+                    used_bytes: Some(UInt64Value { value: bytes }),
+                    inodes_used: Some(UInt64Value { value: inodes }),
+                })
+            })
+            .await?;
+        Ok(Response::new(ImageFsInfoResponse {
+            image_filesystems: vec![fs.clone()],
+            container_filesystems: vec![fs],
+        }))
+    }
+}

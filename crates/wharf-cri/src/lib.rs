@@ -1,0 +1,26 @@
+//! `wharf daemon`: the Kubernetes Container Runtime Interface v1 over gRPC on a unix socket,
+//! served from the engine's API, on the same state the CLI works on (both may run at once).
+//!
+//! The async runtime lives here only: the daemon runs tokio; every engine call runs on a
+//! blocking thread with an engine of that thread's own ([`engines`]), since the engine is
+//! synchronous. The CLI, the shim and the runtime stay synchronous and quick to start.
+
+#![deny(unsafe_code)]
+
+pub mod daemon;
+mod engines;
+mod images;
+pub mod log;
+mod runtime;
+mod status;
+
+/// The CRI v1 messages and services, generated from the vendored proto.
+#[allow(clippy::all, missing_docs)]
+pub mod api {
+    tonic::include_proto!("runtime.v1");
+}
+
+/// The CRI API version served.
+pub const CRI_VERSION: &str = "v1";
+/// The runtime's name, as `crictl version` shows it.
+pub const RUNTIME_NAME: &str = "wharf";
