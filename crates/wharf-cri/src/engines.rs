@@ -28,6 +28,11 @@ impl Engines {
         }
     }
 
+    /// The options engines are opened with.
+    pub fn options(&self) -> EngineOptions {
+        (*self.opts).clone()
+    }
+
     /// Run `f` with this thread's engine on the blocking pool.
     pub async fn call<T: Send + 'static>(
         &self,

@@ -121,7 +121,7 @@ fn credentials(auth: Option<&AuthConfig>) -> Result<Option<Credentials>, Status>
 
 /// Bytes and inodes used below `dir`, not crossing into other filesystems (overlay mounts
 /// of running containers) and counting hard links once.
-fn usage(dir: &std::path::Path) -> (u64, u64) {
+pub(crate) fn usage(dir: &std::path::Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let Ok(top) = std::fs::symlink_metadata(dir) else {
         return (0, 0);

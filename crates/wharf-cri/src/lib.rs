@@ -7,11 +7,17 @@
 
 #![deny(unsafe_code)]
 
+mod container_events;
+mod containers;
 pub mod daemon;
 mod engines;
+mod exec_sync;
 mod images;
 pub mod log;
+mod meta;
 mod runtime;
+mod sandboxes;
+mod stats;
 mod status;
 
 /// The CRI v1 messages and services, generated from the vendored proto.

@@ -1,12 +1,16 @@
-//! The CRI RuntimeService. This first step serves what needs no pod: Version, Status,
-//! RuntimeConfig and UpdateRuntimeConfig; every other method answers Unimplemented, naming
-//! itself, until its step lands.
+//! The CRI RuntimeService: each method hands its request to the module that translates it
+//! ([`crate::sandboxes`], [`crate::containers`], [`crate::exec_sync`], [`crate::stats`],
+//! [`crate::container_events`]) and runs it with an engine ([`crate::engines`]). Methods
+//! whose step has not landed (the streaming ones: Exec, Attach, PortForward) answer
+//! Unimplemented, naming themselves.
 
 use tonic::{Request, Response, Status};
 
 use crate::api::runtime_service_server::RuntimeService;
 use crate::api::*;
 use crate::engines::Engines;
+use crate::log::{Level, log};
+use crate::status::from_engine;
 
 /// The RuntimeService.
 pub struct Runtime {
@@ -17,6 +21,31 @@ impl Runtime {
     /// Serve the engines' pods and containers.
     pub fn new(engines: Engines) -> Runtime {
         Runtime { engines }
+    }
+
+    /// Run `f` with an engine; log the call (debug) and its failure (info: kubelet retries
+    /// and reports it, the log says why).
+    async fn call<T: Send + 'static>(
+        &self,
+        method: &'static str,
+        f: impl FnOnce(&wharf_engine::Engine) -> Result<T, Status> + Send + 'static,
+    ) -> Result<Response<T>, Status> {
+        log(Level::Debug, "request", &[("method", method)]);
+        match self.engines.call(f).await {
+            Ok(r) => Ok(Response::new(r)),
+            Err(status) => {
+                log(
+                    Level::Info,
+                    "request failed",
+                    &[
+                        ("method", method),
+                        ("code", &format!("{:?}", status.code())),
+                        ("error", status.message()),
+                    ],
+                );
+                Err(status)
+            }
+        }
     }
 }
 
@@ -61,13 +90,35 @@ impl RuntimeService for Runtime {
             Ok(()) => condition("RuntimeReady", true, "", ""),
             Err(e) => condition("RuntimeReady", false, "EngineUnavailable", e.message()),
         };
-        // The network is not served through the CRI yet: kubelet must not schedule pods.
-        let network_ready = condition(
-            "NetworkReady",
-            false,
-            "NetworkPluginNotReady",
-            "pod sandboxes are not served through the CRI yet",
-        );
+        // The network is ready when the pods' default network can be opened (its CNI
+        // configuration found and valid, or the built-in bridge).
+        let network = self
+            .engines
+            .call(|e| {
+                Ok(wharf_engine::sandbox::network(
+                    e.paths(),
+                    &e.options().net,
+                    &wharf_engine::model::NetworkMode::Default,
+                )
+                .map(|n| n.map(|n| n.name().to_string())))
+            })
+            .await;
+        let network_ready = match network {
+            Ok(Ok(Some(_))) => condition("NetworkReady", true, "", ""),
+            Ok(Ok(None)) => condition(
+                "NetworkReady",
+                false,
+                "NetworkPluginNotReady",
+                "no default network is configured",
+            ),
+            Ok(Err(e)) => condition(
+                "NetworkReady",
+                false,
+                "NetworkPluginNotReady",
+                &format!("the default network cannot be used: {e}"),
+            ),
+            Err(e) => condition("NetworkReady", false, "NetworkPluginNotReady", e.message()),
+        };
         let mut info = std::collections::HashMap::new();
         if verbose {
             info.insert(
@@ -110,87 +161,140 @@ impl RuntimeService for Runtime {
 
     async fn run_pod_sandbox(
         &self,
-        _request: Request<RunPodSandboxRequest>,
+        request: Request<RunPodSandboxRequest>,
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
-        Err(not_yet("RunPodSandbox"))
+        let req = request.into_inner();
+        self.call("RunPodSandbox", move |e| crate::sandboxes::run(e, req))
+            .await
     }
     async fn stop_pod_sandbox(
         &self,
-        _request: Request<StopPodSandboxRequest>,
+        request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
-        Err(not_yet("StopPodSandbox"))
+        let id = request.into_inner().pod_sandbox_id;
+        self.call("StopPodSandbox", move |e| crate::sandboxes::stop(e, &id))
+            .await
+            .map(|_| Response::new(StopPodSandboxResponse {}))
     }
     async fn remove_pod_sandbox(
         &self,
-        _request: Request<RemovePodSandboxRequest>,
+        request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
-        Err(not_yet("RemovePodSandbox"))
+        let id = request.into_inner().pod_sandbox_id;
+        self.call("RemovePodSandbox", move |e| {
+            crate::sandboxes::remove(e, &id)
+        })
+        .await
+        .map(|_| Response::new(RemovePodSandboxResponse {}))
     }
     async fn pod_sandbox_status(
         &self,
-        _request: Request<PodSandboxStatusRequest>,
+        request: Request<PodSandboxStatusRequest>,
     ) -> Result<Response<PodSandboxStatusResponse>, Status> {
-        Err(not_yet("PodSandboxStatus"))
+        let req = request.into_inner();
+        self.call("PodSandboxStatus", move |e| {
+            crate::sandboxes::status(e, req)
+        })
+        .await
     }
     async fn list_pod_sandbox(
         &self,
-        _request: Request<ListPodSandboxRequest>,
+        request: Request<ListPodSandboxRequest>,
     ) -> Result<Response<ListPodSandboxResponse>, Status> {
-        Err(not_yet("ListPodSandbox"))
+        let req = request.into_inner();
+        self.call("ListPodSandbox", move |e| crate::sandboxes::list(e, req))
+            .await
     }
     async fn create_container(
         &self,
-        _request: Request<CreateContainerRequest>,
+        request: Request<CreateContainerRequest>,
     ) -> Result<Response<CreateContainerResponse>, Status> {
-        Err(not_yet("CreateContainer"))
+        let req = request.into_inner();
+        self.call("CreateContainer", move |e| {
+            crate::containers::create(e, req)
+        })
+        .await
     }
     async fn start_container(
         &self,
-        _request: Request<StartContainerRequest>,
+        request: Request<StartContainerRequest>,
     ) -> Result<Response<StartContainerResponse>, Status> {
-        Err(not_yet("StartContainer"))
+        let id = request.into_inner().container_id;
+        self.call("StartContainer", move |e| crate::containers::start(e, &id))
+            .await
+            .map(|_| Response::new(StartContainerResponse {}))
     }
     async fn stop_container(
         &self,
-        _request: Request<StopContainerRequest>,
+        request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
-        Err(not_yet("StopContainer"))
+        let req = request.into_inner();
+        self.call("StopContainer", move |e| {
+            crate::containers::stop(e, &req.container_id, req.timeout)
+        })
+        .await
+        .map(|_| Response::new(StopContainerResponse {}))
     }
     async fn remove_container(
         &self,
-        _request: Request<RemoveContainerRequest>,
+        request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        Err(not_yet("RemoveContainer"))
+        let id = request.into_inner().container_id;
+        self.call("RemoveContainer", move |e| {
+            crate::containers::remove(e, &id)
+        })
+        .await
+        .map(|_| Response::new(RemoveContainerResponse {}))
     }
     async fn list_containers(
         &self,
-        _request: Request<ListContainersRequest>,
+        request: Request<ListContainersRequest>,
     ) -> Result<Response<ListContainersResponse>, Status> {
-        Err(not_yet("ListContainers"))
+        let req = request.into_inner();
+        self.call("ListContainers", move |e| crate::containers::list(e, req))
+            .await
     }
     async fn container_status(
         &self,
-        _request: Request<ContainerStatusRequest>,
+        request: Request<ContainerStatusRequest>,
     ) -> Result<Response<ContainerStatusResponse>, Status> {
-        Err(not_yet("ContainerStatus"))
+        let req = request.into_inner();
+        self.call("ContainerStatus", move |e| {
+            crate::containers::status(e, req)
+        })
+        .await
     }
     async fn update_container_resources(
         &self,
-        _request: Request<UpdateContainerResourcesRequest>,
+        request: Request<UpdateContainerResourcesRequest>,
     ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
-        Err(not_yet("UpdateContainerResources"))
+        let req = request.into_inner();
+        self.call("UpdateContainerResources", move |e| {
+            let res = crate::containers::linux_resources(req.linux.unwrap_or_default());
+            e.update_resources(&req.container_id, &res)
+                .map_err(from_engine)
+        })
+        .await
+        .map(|_| Response::new(UpdateContainerResourcesResponse {}))
     }
     async fn reopen_container_log(
         &self,
-        _request: Request<ReopenContainerLogRequest>,
+        request: Request<ReopenContainerLogRequest>,
     ) -> Result<Response<ReopenContainerLogResponse>, Status> {
-        Err(not_yet("ReopenContainerLog"))
+        let id = request.into_inner().container_id;
+        self.call("ReopenContainerLog", move |e| {
+            e.reopen_log(&id).map_err(from_engine)
+        })
+        .await
+        .map(|_| Response::new(ReopenContainerLogResponse {}))
     }
     async fn exec_sync(
         &self,
-        _request: Request<ExecSyncRequest>,
+        request: Request<ExecSyncRequest>,
     ) -> Result<Response<ExecSyncResponse>, Status> {
-        Err(not_yet("ExecSync"))
+        let req = request.into_inner();
+        self.call("ExecSync", move |e| crate::exec_sync::exec_sync(e, req))
+            .await
     }
     async fn exec(&self, _request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
         Err(not_yet("Exec"))
@@ -209,45 +313,114 @@ impl RuntimeService for Runtime {
     }
     async fn container_stats(
         &self,
-        _request: Request<ContainerStatsRequest>,
+        request: Request<ContainerStatsRequest>,
     ) -> Result<Response<ContainerStatsResponse>, Status> {
-        Err(not_yet("ContainerStats"))
+        let id = request.into_inner().container_id;
+        self.call("ContainerStats", move |e| {
+            let row = crate::containers::row(e, &id)?;
+            Ok(ContainerStatsResponse {
+                stats: Some(crate::stats::container_stats(e, &row)?),
+            })
+        })
+        .await
     }
     async fn list_container_stats(
         &self,
-        _request: Request<ListContainerStatsRequest>,
+        request: Request<ListContainerStatsRequest>,
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
-        Err(not_yet("ListContainerStats"))
+        let f = request.into_inner().filter.unwrap_or_default();
+        self.call("ListContainerStats", move |e| {
+            let list = crate::containers::list(
+                e,
+                ListContainersRequest {
+                    filter: Some(ContainerFilter {
+                        id: f.id,
+                        pod_sandbox_id: f.pod_sandbox_id,
+                        label_selector: f.label_selector,
+                        state: Some(ContainerStateValue {
+                            state: crate::api::ContainerState::ContainerRunning as i32,
+                        }),
+                    }),
+                },
+            )?;
+            let mut stats = Vec::new();
+            for c in list.containers {
+                if let Ok(row) = crate::containers::row(e, &c.id) {
+                    stats.push(crate::stats::container_stats(e, &row)?);
+                }
+            }
+            Ok(ListContainerStatsResponse { stats })
+        })
+        .await
     }
     async fn pod_sandbox_stats(
         &self,
-        _request: Request<PodSandboxStatsRequest>,
+        request: Request<PodSandboxStatsRequest>,
     ) -> Result<Response<PodSandboxStatsResponse>, Status> {
-        Err(not_yet("PodSandboxStats"))
+        let id = request.into_inner().pod_sandbox_id;
+        self.call("PodSandboxStats", move |e| {
+            let pod = e.pod(&id).map_err(from_engine)?.row;
+            Ok(PodSandboxStatsResponse {
+                stats: Some(crate::stats::pod_stats(e, &pod)?),
+            })
+        })
+        .await
     }
     async fn list_pod_sandbox_stats(
         &self,
-        _request: Request<ListPodSandboxStatsRequest>,
+        request: Request<ListPodSandboxStatsRequest>,
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
-        Err(not_yet("ListPodSandboxStats"))
+        let f = request.into_inner().filter.unwrap_or_default();
+        self.call("ListPodSandboxStats", move |e| {
+            let list = crate::sandboxes::list(
+                e,
+                ListPodSandboxRequest {
+                    filter: Some(PodSandboxFilter {
+                        id: f.id,
+                        label_selector: f.label_selector,
+                        state: Some(PodSandboxStateValue {
+                            state: PodSandboxState::SandboxReady as i32,
+                        }),
+                    }),
+                },
+            )?;
+            let mut stats = Vec::new();
+            for p in list.items {
+                if let Ok(pod) = e.pod(&p.id) {
+                    stats.push(crate::stats::pod_stats(e, &pod.row)?);
+                }
+            }
+            Ok(ListPodSandboxStatsResponse { stats })
+        })
+        .await
     }
     async fn checkpoint_container(
         &self,
-        _request: Request<CheckpointContainerRequest>,
+        request: Request<CheckpointContainerRequest>,
     ) -> Result<Response<CheckpointContainerResponse>, Status> {
-        Err(not_yet("CheckpointContainer"))
+        let id = request.into_inner().container_id;
+        Err(Status::unimplemented(format!(
+            "CheckpointContainer of {id}: checkpointing (CRIU) is not supported by Wharf"
+        )))
     }
     async fn list_metric_descriptors(
         &self,
-        _request: Request<ListMetricDescriptorsRequest>,
+        request: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
-        Err(not_yet("ListMetricDescriptors"))
+        let _ = request;
+        // No metrics beyond the stats calls are offered (kubelet then uses those).
+        Ok(Response::new(ListMetricDescriptorsResponse {
+            descriptors: Vec::new(),
+        }))
     }
     async fn list_pod_sandbox_metrics(
         &self,
-        _request: Request<ListPodSandboxMetricsRequest>,
+        request: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
-        Err(not_yet("ListPodSandboxMetrics"))
+        let _ = request;
+        Ok(Response::new(ListPodSandboxMetricsResponse {
+            pod_metrics: Vec::new(),
+        }))
     }
     async fn update_pod_sandbox_resources(
         &self,
@@ -291,9 +464,13 @@ impl RuntimeService for Runtime {
     type GetContainerEventsStream = Stream<ContainerEventResponse>;
     async fn get_container_events(
         &self,
-        _request: Request<GetEventsRequest>,
+        request: Request<GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(not_yet("GetContainerEvents"))
+        let _ = request;
+        let rx = crate::container_events::subscribe(self.engines.options());
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     type StreamPodSandboxMetricsStream = Stream<StreamPodSandboxMetricsResponse>;

@@ -118,6 +118,9 @@ impl Engine {
     /// Create a pod: reserve its name, then build its sandbox (namespaces, network,
     /// /dev/shm, cgroup, name files). Nothing is left behind when a step fails.
     pub fn create_pod(&self, spec: &PodSpec) -> Result<PodRow> {
+        if let Some(parent) = &spec.cgroup_parent {
+            check_cgroup_parent(parent)?;
+        }
         let id = paths::new_id();
         let name = match &spec.name {
             Some(n) if !paths::valid_name(n) => {
@@ -250,6 +253,17 @@ impl Engine {
                 "container {name}: invalid stop signal {s:?}"
             )));
         }
+        if let Some(log) = &spec.log_path {
+            if !log.is_absolute() {
+                return Err(Error::Invalid(format!(
+                    "container {name}: log path {} is not absolute",
+                    log.display()
+                )));
+            }
+            if let Some(dir) = log.parent() {
+                std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
+            }
+        }
         let mut spec = spec.clone();
         spec.name = Some(name.clone());
         let row = ContainerRow {
@@ -346,13 +360,39 @@ impl Engine {
                 "container",
                 &row.id,
                 &row.name,
-                serde_json::json!({}),
+                serde_json::json!({"pod_id": row.pod_id}),
             )
         })
+    }
+
+    /// Where a container's log goes: the path its spec names (kubelet's), else its bundle's.
+    pub fn log_path(&self, row: &ContainerRow) -> PathBuf {
+        row.spec
+            .log_path
+            .clone()
+            .unwrap_or_else(|| self.paths.log(&row.id))
     }
 
     /// The bundle directory of a container.
     pub fn bundle_dir(&self, id: &str) -> PathBuf {
         self.paths.bundle(id)
+    }
+}
+
+/// A pod's own cgroup parent must be an absolute cgroup path with plain components: it is
+/// joined below every hierarchy's mount point.
+fn check_cgroup_parent(parent: &str) -> Result<()> {
+    let plain = parent.starts_with('/')
+        && parent
+            .split('/')
+            .skip(1)
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if plain {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid cgroup parent {parent:?}: it must be an absolute cgroup path such as \
+             /kubepods/burstable/pod<uid>"
+        )))
     }
 }

@@ -93,6 +93,16 @@ pub struct PodSpec {
     pub labels: BTreeMap<String, String>,
     /// Kubernetes namespace (for `wharf play` and the downward API).
     pub namespace: Option<String>,
+    /// The pod's cgroup goes below this absolute cgroup instead of the engine's cgroup
+    /// parent (kubelet's `/kubepods/<qos>/pod<uid>`, which kubelet owns and limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_parent: Option<String>,
+    /// Annotations (kept and returned, not interpreted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Namespaced sysctls every container of the pod gets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctls: BTreeMap<String, String>,
 }
 
 /// A volume mount into a container.
@@ -186,6 +196,19 @@ pub struct ContainerSpec {
     pub stop_timeout: Option<u64>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
+    /// Annotations (kept, returned, and passed to the runtime in config.json).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Where its log goes (default: its bundle's `ctr.log`); kubelet names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<PathBuf>,
+    /// Replaces the default masked /proc and /sys paths (Kubernetes procMount and the
+    /// CRI's masked_paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masked_paths: Option<Vec<String>>,
+    /// Replaces the default read-only /proc paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readonly_paths: Option<Vec<String>>,
 }
 
 /// Lifecycle state of a pod. The CRI's sandbox states follow from it: see
@@ -200,6 +223,9 @@ pub enum PodState {
     Created,
     /// Its containers were handed to its shim as one plan (init containers, then apps).
     Running,
+    /// Its containers were stopped and its network taken down (the CRI's
+    /// StopPodSandbox): nothing runs in it again; it can only be removed.
+    Stopped,
     /// Its removal began (the reconciler finishes a removal that a command left midway).
     Removing,
     /// Its sandbox is gone (the host restarted, the run directory was emptied, or the init
@@ -219,6 +245,7 @@ impl PodState {
             PodState::Creating => "creating",
             PodState::Created => "created",
             PodState::Running => "running",
+            PodState::Stopped => "stopped",
             PodState::Removing => "removing",
             PodState::Dead => "dead",
         }
@@ -230,6 +257,7 @@ impl PodState {
             PodState::Creating,
             PodState::Created,
             PodState::Running,
+            PodState::Stopped,
             PodState::Removing,
             PodState::Dead,
         ]
@@ -297,6 +325,7 @@ mod tests {
             (PodState::Creating, "creating", false),
             (PodState::Created, "created", true),
             (PodState::Running, "running", true),
+            (PodState::Stopped, "stopped", false),
             (PodState::Removing, "removing", false),
             (PodState::Dead, "dead", false),
         ] {
@@ -305,6 +334,6 @@ mod tests {
             assert_eq!(s.ready(), ready, "{name}");
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{name}\""));
         }
-        assert_eq!(PodState::parse("stopped"), None);
+        assert_eq!(PodState::parse("paused"), None);
     }
 }

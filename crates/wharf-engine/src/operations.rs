@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::db::{ContainerRow, PodRow};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec, STANDALONE_LABEL};
+use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec, PodState, STANDALONE_LABEL};
 use crate::session::Session;
 use crate::supervisor::{StdioMode, exit_info};
 
@@ -225,6 +225,49 @@ impl Engine {
         let keys: Vec<&str> = running.iter().map(String::as_str).collect();
         self.stop_many(&keys, grace)?;
         Ok(())
+    }
+
+    /// Stop a pod for good (the CRI's StopPodSandbox): its running containers together,
+    /// with one grace period, then its network. It stays, not ready, until it is removed;
+    /// stopping it again does nothing.
+    pub fn stop_sandbox(&self, key: &str, grace: Option<Duration>) -> Result<PodRow> {
+        let pod = self.db.find_pod(key)?;
+        if matches!(pod.state, PodState::Stopped | PodState::Dead) {
+            return Ok(pod);
+        }
+        self.stop_pod(&pod.id, grace)?;
+        let _lock = self.lock_pod(&pod.id)?;
+        let mut pod = self.db.find_pod(&pod.id)?;
+        crate::sandbox::start_network_teardown(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)
+            .finish()?;
+        // Its namespace is gone: the record says so, so that nothing joins it again.
+        pod.sandbox.netns = None;
+        pod.sandbox.ips.clear();
+        pod.state = PodState::Stopped;
+        self.db.transaction(|db| {
+            db.update_pod(&pod.id, &pod.sandbox, pod.state)?;
+            db.event("stopped", "pod", &pod.id, &pod.name, serde_json::json!({}))
+        })?;
+        crate::ledger::save_pod(&self.paths, &pod)?;
+        Ok(pod)
+    }
+
+    /// Change a running container's cgroup limits (the CRI's UpdateContainerResources): what
+    /// `res` sets replaces what the container had, the rest stays. Returns the result.
+    pub fn update_resources(
+        &self,
+        key: &str,
+        res: &oci_spec::runtime::LinuxResources,
+    ) -> Result<oci_spec::runtime::LinuxResources> {
+        let row = self.refresh(&self.db.find_container(key)?)?;
+        if !matches!(row.state, ContainerState::Running | ContainerState::Paused) {
+            return Err(Error::Precondition(format!(
+                "container {} is {}: only a running container's resources can be changed",
+                row.name, row.state
+            )));
+        }
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        Ok(rt.update(&row.id, res)?)
     }
 
     /// The directory of a pod's manifest volumes (see [`crate::pod_volumes`]).

@@ -126,7 +126,7 @@ impl Engine {
             .clone();
         ContainerView {
             bundle: self.paths.bundle(&row.id),
-            log_path: self.paths.log(&row.id),
+            log_path: self.log_path(&row),
             pod_name: pod.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
             network: pod
                 .as_ref()
@@ -274,7 +274,7 @@ impl Engine {
                 .and_then(|r| self.refresh(&r).ok())
                 .is_some_and(|r| r.state == ContainerState::Running)
         };
-        wharf_shim::logs::read(&self.paths.log(&row.id), &read, &mut on_entry, &mut keep)
+        wharf_shim::logs::read(&self.log_path(&row), &read, &mut on_entry, &mut keep)
             .map_err(|e| Error::Other(format!("reading the logs of {}: {e}", row.name)))
     }
 

@@ -345,11 +345,7 @@ impl Engine {
     fn sandbox_of(&self, pod: &PodRow) -> Sandbox {
         let mut sb = pod.sandbox.clone();
         if sb.cgroup.is_empty() {
-            sb.cgroup = format!(
-                "{}/{}",
-                self.opts.cgroup_parent.trim_end_matches('/'),
-                pod.id
-            );
+            sb.cgroup = crate::sandbox::pod_cgroup(&self.opts.cgroup_parent, &pod.spec, &pod.id);
         }
         sb
     }

@@ -185,10 +185,17 @@ pub struct Setup<'a> {
     pub cgroup_parent: &'a str,
 }
 
+/// The cgroup of pod `id`: below its own cgroup parent when it names one (kubelet's pod
+/// cgroup, which stays kubelet's), else below the engine's.
+pub fn pod_cgroup(engine_parent: &str, spec: &PodSpec, id: &str) -> String {
+    let parent = spec.cgroup_parent.as_deref().unwrap_or(engine_parent);
+    format!("{}/{id}", parent.trim_end_matches('/'))
+}
+
 /// Create the sandbox of pod `id` (named `name`). On error, what was created is removed.
 pub fn create(s: &Setup<'_>, id: &str, name: &str, spec: &PodSpec) -> Result<Sandbox> {
     let mut sb = Sandbox {
-        cgroup: format!("{}/{id}", s.cgroup_parent.trim_end_matches('/')),
+        cgroup: pod_cgroup(s.cgroup_parent, spec, id),
         shim_dir: s.paths.shim_dir(id).display().to_string(),
         ..Default::default()
     };

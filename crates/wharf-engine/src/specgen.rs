@@ -266,6 +266,11 @@ pub fn stop_signal(spec: &ContainerSpec, image: &ImageConfiguration) -> i32 {
         .unwrap_or(libc::SIGTERM)
 }
 
+/// Mount propagation options a volume may carry.
+const PROPAGATIONS: [&str; 6] = [
+    "private", "rprivate", "slave", "rslave", "shared", "rshared",
+];
+
 /// The container's OCI runtime spec (config.json).
 pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     let spec = i.spec;
@@ -321,8 +326,20 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
         linux.set_masked_paths(None);
         linux.set_readonly_paths(None);
     } else {
-        linux.set_masked_paths(Some(MASKED.iter().map(|p| p.to_string()).collect()));
-        linux.set_readonly_paths(Some(READONLY.iter().map(|p| p.to_string()).collect()));
+        let defaults = |d: &[&str]| d.iter().map(|p| p.to_string()).collect();
+        linux.set_masked_paths(Some(
+            spec.masked_paths
+                .clone()
+                .unwrap_or_else(|| defaults(MASKED)),
+        ));
+        linux.set_readonly_paths(Some(
+            spec.readonly_paths
+                .clone()
+                .unwrap_or_else(|| defaults(READONLY)),
+        ));
+    }
+    if !i.pod.sysctls.is_empty() {
+        linux.set_sysctl(Some(i.pod.sysctls.clone().into_iter().collect()));
     }
     linux.set_seccomp(seccomp(spec, &caps)?);
     let mut config = Spec::default();
@@ -332,13 +349,13 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     config.set_root(Some(root));
     config.set_mounts(Some(mounts(i)?));
     config.set_linux(Some(linux));
-    config.set_annotations(Some(
-        [(
-            "io.wharf.container.name".to_string(),
-            spec.name.clone().unwrap_or_default(),
-        )]
-        .into(),
-    ));
+    let mut annotations: std::collections::HashMap<String, String> =
+        spec.annotations.clone().into_iter().collect();
+    annotations.insert(
+        "io.wharf.container.name".to_string(),
+        spec.name.clone().unwrap_or_default(),
+    );
+    config.set_annotations(Some(annotations));
     Ok(config)
 }
 
@@ -509,7 +526,13 @@ fn mounts(i: &Inputs<'_>) -> Result<Vec<Mount>> {
                 mount(&v.destination, "tmpfs", "tmpfs", &options)
             }
             "bind" => {
-                options.extend(["rbind", "rprivate", if v.readonly { "ro" } else { "rw" }]);
+                options.push("rbind");
+                // Private unless the volume asks for another propagation (the CRI's
+                // PROPAGATION_HOST_TO_CONTAINER and BIDIRECTIONAL: rslave, rshared).
+                if !v.options.iter().any(|o| PROPAGATIONS.contains(&o.as_str())) {
+                    options.push("rprivate");
+                }
+                options.push(if v.readonly { "ro" } else { "rw" });
                 options.extend(extra);
                 mount(&v.destination, "bind", &v.source, &options)
             }

@@ -160,7 +160,7 @@ impl Engine {
             stdio: StdioSpec {
                 terminal: stdio.tty,
                 stdin: stdio.stdin,
-                log: Some(self.paths.log(&row.id)),
+                log: Some(self.log_path(row)),
             },
             restart: if row.spec.init {
                 // Init containers that fail are retried only under Always/OnFailure.
@@ -184,6 +184,12 @@ impl Engine {
     ) -> Result<(ContainerRow, ShimClient)> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
+        if pod.state == PodState::Stopped {
+            return Err(Error::Precondition(format!(
+                "container {}: its pod {} is stopped: nothing runs in it again",
+                row.name, pod.name
+            )));
+        }
         if pod.state == PodState::Dead {
             return Err(Error::Precondition(format!(
                 "container {}: its pod {} is dead (its sandbox vanished when the host restarted \
@@ -342,6 +348,13 @@ impl Engine {
     pub(crate) fn record_exit(&self, row: &ContainerRow, exit: &ExitInfo) -> Result<()> {
         if row.state != ContainerState::Exited || row.exit.as_ref() != Some(exit) {
             self.db.transaction(|db| {
+                // Checked again inside the (immediate) transaction: another process or
+                // thread (an events follower, the daemon) may have recorded this exit
+                // since `row` was read, and it is one event, not two.
+                let now = db.find_container(&row.id)?;
+                if now.state == ContainerState::Exited && now.exit.as_ref() == Some(exit) {
+                    return Ok(());
+                }
                 db.update_container(
                     &row.id,
                     ContainerState::Exited,

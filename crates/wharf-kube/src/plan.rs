@@ -507,6 +507,10 @@ impl<'a> Planner<'a> {
             restart,
             labels: self.pp.pod.metadata.labels.clone(),
             namespace: Some(self.namespace.clone()),
+            cgroup_parent: None,
+            annotations: self.pp.pod.metadata.annotations.clone(),
+            // Warned about and skipped (see warnings.rs).
+            sysctls: Default::default(),
         })
     }
 

@@ -8,29 +8,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use engine_support::{Wharf, wait_until};
 use tonic::Code;
 use tonic::transport::Channel;
 use wharf_cri::api::image_service_client::ImageServiceClient;
 use wharf_cri::api::runtime_service_client::RuntimeServiceClient;
 use wharf_cri::api::*;
-use wharf_testbed::{Env, wait_until};
 
-/// A daemon of the test's own (state, run directory, socket, cgroup parent).
+/// A daemon of the test's own, over a test engine world (state, run directory, cgroup
+/// parent, a network namespace playing the host for the built-in bridge).
 struct Daemon {
-    env: Env,
+    w: Wharf,
     socket: PathBuf,
     child: Child,
 }
 
 impl Daemon {
     fn start(name: &str) -> Daemon {
-        let env = Env::new(name);
-        let socket = env.path().join("wharf.sock");
-        let child = daemon_command(&env, &socket)
+        let w = Wharf::new(name);
+        let socket = w.path("wharf.sock");
+        let child = daemon_command(&w, &socket)
             .stderr(Stdio::piped())
             .spawn()
             .expect("start wharf daemon");
-        let d = Daemon { env, socket, child };
+        let d = Daemon { w, socket, child };
         assert!(
             wait_until(Duration::from_secs(20), || {
                 std::os::unix::net::UnixStream::connect(&d.socket).is_ok()
@@ -42,14 +43,14 @@ impl Daemon {
     }
 
     fn wharf(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_wharf"))
-            .args(args)
-            .env("WHARF_ROOT", self.env.path().join("root"))
-            .env("WHARF_RUN", self.env.path().join("run"))
-            .env("WHARF_CGROUP_PARENT", &self.env.cgroup_parent)
-            .env("WHARF_CONFIG", self.env.path().join("no-config.json"))
-            .output()
-            .unwrap()
+        self.w.cmd(args).output().unwrap()
+    }
+
+    /// SIGTERM, and the exit code.
+    fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) of the daemon this test started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap().code()
     }
 }
 
@@ -60,17 +61,9 @@ impl Drop for Daemon {
     }
 }
 
-fn daemon_command(env: &Env, socket: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wharf"));
-    c.args(["daemon", "--listen"])
-        .arg(socket)
-        .env("WHARF_ROOT", env.path().join("root"))
-        .env("WHARF_RUN", env.path().join("run"))
-        .env("WHARF_CGROUP_PARENT", &env.cgroup_parent)
-        .env("WHARF_CONFIG", env.path().join("no-config.json"))
-        .env("DOCKER_CONFIG", env.path().join("no-docker-config"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+fn daemon_command(w: &Wharf, socket: &Path) -> Command {
+    let mut c = w.cmd(&["daemon", "--listen"]);
+    c.arg(socket).stdout(Stdio::null());
     c
 }
 
@@ -122,9 +115,8 @@ async fn the_daemon_serves_version_status_and_images_over_its_socket() {
     let conds = st.status.unwrap().conditions;
     let cond = |t: &str| conds.iter().find(|c| c.r#type == t).cloned().unwrap();
     assert!(cond("RuntimeReady").status);
-    // No pod can be served yet, and kubelet is told why.
-    let net = cond("NetworkReady");
-    assert!(!net.status && !net.reason.is_empty() && !net.message.is_empty());
+    // The built-in bridge is the default network here: ready.
+    assert!(cond("NetworkReady").status, "{conds:?}");
     assert!(st.info.contains_key("config"));
     let cfg = rt
         .runtime_config(RuntimeConfigRequest::default())
@@ -137,11 +129,15 @@ async fn the_daemon_serves_version_status_and_images_over_its_socket() {
     );
     // A method whose step has not landed says so, naming itself.
     let e = rt
-        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .exec(ExecRequest {
+            container_id: "x".into(),
+            cmd: vec!["true".into()],
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unimplemented);
-    assert!(e.message().contains("ListPodSandbox"), "{e:?}");
+    assert!(e.message().contains("Exec"), "{e:?}");
 
     // Images.
     let busybox = engine_support::busybox();
@@ -242,7 +238,7 @@ async fn the_daemon_serves_version_status_and_images_over_its_socket() {
     assert!(list.is_empty(), "{list:?}");
 
     // A second daemon on the same socket is refused; the first goes on.
-    let out = daemon_command(&d.env, &d.socket).output().unwrap();
+    let out = daemon_command(&d.w, &d.socket).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("in use"), "{err}");
@@ -253,14 +249,652 @@ async fn the_daemon_serves_version_status_and_images_over_its_socket() {
     drop((rt, img));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let t = std::time::Instant::now();
-    // SAFETY: kill(2) of the daemon this test started.
-    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(d.terminate(), Some(0));
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(!d.socket.exists());
     let mut log = String::new();
     std::io::Read::read_to_string(d.child.stderr.as_mut().unwrap(), &mut log).unwrap();
     assert!(log.contains("level=info msg=\"serving the CRI\""), "{log}");
     assert!(log.contains("signal=SIGTERM"), "{log}");
+}
+
+fn pod_config(d: &Daemon, name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        hostname: format!("{name}-host"),
+        log_directory: d.w.path(&format!("logs/{name}")).display().to_string(),
+        dns_config: Some(DnsConfig {
+            servers: vec!["10.0.0.53".into()],
+            searches: vec!["svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        }),
+        labels: [("app".to_string(), name.to_string())].into(),
+        annotations: [("note".to_string(), "kept".to_string())].into(),
+        linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: format!("{}/kubepods/pod{name}", d.w.env.cgroup_parent),
+            sysctls: [(
+                "net.ipv4.ip_unprivileged_port_start".to_string(),
+                "0".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn container_config(name: &str, script: &str) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: image(&engine_support::busybox()),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        envs: vec![KeyValue {
+            key: "GREETING".into(),
+            value: b"hello".to_vec(),
+        }],
+        log_path: format!("{name}/0.log"),
+        // As kubelet labels every container.
+        labels: [
+            ("tier", "front"),
+            ("io.kubernetes.pod.name", "web"),
+            ("io.kubernetes.pod.namespace", "default"),
+            ("io.kubernetes.container.name", name),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+        annotations: [("why".to_string(), "test".to_string())].into(),
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                run_as_user: Some(Int64Value { value: 1000 }),
+                run_as_group: Some(Int64Value { value: 1000 }),
+                supplemental_groups: vec![5],
+                readonly_rootfs: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn event_types(events: &[ContainerEventResponse], id: &str) -> Vec<i32> {
+    events
+        .iter()
+        .filter(|e| e.container_id == id)
+        .map(|e| e.container_event_type)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_and_containers_live_and_die_through_the_cri() {
+    let mut d = Daemon::start("cri-pods");
+    let channel = connect(&d.socket).await;
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    let mut img = ImageServiceClient::new(channel);
+    img.pull_image(PullImageRequest {
+        image: image(&engine_support::busybox()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // Container events, followed from before anything happens.
+    let mut stream = rt
+        .get_container_events(GetEventsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let follower = tokio::spawn(async move {
+        while let Ok(Some(e)) = stream.message().await {
+            sink.lock().unwrap().push(e);
+        }
+    });
+
+    // The sandbox.
+    let config = pod_config(&d, "web");
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(PodSandboxConfig::default()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let st = rt
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let status = st.status.clone().unwrap();
+    assert_eq!(status.state, PodSandboxState::SandboxReady as i32);
+    assert_eq!(status.metadata, config.metadata);
+    assert_eq!(status.labels, config.labels, "exactly kubelet's labels");
+    assert_eq!(status.annotations, config.annotations);
+    let ip: std::net::IpAddr = status.network.unwrap().ip.parse().unwrap();
+    assert!(ip.is_ipv4());
+    assert!(
+        st.info["info"].contains("/kubepods/podweb/"),
+        "{:?}",
+        st.info
+    );
+    let listed = |state: Option<PodSandboxState>, app: &str| ListPodSandboxRequest {
+        filter: Some(PodSandboxFilter {
+            state: state.map(|s| PodSandboxStateValue { state: s as i32 }),
+            label_selector: [("app".to_string(), app.to_string())].into(),
+            ..Default::default()
+        }),
+    };
+    let items = |r: ListPodSandboxResponse| r.items.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    let l = rt.list_pod_sandbox(listed(None, "web")).await.unwrap();
+    assert_eq!(items(l.into_inner()), vec![pod.clone()]);
+    let l = rt.list_pod_sandbox(listed(None, "db")).await.unwrap();
+    assert!(items(l.into_inner()).is_empty());
+    let l = rt
+        .list_pod_sandbox(listed(Some(PodSandboxState::SandboxNotready), "web"))
+        .await
+        .unwrap();
+    assert!(items(l.into_inner()).is_empty());
+
+    // A container that logs, and says goodbye when it is stopped.
+    let script = "echo out $GREETING; echo err >&2; trap 'echo bye; exit 0' TERM; \
+                  while true; do sleep 0.1; done";
+    let create = |cfg: ContainerConfig, pod: &str| CreateContainerRequest {
+        pod_sandbox_id: pod.to_string(),
+        config: Some(cfg),
+        sandbox_config: Some(config.clone()),
+    };
+    let ctr = rt
+        .create_container(create(container_config("app", script), &pod))
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    let e = rt
+        .create_container(create(container_config("app", script), &pod))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    let e = rt
+        .create_container(create(container_config("other", script), "no-such-pod"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    let e = rt
+        .create_container(create(ContainerConfig::default(), &pod))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    rt.start_container(StartContainerRequest {
+        container_id: ctr.clone(),
+    })
+    .await
+    .unwrap();
+    let status = |rt: &mut RuntimeServiceClient<Channel>, id: &str| {
+        let req = ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: true,
+        };
+        let mut rt = rt.clone();
+        async move { rt.container_status(req).await }
+    };
+    let st = status(&mut rt, &ctr).await.unwrap().into_inner();
+    let s = st.status.unwrap();
+    assert_eq!(s.state, ContainerState::ContainerRunning as i32);
+    assert!(s.started_at > 0 && s.created_at > 0);
+    assert_eq!(s.labels, container_config("app", script).labels);
+    assert_eq!(s.annotations["why"], "test");
+    assert_eq!(s.metadata.unwrap().name, "app");
+    let log = d.w.path("logs/web/app/0.log");
+    assert_eq!(Path::new(&s.log_path), log);
+    assert!(st.info["info"].contains("runtimeSpec"));
+    // The CLI sees it too.
+    let ps = String::from_utf8_lossy(&d.wharf(&["ps"]).stdout).into_owned();
+    assert!(ps.contains("app_0_web_default_uid-web_0"), "{ps}");
+    assert!(
+        ps.contains(" default/web"),
+        "marked by its Kubernetes pod: {ps}"
+    );
+
+    // Inside: the user, groups, hostname, DNS, sysctl and cgroup kubelet asked for.
+    let exec = |cmd: &str, timeout: i64| ExecSyncRequest {
+        container_id: ctr.clone(),
+        cmd: vec!["sh".into(), "-c".into(), cmd.into()],
+        timeout,
+    };
+    let out = rt
+        .exec_sync(exec(
+            "id -u; id -g; id -G; hostname; cat /etc/resolv.conf; \
+             cat /proc/sys/net/ipv4/ip_unprivileged_port_start; \
+             touch /x 2>/dev/null || echo read-only",
+            10,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.exit_code,
+        0,
+        "{text} {:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[..4],
+        &["1000", "1000", "1000 5", "web-host"],
+        "{text}"
+    );
+    for want in [
+        "nameserver 10.0.0.53",
+        "search svc.cluster.local",
+        "ndots:5",
+        "read-only",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(lines.contains(&"0"), "sysctl: {text}");
+    // Its cgroup (hidden from it by its cgroup namespace) is below kubelet's pod cgroup.
+    let below_kubelet = format!("kubepods/podweb/{pod}/{ctr}");
+    let cgroups: Vec<_> = d.w.env.cgroup_dirs();
+    assert!(
+        cgroups.iter().any(|c| c.join(&below_kubelet).is_dir()),
+        "{below_kubelet} in none of {cgroups:?}"
+    );
+    let out = rt
+        .exec_sync(exec("echo oops >&2; exit 3", 10))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((out.exit_code, out.stderr.as_slice()), (3, &b"oops\n"[..]));
+    assert!(out.stdout.is_empty());
+    let t = std::time::Instant::now();
+    let e = rt.exec_sync(exec("sleep 30", 1)).await.unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+
+    // Its log, in the CRI format, at kubelet's path; rotated by kubelet and reopened.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains(" stdout F out hello\n"), "{logged}");
+    assert!(logged.contains(" stderr F err\n"), "{logged}");
+    std::fs::rename(&log, log.with_extension("log.1")).unwrap();
+    rt.reopen_container_log(ReopenContainerLogRequest {
+        container_id: ctr.clone(),
+    })
+    .await
+    .unwrap();
+    assert!(log.exists(), "reopened at its path");
+
+    // Stats and a resource update.
+    let stats = rt
+        .container_stats(ContainerStatsRequest {
+            container_id: ctr.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    assert!(stats.memory.unwrap().working_set_bytes.unwrap().value > 0);
+    assert!(stats.cpu.unwrap().usage_core_nano_seconds.is_some());
+    let all = rt
+        .list_container_stats(ListContainerStatsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .stats;
+    assert_eq!(all.len(), 1);
+    let pod_stats = rt
+        .pod_sandbox_stats(PodSandboxStatsRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    assert_eq!(pod_stats.linux.unwrap().containers.len(), 1);
+    rt.update_container_resources(UpdateContainerResourcesRequest {
+        container_id: ctr.clone(),
+        linux: Some(LinuxContainerResources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let limit = cgroups
+        .iter()
+        .map(|c| c.join(&below_kubelet))
+        .find_map(|c| {
+            std::fs::read_to_string(c.join("memory.limit_in_bytes"))
+                .or_else(|_| std::fs::read_to_string(c.join("memory.max")))
+                .ok()
+        })
+        .expect("a memory cgroup");
+    assert_eq!(limit.trim(), "67108864");
+
+    // Listing with filters.
+    let list = |f: ContainerFilter| ListContainersRequest { filter: Some(f) };
+    let ids =
+        |r: ListContainersResponse| r.containers.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    let l = rt
+        .list_containers(list(ContainerFilter {
+            pod_sandbox_id: pod.clone(),
+            state: Some(ContainerStateValue {
+                state: ContainerState::ContainerRunning as i32,
+            }),
+            label_selector: [("tier".to_string(), "front".to_string())].into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids(l.into_inner()), vec![ctr.clone()]);
+    let l = rt
+        .list_containers(list(ContainerFilter {
+            state: Some(ContainerStateValue {
+                state: ContainerState::ContainerExited as i32,
+            }),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    assert!(ids(l.into_inner()).is_empty());
+
+    // Stopped: its trap runs, its exit is a clean one, its new log has the goodbye.
+    rt.stop_container(StopContainerRequest {
+        container_id: ctr.clone(),
+        timeout: 10,
+    })
+    .await
+    .unwrap();
+    let s = status(&mut rt, &ctr)
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap();
+    assert_eq!(s.state, ContainerState::ContainerExited as i32);
+    assert_eq!((s.exit_code, s.reason.as_str()), (0, "Completed"));
+    assert!(s.finished_at >= s.started_at);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(" stdout F bye\n")
+    );
+    rt.stop_container(StopContainerRequest {
+        container_id: ctr.clone(),
+        timeout: 10,
+    })
+    .await
+    .expect("stopping a stopped container is fine");
+    let e = rt
+        .start_container(StartContainerRequest {
+            container_id: ctr.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+
+    // The sandbox stops (not ready, its network gone) and goes, idempotently.
+    for _ in 0..2 {
+        rt.stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    let st = rt
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        st.status.unwrap().state,
+        PodSandboxState::SandboxNotready as i32
+    );
+    let e = rt
+        .create_container(create(container_config("late", script), &pod))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    for _ in 0..2 {
+        rt.remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    let e = status(&mut rt, &ctr).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    let e = rt
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    rt.remove_container(RemoveContainerRequest {
+        container_id: ctr.clone(),
+    })
+    .await
+    .expect("removing an unknown container is fine");
+
+    // The events kubelet's PLEG would have seen, in order.
+    let want = [
+        ContainerEventType::ContainerCreatedEvent,
+        ContainerEventType::ContainerStartedEvent,
+        ContainerEventType::ContainerStoppedEvent,
+        ContainerEventType::ContainerDeletedEvent,
+    ]
+    .map(|t| t as i32);
+    assert!(
+        wait_until(Duration::from_secs(10), || event_types(
+            &events.lock().unwrap(),
+            &ctr
+        ) == want),
+        "{:?}",
+        event_types(&events.lock().unwrap(), &ctr)
+    );
+    let started = events
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|e| e.container_id == ctr && e.container_event_type == want[1])
+        .cloned()
+        .unwrap();
+    assert_eq!(started.pod_sandbox_status.unwrap().id, pod);
+    assert_eq!(started.containers_statuses.len(), 1);
+
+    // kubelet's pod cgroup is kubelet's to remove; the daemon left nothing else.
+    follower.abort();
+    drop((rt, img));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(d.terminate(), Some(0));
+    for dir in d.w.env.cgroup_dirs() {
+        wharf_testbed::remove_cgroup_tree(&dir.join("kubepods"));
+    }
+    d.w.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it_missed() {
+    let mut d = Daemon::start("cri-kill9");
+    let channel = connect(&d.socket).await;
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    ImageServiceClient::new(channel)
+        .pull_image(PullImageRequest {
+            image: image(&engine_support::busybox()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // Three pods: one container runs on, one exits 7 while the daemon is down.
+    let mut pods = Vec::new();
+    let mut ctrs = Vec::new();
+    for (i, script) in [
+        "echo up; exec sleep 1000",
+        "echo up; exec sleep 1000",
+        "echo up; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo leaving; exit 7",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = pod_config(&d, &format!("p{i}"));
+        let pod = rt
+            .run_pod_sandbox(RunPodSandboxRequest {
+                config: Some(config.clone()),
+                runtime_handler: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .pod_sandbox_id;
+        let mut cfg = container_config("c", script);
+        cfg.linux = None;
+        let ctr = rt
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: pod.clone(),
+                config: Some(cfg),
+                sandbox_config: Some(config),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .container_id;
+        rt.start_container(StartContainerRequest {
+            container_id: ctr.clone(),
+        })
+        .await
+        .unwrap();
+        pods.push(pod);
+        ctrs.push(ctr);
+    }
+    let list = |rt: &RuntimeServiceClient<Channel>| {
+        let mut rt = rt.clone();
+        async move {
+            let mut v: Vec<(String, i32)> = rt
+                .list_pod_sandbox(ListPodSandboxRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .items
+                .into_iter()
+                .map(|p| (p.id, p.state))
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    let before = list(&rt).await;
+    assert_eq!(before.len(), 3);
+    drop(rt);
+
+    // kill -9; the last container exits meanwhile.
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let out = d.wharf(&["exec", &ctrs[2], "touch", "/tmp/go"]);
+    assert!(out.status.success(), "{out:?}");
+    let log = d.w.path("logs/p2/c/0.log");
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("leaving"))),
+        "the container ran on without the daemon"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Started again on the same socket (the dead one's is stale): the same answers.
+    let child = daemon_command(&d.w, &d.socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    d.child = child;
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::os::unix::net::UnixStream::connect(&d.socket).is_ok()
+    }));
+    let mut rt = RuntimeServiceClient::new(connect(&d.socket).await);
+    assert_eq!(list(&rt).await, before);
+    for (i, ctr) in ctrs.iter().enumerate() {
+        let s = rt
+            .container_status(ContainerStatusRequest {
+                container_id: ctr.clone(),
+                verbose: false,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+            .unwrap();
+        if i < 2 {
+            assert_eq!(s.state, ContainerState::ContainerRunning as i32, "{s:?}");
+        } else {
+            assert_eq!(s.state, ContainerState::ContainerExited as i32, "{s:?}");
+            assert_eq!((s.exit_code, s.reason.as_str()), (7, "Error"));
+            assert!(s.finished_at > s.started_at);
+        }
+        let logged = std::fs::read_to_string(&s.log_path).unwrap();
+        assert!(logged.contains(" stdout F up\n"), "{logged}");
+    }
+    let out = rt
+        .exec_sync(ExecSyncRequest {
+            container_id: ctrs[0].clone(),
+            cmd: vec!["echo".into(), "still here".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(out.stdout, b"still here\n");
+    for pod in &pods {
+        rt.stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap();
+        rt.remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    drop(rt);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(d.terminate(), Some(0));
+    for dir in d.w.env.cgroup_dirs() {
+        wharf_testbed::remove_cgroup_tree(&dir.join("kubepods"));
+    }
+    d.w.assert_clean();
 }

@@ -176,7 +176,7 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
                     format!("{} ago", ago(&c.created_at)),
                     status(c),
                     c.name.clone(),
-                    v.pod_name.clone(),
+                    pod_column(v),
                 ]);
             }
             write!(out, "{}", table(&t))?;
@@ -184,6 +184,19 @@ pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&st
         other => bail!("invalid --format {other:?}: table or json"),
     }
     Ok(0)
+}
+
+/// The POD column: a Kubernetes pod's containers (kubelet labels them with their pod's
+/// namespace and name, through the CRI) show as `namespace/name`, others by pod name.
+fn pod_column(v: &wharf_engine::ContainerView) -> String {
+    let label = |k: &str| v.row.spec.labels.get(k).filter(|s| !s.is_empty());
+    match (
+        label("io.kubernetes.pod.namespace"),
+        label("io.kubernetes.pod.name"),
+    ) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        _ => v.pod_name.clone(),
+    }
 }
 
 fn since_time(s: &str) -> Result<SystemTime> {

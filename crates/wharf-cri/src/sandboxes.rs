@@ -1,0 +1,291 @@
+//! Pod sandboxes: kubelet's PodSandboxConfig translated into the engine's pod spec (the
+//! same one `wharf pod create` and `wharf play` produce), and the engine's pods shown as the
+//! CRI shows sandboxes.
+//!
+//! What kubelet's fields mean here, as they mean to containerd:
+//! - `linux.cgroup_parent` (kubelet's `/kubepods/<qos>/pod<uid>`, cgroupfs driver): the
+//!   pod's cgroup is made below it; kubelet keeps that cgroup and its limits
+//!   (`linux.resources` and `overhead` are kubelet's to apply there, and are not applied
+//!   twice);
+//! - namespace options: network NODE is the host's network; pid NODE the host's, POD one
+//!   shared by the pod's containers, CONTAINER one each; ipc NODE the host's;
+//! - `dns_config`, `port_mappings` (host port 0: none), `hostname`, `sysctls`, labels and
+//!   annotations (returned as given).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tonic::Status;
+use wharf_engine::model::{DnsConfig, NetworkMode, PodSpec, PodState, PortMapping};
+use wharf_engine::{Engine, Error};
+
+use crate::api::*;
+use crate::meta;
+use crate::status::from_engine;
+
+/// The runtime handlers served: the default one, under any of the names kubelet configs
+/// use for it.
+const HANDLERS: [&str; 3] = ["", "wharf", "runc"];
+
+/// The engine's pod spec for a sandbox config.
+pub fn pod_spec(config: &PodSandboxConfig, handler: &str) -> Result<PodSpec, Status> {
+    let m = config
+        .metadata
+        .as_ref()
+        .filter(|m| !m.name.is_empty())
+        .ok_or_else(|| Status::invalid_argument("sandbox config has no metadata name"))?;
+    if !HANDLERS.contains(&handler) {
+        return Err(Status::invalid_argument(format!(
+            "runtime handler {handler:?} is not configured (Wharf serves the default handler)"
+        )));
+    }
+    let mut labels: BTreeMap<String, String> = config
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    labels.insert(meta::NAME.into(), m.name.clone());
+    labels.insert(meta::UID.into(), m.uid.clone());
+    labels.insert(meta::NAMESPACE.into(), m.namespace.clone());
+    labels.insert(meta::ATTEMPT.into(), m.attempt.to_string());
+    if !config.log_directory.is_empty() {
+        labels.insert(meta::LOG_DIRECTORY.into(), config.log_directory.clone());
+    }
+    if !handler.is_empty() {
+        labels.insert(meta::RUNTIME_HANDLER.into(), handler.to_string());
+    }
+    let linux = config.linux.clone().unwrap_or_default();
+    let ns = linux
+        .security_context
+        .as_ref()
+        .and_then(|s| s.namespace_options.clone())
+        .unwrap_or_default();
+    let node = NamespaceMode::Node as i32;
+    let host_network = ns.network == node;
+    let ports = config
+        .port_mappings
+        .iter()
+        .filter(|p| p.host_port > 0)
+        .map(|p| port(p, &m.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let dns = config.dns_config.clone().unwrap_or_default();
+    let cgroup_parent = Some(linux.cgroup_parent.clone()).filter(|p| !p.is_empty());
+    Ok(PodSpec {
+        name: Some(meta::pod_name(m)),
+        hostname: Some(if config.hostname.is_empty() {
+            m.name.clone()
+        } else {
+            config.hostname.clone()
+        }),
+        network: if host_network {
+            NetworkMode::Host
+        } else {
+            NetworkMode::Default
+        },
+        // Host networking has no ports to map: the ports are the host's.
+        ports: if host_network { Vec::new() } else { ports },
+        dns: DnsConfig {
+            servers: dns.servers,
+            searches: dns.searches,
+            options: dns.options,
+        },
+        share_pid: ns.pid == NamespaceMode::Pod as i32,
+        host_pid: ns.pid == node,
+        host_ipc: ns.ipc == node,
+        labels,
+        namespace: Some(m.namespace.clone()).filter(|n| !n.is_empty()),
+        cgroup_parent,
+        annotations: config
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        sysctls: linux.sysctls.into_iter().collect(),
+        ..Default::default()
+    })
+}
+
+fn port(p: &crate::api::PortMapping, pod: &str) -> Result<PortMapping, Status> {
+    let range = |n: i32, what: &str| {
+        u16::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
+            Status::invalid_argument(format!("pod {pod}: {what} {n} is not a valid port"))
+        })
+    };
+    Ok(PortMapping {
+        host_port: range(p.host_port, "host port")?,
+        container_port: range(p.container_port, "container port")?,
+        protocol: match Protocol::try_from(p.protocol) {
+            Ok(Protocol::Udp) => "udp",
+            Ok(Protocol::Sctp) => "sctp",
+            _ => "tcp",
+        }
+        .to_string(),
+        host_ip: Some(p.host_ip.clone()).filter(|ip| !ip.is_empty()),
+    })
+}
+
+/// RunPodSandbox.
+pub fn run(e: &Engine, req: RunPodSandboxRequest) -> Result<RunPodSandboxResponse, Status> {
+    let config = req
+        .config
+        .ok_or_else(|| Status::invalid_argument("RunPodSandbox without a sandbox config"))?;
+    let spec = pod_spec(&config, &req.runtime_handler)?;
+    let pod = e.create_pod(&spec).map_err(from_engine)?;
+    Ok(RunPodSandboxResponse {
+        pod_sandbox_id: pod.id,
+    })
+}
+
+/// StopPodSandbox: its containers stop (together, within kubelet's grace: kubelet stopped
+/// them one by one before), its network goes; stopping an unknown or stopped one is fine.
+pub fn stop(e: &Engine, id: &str) -> Result<(), Status> {
+    match e.stop_sandbox(id, Some(Duration::from_secs(10))) {
+        Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+        Err(err) => Err(from_engine(err)),
+    }
+}
+
+/// RemovePodSandbox: with its containers, running ones killed; an unknown one is fine.
+pub fn remove(e: &Engine, id: &str) -> Result<(), Status> {
+    match e.remove_pod_with_containers(id, true) {
+        Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+        Err(err) => Err(from_engine(err)),
+    }
+}
+
+fn state(s: PodState) -> i32 {
+    if s.ready() {
+        PodSandboxState::SandboxReady as i32
+    } else {
+        PodSandboxState::SandboxNotready as i32
+    }
+}
+
+fn namespace_options(spec: &PodSpec) -> NamespaceOption {
+    let mode = |host: bool, shared: bool| {
+        if host {
+            NamespaceMode::Node
+        } else if shared {
+            NamespaceMode::Pod
+        } else {
+            NamespaceMode::Container
+        }
+    } as i32;
+    NamespaceOption {
+        network: mode(spec.network == NetworkMode::Host, true),
+        pid: mode(spec.host_pid, spec.share_pid),
+        ipc: mode(spec.host_ipc, true),
+        ..Default::default()
+    }
+}
+
+fn annotations(m: &BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// A pod as ListPodSandbox shows it.
+pub fn sandbox(pod: &wharf_engine::db::PodRow) -> PodSandbox {
+    PodSandbox {
+        id: pod.id.clone(),
+        metadata: Some(meta::pod_metadata(&pod.spec.labels)),
+        state: state(pod.state),
+        created_at: meta::nanos(Some(&pod.created_at)),
+        labels: meta::user_labels(&pod.spec.labels),
+        annotations: annotations(&pod.spec.annotations),
+        runtime_handler: handler(pod),
+    }
+}
+
+fn handler(pod: &wharf_engine::db::PodRow) -> String {
+    pod.spec
+        .labels
+        .get(meta::RUNTIME_HANDLER)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A pod's status as PodSandboxStatus shows it.
+pub fn sandbox_status(pod: &wharf_engine::db::PodRow) -> PodSandboxStatus {
+    let ips = &pod.sandbox.ips;
+    PodSandboxStatus {
+        id: pod.id.clone(),
+        metadata: Some(meta::pod_metadata(&pod.spec.labels)),
+        state: state(pod.state),
+        created_at: meta::nanos(Some(&pod.created_at)),
+        network: Some(PodSandboxNetworkStatus {
+            ip: ips.first().cloned().unwrap_or_default(),
+            additional_ips: ips
+                .iter()
+                .skip(1)
+                .map(|ip| PodIp { ip: ip.clone() })
+                .collect(),
+        }),
+        linux: Some(LinuxPodSandboxStatus {
+            namespaces: Some(Namespace {
+                options: Some(namespace_options(&pod.spec)),
+            }),
+        }),
+        labels: meta::user_labels(&pod.spec.labels),
+        annotations: annotations(&pod.spec.annotations),
+        runtime_handler: handler(pod),
+    }
+}
+
+/// PodSandboxStatus, with containerd's kind of verbose info: the sandbox's namespaces,
+/// cgroup, shim and network as the engine recorded them.
+pub fn status(
+    e: &Engine,
+    req: PodSandboxStatusRequest,
+) -> Result<PodSandboxStatusResponse, Status> {
+    let pod = e.pod(&req.pod_sandbox_id).map_err(from_engine)?.row;
+    let mut info = std::collections::HashMap::new();
+    if req.verbose {
+        let sb = &pod.sandbox;
+        info.insert(
+            "info".to_string(),
+            serde_json::json!({
+                "name": pod.name,
+                "state": pod.state.as_str(),
+                "pid": sb.pause_pid,
+                "cgroup": sb.cgroup,
+                "netNamespace": sb.netns,
+                "ipcNamespace": sb.ipcns,
+                "utsNamespace": sb.utsns,
+                "pidNamespace": sb.pidns,
+                "network": sb.network,
+                "ips": sb.ips,
+                "shimDir": sb.shim_dir,
+                "etcDir": sb.etc_dir,
+                "runtimeHandler": handler(&pod),
+                "config": pod.spec,
+            })
+            .to_string(),
+        );
+    }
+    Ok(PodSandboxStatusResponse {
+        status: Some(sandbox_status(&pod)),
+        info,
+        containers_statuses: Vec::new(),
+        timestamp: meta::now_nanos(),
+    })
+}
+
+/// ListPodSandbox with its filter (id or id prefix, state, labels); pods made by the CLI
+/// are not kubelet's and are left out.
+pub fn list(e: &Engine, req: ListPodSandboxRequest) -> Result<ListPodSandboxResponse, Status> {
+    let f = req.filter.unwrap_or_default();
+    let filter = wharf_engine::PodFilter {
+        id_prefix: Some(f.id.clone()).filter(|s| !s.is_empty()),
+        ..Default::default()
+    };
+    let items = e
+        .list_pods(&filter)
+        .map_err(from_engine)?
+        .into_iter()
+        .filter(|p| meta::is_cri(&p.row.spec.labels))
+        .map(|p| sandbox(&p.row))
+        .filter(|s| f.state.as_ref().is_none_or(|st| st.state == s.state))
+        .filter(|s| meta::selected(&s.labels, &f.label_selector))
+        .collect();
+    Ok(ListPodSandboxResponse { items })
+}

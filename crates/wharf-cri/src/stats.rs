@@ -1,0 +1,148 @@
+//! Container and pod statistics as kubelet reads them (its summary API and eviction
+//! manager): CPU time, memory usage and working set (usage less inactive file pages, as
+//! cAdvisor and containerd count it), the writable layer's usage, and the pod's total.
+
+use tonic::Status;
+use wharf_engine::Engine;
+use wharf_engine::db::{ContainerRow, PodRow};
+use wharf_engine::model::ContainerState;
+
+use crate::api::*;
+use crate::meta;
+use crate::status::from_engine;
+
+fn value(v: u64) -> Option<UInt64Value> {
+    Some(UInt64Value { value: v })
+}
+
+/// One container's usage (zeros once it stopped: its cgroup is gone).
+pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats, Status> {
+    let now = meta::now_nanos();
+    let running = row.state == ContainerState::Running;
+    let cg = if running {
+        e.container_stats(&row.id).map_err(from_engine)?
+    } else {
+        None
+    };
+    let (cpu, mem) = match &cg {
+        Some(s) => {
+            let usage = s.memory.usage.usage;
+            let inactive = ["total_inactive_file", "inactive_file"]
+                .iter()
+                .find_map(|k| s.memory.raw.get(*k).copied())
+                .unwrap_or(0);
+            let rss = ["total_rss", "anon"]
+                .iter()
+                .find_map(|k| s.memory.raw.get(*k).copied())
+                .unwrap_or(0);
+            let faults = |k: &[&str]| k.iter().find_map(|k| s.memory.raw.get(*k).copied());
+            (
+                CpuUsage {
+                    timestamp: now,
+                    usage_core_nano_seconds: value(s.cpu.usage.total),
+                    ..Default::default()
+                },
+                MemoryUsage {
+                    timestamp: now,
+                    working_set_bytes: value(usage.saturating_sub(inactive)),
+                    usage_bytes: value(usage),
+                    rss_bytes: value(rss),
+                    page_faults: faults(&["total_pgfault", "pgfault"]).and_then(value),
+                    major_page_faults: faults(&["total_pgmajfault", "pgmajfault"]).and_then(value),
+                    ..Default::default()
+                },
+            )
+        }
+        None => (
+            CpuUsage {
+                timestamp: now,
+                usage_core_nano_seconds: value(0),
+                ..Default::default()
+            },
+            MemoryUsage {
+                timestamp: now,
+                working_set_bytes: value(0),
+                ..Default::default()
+            },
+        ),
+    };
+    let writable = e.images().container_rootfs(&row.id).ok().map(|r| {
+        let (bytes, inodes) = crate::images::usage(&r.upper_dir);
+        FilesystemUsage {
+            timestamp: now,
+            fs_id: Some(FilesystemIdentifier {
+                mountpoint: r.upper_dir.display().to_string(),
+            }),
+            used_bytes: value(bytes),
+            inodes_used: value(inodes),
+        }
+    });
+    Ok(ContainerStats {
+        attributes: Some(ContainerAttributes {
+            id: row.id.clone(),
+            metadata: Some(meta::container_metadata(&row.spec.labels)),
+            labels: meta::user_labels(&row.spec.labels),
+            annotations: row
+                .spec
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }),
+        cpu: Some(cpu),
+        memory: Some(mem),
+        writable_layer: writable,
+        ..Default::default()
+    })
+}
+
+/// A pod's usage: its containers', summed.
+pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
+    let now = meta::now_nanos();
+    let mut containers = Vec::new();
+    for c in e
+        .list_containers(&wharf_engine::ContainerFilter {
+            all: true,
+            pod: Some(pod.id.clone()),
+            ..Default::default()
+        })
+        .map_err(from_engine)?
+    {
+        containers.push(container_stats(e, &c.row)?);
+    }
+    let sum = |f: &dyn Fn(&ContainerStats) -> Option<u64>| -> u64 {
+        containers.iter().filter_map(f).sum()
+    };
+    let cpu = sum(&|c| c.cpu.as_ref()?.usage_core_nano_seconds.map(|v| v.value));
+    let ws = sum(&|c| c.memory.as_ref()?.working_set_bytes.map(|v| v.value));
+    let usage = sum(&|c| c.memory.as_ref()?.usage_bytes.map(|v| v.value));
+    Ok(PodSandboxStats {
+        attributes: Some(PodSandboxAttributes {
+            id: pod.id.clone(),
+            metadata: Some(meta::pod_metadata(&pod.spec.labels)),
+            labels: meta::user_labels(&pod.spec.labels),
+            annotations: pod
+                .spec
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }),
+        linux: Some(LinuxPodSandboxStats {
+            cpu: Some(CpuUsage {
+                timestamp: now,
+                usage_core_nano_seconds: value(cpu),
+                ..Default::default()
+            }),
+            memory: Some(MemoryUsage {
+                timestamp: now,
+                working_set_bytes: value(ws),
+                usage_bytes: value(usage),
+                ..Default::default()
+            }),
+            containers,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
