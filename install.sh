@@ -3,6 +3,8 @@
 #   - installs the build dependencies (apt) and a Rust toolchain if cargo is missing
 #   - builds the release binary and installs it as /usr/local/bin/wharf
 #     (plus /usr/local/bin/wharf-runc, the runc-compatible name engines can point at)
+#   - installs systemd units for `wharf daemon` (the CRI server) and starts them where
+#     systemd runs
 #   - runs a first container with `wharf run --rm busybox` (pulled from Docker Hub; when
 #     that is unreachable, a busybox image made from this machine's busybox-static)
 set -euo pipefail
@@ -15,6 +17,18 @@ target="${CARGO_TARGET_DIR:-target}/release/wharf"
 install -m 0755 "$target" /usr/local/bin/wharf
 ln -sf wharf /usr/local/bin/wharf-runc
 echo "installed $(/usr/local/bin/wharf --version) to /usr/local/bin/wharf"
+
+# The CRI daemon for kubelet and crictl: systemd units (socket-activated on
+# /run/wharf/wharf.sock), enabled and started where systemd runs.
+install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket /etc/systemd/system/
+if [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  systemctl enable --now wharf.socket wharf.service
+  echo "wharf daemon: started by systemd, serving the CRI on /run/wharf/wharf.sock"
+else
+  echo "wharf daemon: systemd is not running here; units installed in /etc/systemd/system;" \
+    "start it by hand with: wharf daemon &"
+fi
 
 # The main job: run a container from an image, in a pod with the built-in bridge network.
 image=docker.io/library/busybox:latest

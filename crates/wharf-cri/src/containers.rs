@@ -36,11 +36,7 @@ fn invalid(container: &str, msg: impl std::fmt::Display) -> Status {
 }
 
 /// The engine's container spec for a container config in `pod`.
-pub fn container_spec(
-    e: &Engine,
-    pod: &PodRow,
-    config: &ContainerConfig,
-) -> Result<ContainerSpec, Status> {
+pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<ContainerSpec, Status> {
     let m = config
         .metadata
         .as_ref()
@@ -113,7 +109,7 @@ pub fn container_spec(
             })
             .collect::<Result<_, _>>()?,
         workdir: Some(config.working_dir.clone()).filter(|w| !w.is_empty()),
-        user: user(e, &sc, &config.image, name)?,
+        user: user(&sc, name)?,
         groups: sc
             .supplemental_groups
             .iter()
@@ -159,13 +155,8 @@ pub fn container_spec(
     .and_then(|spec| apparmor(&sc, name).map(|()| spec))
 }
 
-/// `user[:group]` from the security context; the image's user with a group alone.
-fn user(
-    e: &Engine,
-    sc: &LinuxContainerSecurityContext,
-    image: &Option<ImageSpec>,
-    name: &str,
-) -> Result<Option<String>, Status> {
+/// `user[:group]` from the security context.
+fn user(sc: &LinuxContainerSecurityContext, name: &str) -> Result<Option<String>, Status> {
     let user = match (&sc.run_as_user, sc.run_as_username.as_str()) {
         (Some(uid), _) if uid.value < 0 => {
             return Err(invalid(name, format!("invalid run_as_user {}", uid.value)));
@@ -180,23 +171,12 @@ fn user(
     if gid.value < 0 {
         return Err(invalid(name, format!("invalid run_as_group {}", gid.value)));
     }
-    let user = match user {
-        Some(u) => u,
-        None => {
-            // The image's user, with the group asked for.
-            let reference = image.as_ref().map(|i| i.image.as_str()).unwrap_or_default();
-            let img = e
-                .images()
-                .resolve(reference)
-                .map_err(crate::status::from_image)?;
-            img.config
-                .config()
-                .as_ref()
-                .and_then(|c| c.user().clone())
-                .filter(|u| !u.is_empty())
-                .map(|u| u.split(':').next().unwrap_or("0").to_string())
-                .unwrap_or_else(|| "0".into())
-        }
+    // A group alone is refused, as containerd refuses it: the user is kubelet's to give.
+    let Some(user) = user else {
+        return Err(invalid(
+            name,
+            "run_as_group is set without run_as_user or run_as_username",
+        ));
     };
     Ok(Some(format!("{user}:{}", gid.value)))
 }
@@ -325,7 +305,7 @@ pub fn create(e: &Engine, req: CreateContainerRequest) -> Result<CreateContainer
             pod.id, pod.state
         )));
     }
-    let spec = container_spec(e, &pod, &config)?;
+    let spec = container_spec(&pod, &config)?;
     let row = e
         .create(PodChoice::Existing(pod.id.clone()), &spec)
         .map_err(from_engine)?;
@@ -347,9 +327,14 @@ pub fn start(e: &Engine, id: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// StopContainer: its stop signal, SIGKILL after `timeout` seconds; a stopped one is fine.
+/// StopContainer: its stop signal, SIGKILL after `timeout` seconds; a stopped or unknown
+/// one is fine (kubelet retries stops).
 pub fn stop(e: &Engine, id: &str, timeout: i64) -> Result<(), Status> {
-    let c = e.container(id).map_err(from_engine)?;
+    let c = match e.container(id) {
+        Ok(c) => c,
+        Err(Error::NotFound { .. }) => return Ok(()),
+        Err(err) => return Err(from_engine(err)),
+    };
     if c.row.state != ContainerState::Running {
         return Ok(());
     }

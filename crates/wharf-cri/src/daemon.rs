@@ -20,7 +20,7 @@ pub const DEFAULT_SOCKET: &str = "/run/wharf/wharf.sock";
 const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the daemon serves and how it logs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DaemonOptions {
     /// The socket to listen on.
     pub listen: PathBuf,
@@ -30,7 +30,16 @@ pub struct DaemonOptions {
     pub log_level: Level,
     /// Log as JSON lines instead of logfmt.
     pub log_json: bool,
+    /// The config file's `daemon` section.
+    pub config: crate::config::DaemonConfig,
+    /// Reads the config file again (on SIGHUP): new engine options and daemon section.
+    pub reload: Option<Reload>,
 }
+
+/// How the daemon reads its configuration again.
+pub type Reload = std::sync::Arc<
+    dyn Fn() -> Result<(EngineOptions, crate::config::DaemonConfig), String> + Send + Sync,
+>;
 
 /// Parse a `--log-level` value.
 pub fn parse_level(s: &str) -> Option<Level> {
@@ -40,6 +49,14 @@ pub fn parse_level(s: &str) -> Option<Level> {
 /// Run the daemon; the process's exit code.
 pub fn run(opts: DaemonOptions) -> i32 {
     crate::log::init(opts.log_level, opts.log_json);
+    // Before any thread exists (it edits the environment).
+    let inherited = match inherited_listener() {
+        Ok(l) => l,
+        Err(msg) => {
+            log(Level::Error, &msg, &[]);
+            return 1;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -55,7 +72,7 @@ pub fn run(opts: DaemonOptions) -> i32 {
             return 1;
         }
     };
-    match rt.block_on(serve(opts)) {
+    match rt.block_on(serve(opts, inherited)) {
         Ok(()) => 0,
         Err(msg) => {
             log(Level::Error, &msg, &[]);
@@ -64,7 +81,10 @@ pub fn run(opts: DaemonOptions) -> i32 {
     }
 }
 
-async fn serve(opts: DaemonOptions) -> Result<(), String> {
+async fn serve(
+    opts: DaemonOptions,
+    inherited: Option<std::os::unix::net::UnixListener>,
+) -> Result<(), String> {
     // Open the engine once up front: reconcile what a crash left, and fail now (not on the
     // first request) when the state cannot be opened.
     let engine_opts = opts.engine.clone();
@@ -72,7 +92,15 @@ async fn serve(opts: DaemonOptions) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("opening Wharf's state: {e}"))?;
-    let listener = bind(&opts.listen).await?;
+    let (listener, activated) = match inherited {
+        Some(l) => (
+            UnixListener::from_std(l).map_err(|e| {
+                format!("the socket systemd passed (fd 3) is not a unix socket: {e}")
+            })?,
+            true,
+        ),
+        None => (bind(&opts.listen).await?, false),
+    };
     let engines = Engines::new(opts.engine.clone());
     let socket = opts.listen.display().to_string();
     log(
@@ -82,6 +110,9 @@ async fn serve(opts: DaemonOptions) -> Result<(), String> {
     );
     // The signal starts a graceful stop: requests in flight finish, but a client that keeps
     // its connection open (kubelet always does) does not hold the daemon past GRACE.
+    if let Some(reload) = opts.reload.clone() {
+        tokio::spawn(reload_on_sighup(reload, engines.clone()));
+    }
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let shutdown = async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -102,6 +133,7 @@ async fn serve(opts: DaemonOptions) -> Result<(), String> {
     let server = tonic::transport::Server::builder()
         .add_service(RuntimeServiceServer::new(crate::runtime::Runtime::new(
             engines.clone(),
+            opts.config.clone(),
         )))
         .add_service(ImageServiceServer::new(crate::images::Images::new(engines)))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
@@ -117,10 +149,84 @@ async fn serve(opts: DaemonOptions) -> Result<(), String> {
             Ok(())
         }
     };
-    let _ = std::fs::remove_file(&opts.listen);
+    // A socket systemd made is systemd's to keep (it listens for the next start).
+    if !activated {
+        let _ = std::fs::remove_file(&opts.listen);
+    }
     served.map_err(|e| format!("serving {socket}: {e}"))?;
     log(Level::Info, "stopped", &[]);
     Ok(())
+}
+
+/// Read the configuration again on each SIGHUP: registries, networks and the rest of the
+/// engine's options apply to the next request (each thread opens its engine again). The
+/// socket and log settings stay as they were: they need a restart.
+async fn reload_on_sighup(reload: Reload, engines: Engines) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        log(
+            Level::Warn,
+            "no SIGHUP handler: the config cannot be reloaded",
+            &[],
+        );
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let r = reload.clone();
+        match tokio::task::spawn_blocking(move || r()).await {
+            Ok(Ok((engine, _daemon))) => {
+                engines.replace(engine);
+                log(
+                    Level::Info,
+                    "configuration reloaded",
+                    &[("signal", "SIGHUP")],
+                );
+            }
+            Ok(Err(e)) => log(
+                Level::Error,
+                "configuration not reloaded: keeping the previous one",
+                &[("error", &e)],
+            ),
+            Err(e) => log(
+                Level::Error,
+                "configuration not reloaded",
+                &[("error", &e.to_string())],
+            ),
+        }
+    }
+}
+
+/// The listening socket systemd passed (socket activation: `LISTEN_PID` is this process
+/// and `LISTEN_FDS` at least 1, the socket being fd 3), if it passed one.
+fn inherited_listener() -> Result<Option<std::os::unix::net::UnixListener>, String> {
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        .is_some_and(|p| p == std::process::id());
+    let count: u32 = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    if !ours || count == 0 {
+        return Ok(None);
+    }
+    // Not for the daemon's children (the shims it starts).
+    for v in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        // SAFETY: the daemon has not started any other thread yet (the async runtime is
+        // built after this), so nothing reads the environment concurrently.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::remove_var(v)
+        };
+    }
+    // SAFETY: fd 3 is the socket systemd passed to this process (LISTEN_PID says so);
+    // nothing else in the process owns it.
+    #[allow(unsafe_code)]
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(3) };
+    let std_listener = std::os::unix::net::UnixListener::from(fd);
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("the socket systemd passed (fd 3): {e}"))?;
+    Ok(Some(std_listener))
 }
 
 /// Listen on `path`: a socket left by a daemon that died is replaced; one that a live

@@ -5,32 +5,46 @@
 //! as they order the CLI's processes.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use tonic::Status;
 use wharf_engine::{Engine, EngineOptions};
 
 thread_local! {
-    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+    /// This thread's engine, with the generation of the options it was opened with.
+    static ENGINE: RefCell<Option<(u64, Engine)>> = const { RefCell::new(None) };
 }
 
 /// Where engine calls run.
 #[derive(Clone)]
 pub struct Engines {
-    opts: Arc<EngineOptions>,
+    /// The options engines are opened with, and their generation (a reload makes a new
+    /// one, and each thread opens its engine again at its next call).
+    opts: Arc<RwLock<(u64, Arc<EngineOptions>)>>,
 }
 
 impl Engines {
     /// Engines opened with `opts`.
     pub fn new(opts: EngineOptions) -> Engines {
         Engines {
-            opts: Arc::new(opts),
+            opts: Arc::new(RwLock::new((0, Arc::new(opts)))),
         }
+    }
+
+    fn current(&self) -> (u64, Arc<EngineOptions>) {
+        let g = self.opts.read().unwrap_or_else(|e| e.into_inner());
+        (g.0, g.1.clone())
     }
 
     /// The options engines are opened with.
     pub fn options(&self) -> EngineOptions {
-        (*self.opts).clone()
+        (*self.current().1).clone()
+    }
+
+    /// Open engines with `opts` from now on (a configuration reload).
+    pub fn replace(&self, opts: EngineOptions) {
+        let mut g = self.opts.write().unwrap_or_else(|e| e.into_inner());
+        *g = (g.0 + 1, Arc::new(opts));
     }
 
     /// Run `f` with this thread's engine on the blocking pool.
@@ -38,16 +52,16 @@ impl Engines {
         &self,
         f: impl FnOnce(&Engine) -> Result<T, Status> + Send + 'static,
     ) -> Result<T, Status> {
-        let opts = self.opts.clone();
+        let (generation, opts) = self.current();
         tokio::task::spawn_blocking(move || {
             ENGINE.with(|cell| {
                 let mut slot = cell.borrow_mut();
-                if slot.is_none() {
+                if slot.as_ref().is_none_or(|(g, _)| *g != generation) {
                     let engine =
                         Engine::open((*opts).clone()).map_err(crate::status::from_engine)?;
-                    *slot = Some(engine);
+                    *slot = Some((generation, engine));
                 }
-                let engine = slot.as_ref().expect("opened above");
+                let (_, engine) = slot.as_ref().expect("opened above");
                 let r = f(engine);
                 // What a call locked is the call's: the next one starts free.
                 engine.release_pod_locks();

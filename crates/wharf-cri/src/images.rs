@@ -269,7 +269,11 @@ impl ImageService for Images {
                 Err(wharf_image::Error::NotFound(_)) => return Ok(()),
                 Err(e) => return Err(from_image(e)),
             };
-            store.remove(&id, true).map(drop).map_err(from_image)
+            // A concurrent removal may take it first: gone either way.
+            match store.remove(&id, true) {
+                Ok(_) | Err(wharf_image::Error::NotFound(_)) => Ok(()),
+                Err(e) => Err(from_image(e)),
+            }
         })
         .await?;
         Ok(Response::new(RemoveImageResponse {}))

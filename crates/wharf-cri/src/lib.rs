@@ -7,6 +7,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod config;
 mod container_events;
 mod containers;
 pub mod daemon;

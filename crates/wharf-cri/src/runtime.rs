@@ -15,12 +15,13 @@ use crate::status::from_engine;
 /// The RuntimeService.
 pub struct Runtime {
     engines: Engines,
+    config: crate::config::DaemonConfig,
 }
 
 impl Runtime {
     /// Serve the engines' pods and containers.
-    pub fn new(engines: Engines) -> Runtime {
-        Runtime { engines }
+    pub fn new(engines: Engines, config: crate::config::DaemonConfig) -> Runtime {
+        Runtime { engines, config }
     }
 
     /// Run `f` with an engine; log the call (debug) and its failure (info: kubelet retries
@@ -54,6 +55,15 @@ type Stream<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Sta
 /// The answer of a method whose step has not landed yet.
 fn not_yet(method: &str) -> Status {
     Status::unimplemented(format!("{method} is not implemented yet"))
+}
+
+/// The CRI's metrics endpoints (cAdvisor's metric set) are not served: kubelet then reads
+/// the stats calls, as it does with containerd 1.6.
+fn no_metrics(method: &str) -> Status {
+    Status::unimplemented(format!(
+        "{method}: Wharf serves no CRI metrics; the stats calls (ContainerStats, \
+         PodSandboxStats) report usage"
+    ))
 }
 
 fn condition(kind: &str, ready: bool, reason: &str, message: &str) -> RuntimeCondition {
@@ -123,7 +133,19 @@ impl RuntimeService for Runtime {
         if verbose {
             info.insert(
                 "config".to_string(),
-                serde_json::json!({"cgroupDriver": "cgroupfs"}).to_string(),
+                serde_json::json!({
+                    "cgroupDriver": "cgroupfs",
+                    "sandboxImage": self.config.sandbox_image,
+                    "streamAddress": self.config.stream_address,
+                    "metricsAddress": self.config.metrics_address,
+                    "restrictOOMScoreAdj": self.config.restrict_oom_score_adj.unwrap_or(false),
+                    "engine": {
+                        "root": self.engines.options().root,
+                        "run": self.engines.options().run,
+                        "cgroupParent": self.engines.options().cgroup_parent,
+                    },
+                })
+                .to_string(),
             );
         }
         Ok(Response::new(StatusResponse {
@@ -408,19 +430,14 @@ impl RuntimeService for Runtime {
         request: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
         let _ = request;
-        // No metrics beyond the stats calls are offered (kubelet then uses those).
-        Ok(Response::new(ListMetricDescriptorsResponse {
-            descriptors: Vec::new(),
-        }))
+        Err(no_metrics("ListMetricDescriptors"))
     }
     async fn list_pod_sandbox_metrics(
         &self,
         request: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
         let _ = request;
-        Ok(Response::new(ListPodSandboxMetricsResponse {
-            pod_metrics: Vec::new(),
-        }))
+        Err(no_metrics("ListPodSandboxMetrics"))
     }
     async fn update_pod_sandbox_resources(
         &self,

@@ -72,8 +72,12 @@ pub fn pod_spec(config: &PodSandboxConfig, handler: &str) -> Result<PodSpec, Sta
     let cgroup_parent = Some(linux.cgroup_parent.clone()).filter(|p| !p.is_empty());
     Ok(PodSpec {
         name: Some(meta::pod_name(m)),
+        // None given: the node's, as containerd does.
         hostname: Some(if config.hostname.is_empty() {
-            m.name.clone()
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
         } else {
             config.hostname.clone()
         }),

@@ -24,6 +24,8 @@ pub struct EngineOptions {
     pub registries: wharf_image::config::RegistriesConfig,
     /// The wharf binary the shims run (default: this process's own executable).
     pub wharf_bin: Option<PathBuf>,
+    /// Raise every negative oom_score_adj to 0 (the daemon's `restrict-oom-score-adj`).
+    pub restrict_oom_score_adj: bool,
 }
 
 impl Default for EngineOptions {
@@ -35,6 +37,7 @@ impl Default for EngineOptions {
             net: NetOptions::default(),
             registries: Default::default(),
             wharf_bin: None,
+            restrict_oom_score_adj: false,
         }
     }
 }
@@ -121,11 +124,20 @@ impl Engine {
         if let Some(parent) = &spec.cgroup_parent {
             check_cgroup_parent(parent)?;
         }
+        if let Some(h) = &spec.hostname
+            && (h.is_empty() || h.len() > sandbox::MAX_HOSTNAME || h.contains(['/', '\0']))
+        {
+            return Err(Error::Invalid(format!(
+                "invalid hostname {h:?}: 1 to {} characters, no '/'",
+                sandbox::MAX_HOSTNAME
+            )));
+        }
         let id = paths::new_id();
         let name = match &spec.name {
             Some(n) if !paths::valid_name(n) => {
                 return Err(Error::Invalid(format!(
-                    "invalid pod name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*"
+                    "invalid pod name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} characters",
+                    paths::MAX_NAME
                 )));
             }
             Some(n) => n.clone(),
@@ -240,7 +252,8 @@ impl Engine {
         let name = match &spec.name {
             Some(n) if !paths::valid_name(n) => {
                 return Err(Error::Invalid(format!(
-                    "invalid container name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*"
+                    "invalid container name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} characters",
+                    paths::MAX_NAME
                 )));
             }
             Some(n) => n.clone(),
@@ -324,7 +337,8 @@ impl Engine {
             rootfs: &rootfs_dir,
             sandbox: &pod.sandbox,
             pod: &pod.spec,
-            hostname: pod.spec.hostname.as_deref().unwrap_or(&pod.name),
+            hostname: sandbox::pod_hostname(&pod.spec, &pod.name),
+            restrict_oom_score_adj: self.opts.restrict_oom_score_adj,
         })?;
         let bundle = self.paths.bundle(&row.id);
         std::fs::create_dir_all(&bundle).ctx(|| format!("create {}", bundle.display()))?;

@@ -173,12 +173,17 @@ pub fn generated_name(prefix: &str) -> String {
     format!("{base}-{}", &new_id()[..8])
 }
 
-/// Names as docker accepts them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`.
+/// Longest name: room for the names the CRI server makes from Kubernetes metadata (a
+/// container's name and attempt with its pod's name, namespace, uid and attempt, each at
+/// Kubernetes' own limits).
+pub const MAX_NAME: usize = 512;
+
+/// Names as docker accepts them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, at most [`MAX_NAME`] long.
 pub fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-        && name.len() <= 128
+        && name.len() <= MAX_NAME
 }
 
 #[cfg(test)]

@@ -110,12 +110,30 @@ fn pin_namespaces(
     // SAFETY: the child only makes async-signal-safe syscalls before _exit.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        // The answer: b'1', or the failing step (b'u' unshare, b'h' sethostname) and its
+        // errno, so that the parent can say which failed and why.
         // SAFETY: unshare(2) changes only this (forked, single-threaded) child.
-        let ok = unsafe { libc::unshare(flags) } == 0
-            && (flags & libc::CLONE_NEWUTS == 0
-                // SAFETY: a valid C string and its length; the child's own UTS namespace.
-                || unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } == 0);
-        let _ = rustix::io::write(&ready_w, if ok { b"1" } else { b"0" });
+        let answer = if unsafe { libc::unshare(flags) } != 0 {
+            Some(b'u')
+        } else if flags & libc::CLONE_NEWUTS != 0
+            // SAFETY: a valid C string and its length; the child's own UTS namespace.
+            && unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } != 0
+        {
+            Some(b'h')
+        } else {
+            None
+        };
+        let mut msg = [b'1', 0, 0, 0, 0];
+        if let Some(step) = answer {
+            msg[0] = step;
+            msg[1..].copy_from_slice(
+                &std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(0)
+                    .to_ne_bytes(),
+            );
+        }
+        let _ = rustix::io::write(&ready_w, &msg);
         let mut b = [0u8; 1];
         let _ = rustix::io::read(&go_r, &mut b);
         // SAFETY: _exit(2) ends the forked child without running the parent's atexit code.
@@ -129,16 +147,24 @@ fn pin_namespaces(
     }
     drop(ready_w);
     drop(go_r);
-    let mut b = [0u8; 1];
+    let mut b = [0u8; 5];
     let res = (|| {
-        match rustix::io::read(&ready_r, &mut b) {
-            Ok(1) if b[0] == b'1' => {}
+        let step = match rustix::io::read(&ready_r, &mut b) {
+            Ok(5) if b[0] == b'1' => None,
+            Ok(5) if b[0] == b'h' => Some(format!("set the pod's hostname {hostname:?}")),
+            Ok(5) => Some("unshare the pod's IPC/UTS namespaces".to_string()),
             _ => {
                 return Err(Error::Other(
-                    "could not create the pod's IPC/UTS namespaces (unshare or sethostname failed)"
-                        .into(),
+                    "could not create the pod's IPC/UTS namespaces: the helper process died".into(),
                 ));
             }
+        };
+        if let Some(what) = step {
+            let errno = i32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
+            return Err(Error::Os {
+                what,
+                err: std::io::Error::from_raw_os_error(errno),
+            });
         }
         for (name, path) in [("ipc", ipc), ("uts", uts)] {
             let Some(path) = path else { continue };
@@ -185,6 +211,23 @@ pub struct Setup<'a> {
     pub cgroup_parent: &'a str,
 }
 
+/// Longest hostname the kernel takes (HOST_NAME_MAX).
+pub const MAX_HOSTNAME: usize = 64;
+
+/// A pod's hostname: the one its spec names, else its name (cut to what the kernel takes).
+pub fn pod_hostname<'a>(spec: &'a PodSpec, name: &'a str) -> &'a str {
+    match &spec.hostname {
+        Some(h) => h,
+        None => {
+            let mut end = name.len().min(MAX_HOSTNAME);
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            name[..end].trim_end_matches(['.', '-', '_'])
+        }
+    }
+}
+
 /// The cgroup of pod `id`: below its own cgroup parent when it names one (kubelet's pod
 /// cgroup, which stays kubelet's), else below the engine's.
 pub fn pod_cgroup(engine_parent: &str, spec: &PodSpec, id: &str) -> String {
@@ -215,7 +258,7 @@ fn create_steps(
     spec: &PodSpec,
     sb: &mut Sandbox,
 ) -> Result<()> {
-    let hostname = spec.hostname.clone().unwrap_or_else(|| name.to_string());
+    let hostname = pod_hostname(spec, name).to_string();
     let run = s.paths.pod_run(id);
     std::fs::create_dir_all(run.join("ns")).ctx(|| format!("create {}", run.display()))?;
     std::fs::create_dir_all(s.paths.shim_dir(id)).ctx(|| "create the shim directory".into())?;

@@ -76,13 +76,36 @@ pub struct Inputs<'a> {
     pub pod: &'a crate::model::PodSpec,
     /// The pod's name (hostname fallback, HOSTNAME env).
     pub hostname: &'a str,
+    /// Raise a negative oom_score_adj to 0.
+    pub restrict_oom_score_adj: bool,
+}
+
+/// The capabilities in this process's bounding set (/proc/self/status `CapBnd`): no
+/// container gets one the engine cannot pass on (hosts and sandboxes that run Wharf
+/// without CAP_SYS_RESOURCE, for one), since the runtime's capset would fail.
+fn bounding_set() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapBnd:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(u64::MAX)
 }
 
 /// The capability list after the spec's adds and drops ("ALL" allowed in both).
+/// Privileged and "ALL" mean every capability the engine holds (as podman has it); a
+/// capability named that the engine does not hold is an error naming it.
 pub fn capabilities(spec: &ContainerSpec) -> Result<Vec<String>> {
+    let held = bounding_set();
+    let is_held = |c: &str| {
+        wharf_runtime::caps::number_of_name(c).is_some_and(|n| n < 64 && held & (1 << n) != 0)
+    };
     let all: Vec<String> = wharf_runtime::caps::NAMES
         .iter()
         .take(wharf_runtime::caps::last_cap() as usize + 1)
+        .filter(|c| is_held(c))
         .map(|s| s.to_string())
         .collect();
     if spec.privileged {
@@ -112,13 +135,19 @@ pub fn capabilities(spec: &ContainerSpec) -> Result<Vec<String>> {
         DEFAULT_CAPS
             .iter()
             .map(|s| s.to_string())
-            .filter(|c| !drops.contains(c))
+            .filter(|c| !drops.contains(c) && is_held(c))
             .collect()
     };
     if adds.iter().any(|a| a == "ALL") {
         caps = all;
     } else {
         for a in adds {
+            if !is_held(&a) {
+                return Err(Error::Invalid(format!(
+                    "capability {a} cannot be granted on this host: Wharf itself does not \
+                     hold it (it is not in Wharf's bounding set)"
+                )));
+            }
             if !caps.contains(&a) {
                 caps.push(a);
             }
@@ -313,6 +342,11 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     // runtime's and the kernel's own apply, as with docker.
     process.set_rlimits(None);
     if let Some(adj) = spec.oom_score_adj {
+        let adj = if i.restrict_oom_score_adj {
+            adj.max(0)
+        } else {
+            adj
+        };
         process.set_oom_score_adj(Some(crate::oom::effective(adj)?.value));
     }
     let mut root = Root::default();
@@ -337,6 +371,14 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
                 .clone()
                 .unwrap_or_else(|| defaults(READONLY)),
         ));
+    }
+    // A volume that propagates mounts needs the container's root to propagate too (as
+    // containerd sets it): shared for bidirectional volumes, slave for host-to-container.
+    let props = |p: &str| spec.mounts.iter().any(|m| m.options.iter().any(|o| o == p));
+    if props("rshared") {
+        linux.set_rootfs_propagation(Some("rshared".into()));
+    } else if props("rslave") {
+        linux.set_rootfs_propagation(Some("rslave".into()));
     }
     if !i.pod.sysctls.is_empty() {
         linux.set_sysctl(Some(i.pod.sysctls.clone().into_iter().collect()));
@@ -769,6 +811,7 @@ mod tests {
                     sandbox,
                     pod,
                     hostname: "web",
+                    restrict_oom_score_adj: false,
                 })
                 .unwrap()
             })

@@ -224,6 +224,22 @@ impl ImageStore {
             if let Some(id) = id {
                 return id.parse();
             }
+            // `repo@digest` of an image pulled by tag: the manifest digest under a name of
+            // that repository (the repo digests the CRI lists).
+            if let Some(d) = &r.digest {
+                let id: Option<String> = conn
+                    .query_row(
+                        "SELECT i.id FROM image_images i JOIN image_names n ON n.image_id = i.id \
+                         WHERE i.manifest_digest = ?1 \
+                         AND substr(n.name, 1, length(?2) + 1) IN (?2 || ':', ?2 || '@') LIMIT 1",
+                        [d.to_string(), r.name()],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(id) = id {
+                    return id.parse();
+                }
+            }
         }
         let hexpart = s.strip_prefix("sha256:").unwrap_or(s);
         if hexpart.len() >= 4 && hexpart.bytes().all(|b| b.is_ascii_hexdigit()) {

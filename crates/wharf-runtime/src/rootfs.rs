@@ -2,7 +2,7 @@
 //! rootfs bind, config mounts, devices, pivot_root, masked and read-only paths.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
 
@@ -47,6 +47,22 @@ fn open_root(rootfs: &Path) -> Result<OwnedFd> {
     .ctx(|| format!("open rootfs {}", p(rootfs)))
 }
 
+/// The mount point of the mount that holds `path` (the longest mount point above it in
+/// /proc/self/mountinfo).
+fn containing_mount(path: &Path) -> Result<PathBuf> {
+    let path = std::fs::canonicalize(path).ctx(|| format!("resolve {}", p(path)))?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .ctx(|| "read /proc/self/mountinfo".into())?;
+    let best = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(crate::cgroups::layout::unescape(m)))
+        .filter(|m| path.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    Ok(best)
+}
+
 /// Everything before pivot_root: runs in the new mount namespace, host paths still visible.
 pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     // Nothing we mount may propagate back to the host: rslave by default, as runc.
@@ -63,7 +79,15 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     // A shared or unbindable rootfsPropagation is applied to the container's root after
     // pivot_root (a shared parent breaks pivot_root, an unbindable tree cannot be bound);
     // while building, the host's tree must not see our mounts.
-    let building_flag = if root_flag & (libc::MS_SHARED | libc::MS_UNBINDABLE) != 0 {
+    //
+    // Shared (bidirectional volumes) is the exception, as in runc: the tree stays shared, so
+    // that a volume bound from a shared host mount joins its peer group and mounts made in
+    // it reach the host; the mount holding the rootfs is made private first, so that
+    // nothing mounted into the rootfs (the rootfs itself, /proc, /dev, ...) propagates.
+    let shared = root_flag & libc::MS_SHARED != 0;
+    let building_flag = if shared {
+        libc::MS_SHARED | libc::MS_REC
+    } else if root_flag & libc::MS_UNBINDABLE != 0 {
         libc::MS_SLAVE | libc::MS_REC
     } else {
         root_flag | libc::MS_REC
@@ -71,6 +95,17 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     if !o.shared_mount_ns {
         sys::mount(None, c"/", None, building_flag, None)
             .ctx(|| "set propagation of / in the container's mount namespace".into())?;
+        if shared {
+            let holder = containing_mount(o.rootfs)?;
+            sys::mount(
+                None,
+                &crate::mounts::path_cstr(&holder),
+                None,
+                libc::MS_PRIVATE,
+                None,
+            )
+            .ctx(|| format!("make {} (holding the rootfs) private", p(&holder)))?;
+        }
     }
     let rootfs_c = crate::mounts::path_cstr(o.rootfs);
     sys::mount(

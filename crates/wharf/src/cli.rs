@@ -77,15 +77,16 @@ pub enum Command {
 /// `wharf daemon`'s options.
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
-    /// The unix socket to serve on.
-    #[arg(long, env = "WHARF_SOCKET", default_value = wharf_cri::daemon::DEFAULT_SOCKET)]
-    pub listen: PathBuf,
-    /// debug, info, warn or error.
-    #[arg(long, default_value = "info", value_parser = ["debug", "info", "warn", "warning", "error"])]
-    pub log_level: String,
-    /// Log format: text (logfmt) or json.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
+    /// The unix socket to serve on (default: the config file's daemon.listen, else
+    /// /run/wharf/wharf.sock).
+    #[arg(long, env = "WHARF_SOCKET")]
+    pub listen: Option<PathBuf>,
+    /// debug, info, warn or error (default: daemon.log-level, else info).
+    #[arg(long, value_parser = ["debug", "info", "warn", "warning", "error"])]
+    pub log_level: Option<String>,
+    /// Log format: text (logfmt) or json (default: daemon.log-format, else text).
+    #[arg(long, value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
 }
 
 /// A subsystem's arguments, handed over as they are.

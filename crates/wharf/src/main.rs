@@ -78,19 +78,43 @@ fn dispatch(w: cli::Wharf) -> i32 {
 
 /// `wharf daemon`: the CRI server over the engine the CLI would open.
 fn daemon(g: &cli::GlobalOpts, d: &cli::DaemonArgs) -> i32 {
-    let engine = match engine_cli::engine_options(&g.root, &g.run, &g.config) {
-        Ok(o) => o,
+    // What the config file says, read again on SIGHUP; flags win over it.
+    let (root, run, config) = (g.root.clone(), g.run.clone(), g.config.clone());
+    let load = move || -> Result<(wharf_engine::EngineOptions, wharf_cri::config::DaemonConfig), String> {
+        let daemon = wharf_cri::config::DaemonConfig::load(&config)?;
+        let mut engine =
+            engine_cli::engine_options(&root, &run, &config).map_err(|e| format!("{e:#}"))?;
+        engine.restrict_oom_score_adj = daemon.restrict_oom_score_adj.unwrap_or(false);
+        Ok((engine, daemon))
+    };
+    let (engine, file) = match load() {
+        Ok(v) => v,
         Err(e) => {
-            eprintln!("wharf: {e:#}");
+            eprintln!("wharf: {e}");
             return 1;
         }
     };
+    let level = d
+        .log_level
+        .clone()
+        .or(file.log_level.clone())
+        .unwrap_or_else(|| "info".into());
+    let format = d
+        .log_format
+        .clone()
+        .or(file.log_format.clone())
+        .unwrap_or_else(|| "text".into());
     wharf_cri::daemon::run(wharf_cri::daemon::DaemonOptions {
-        listen: d.listen.clone(),
+        listen: d
+            .listen
+            .clone()
+            .or(file.listen.clone())
+            .unwrap_or_else(|| wharf_cri::daemon::DEFAULT_SOCKET.into()),
         engine,
-        log_level: wharf_cri::daemon::parse_level(&d.log_level)
-            .unwrap_or(wharf_cri::log::Level::Info),
-        log_json: d.log_format == "json",
+        log_level: wharf_cri::daemon::parse_level(&level).unwrap_or(wharf_cri::log::Level::Info),
+        log_json: format == "json",
+        config: file,
+        reload: Some(std::sync::Arc::new(load)),
     })
 }
 

@@ -898,3 +898,133 @@ async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it
     }
     d.w.assert_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_sighup() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let w = Wharf::new("cri-systemd");
+    let registry = engine_support::registry();
+    // The config file: JSON logs and a sandbox image from the daemon section; the
+    // registry "wharf-mirror.invalid" is reachable only once a mirror is configured.
+    let config = w.path("no-config.json");
+    let write_config = |mirror: Option<&str>| {
+        let registries = match mirror {
+            Some(m) => {
+                serde_json::json!({"wharf-mirror.invalid": {"mirrors": [format!("http://{m}")]}})
+            }
+            None => serde_json::json!({}),
+        };
+        let v = serde_json::json!({
+            "registries": registries,
+            "daemon": {"log-format": "json", "sandbox-image": "registry.k8s.io/pause:3.10"},
+        });
+        std::fs::write(&config, v.to_string()).unwrap();
+    };
+    write_config(None);
+    // As systemd does: the socket made and listening before the daemon starts, passed as
+    // fd 3 with LISTEN_PID and LISTEN_FDS.
+    let socket = w.path("systemd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let fd = listener.as_raw_fd();
+    let cmd = w.cmd(&[]);
+    let wharf = cmd.get_program().to_owned();
+    let mut sh = Command::new("sh");
+    sh.args([
+        "-c",
+        "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" daemon --listen /nonexistent/x.sock",
+    ])
+    .arg(&wharf)
+    .envs(
+        cmd.get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // SAFETY: dup2 in the child between fork and exec, on fds this process owns.
+    unsafe {
+        sh.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = sh.spawn().unwrap();
+    drop(listener);
+    let mut rt = RuntimeServiceClient::new(connect(&socket).await);
+    let mut img = ImageServiceClient::new(connect(&socket).await);
+    rt.version(VersionRequest::default()).await.unwrap();
+    let st = rt
+        .status(StatusRequest { verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        st.info["config"].contains("registry.k8s.io/pause:3.10"),
+        "{:?}",
+        st.info
+    );
+    let pull = |img: &mut ImageServiceClient<Channel>| {
+        let mut img = img.clone();
+        async move {
+            img.pull_image(PullImageRequest {
+                image: image("wharf-mirror.invalid/fixtures/busybox:latest"),
+                ..Default::default()
+            })
+            .await
+        }
+    };
+    assert!(pull(&mut img).await.is_err(), "no mirror yet");
+    // SIGHUP with a mirror: the next pull goes through it.
+    write_config(Some(&registry));
+    // SAFETY: kill(2) of the daemon this test started (sh exec'd it: same pid).
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            futures_ready(pull(&mut img)).is_some_and(|r| r.is_ok())
+        }),
+        "the reloaded config's mirror serves the pull"
+    );
+    // A broken config on SIGHUP: refused, the daemon keeps the last good one.
+    std::fs::write(&config, "{ not json").unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rt.version(VersionRequest::default()).await.unwrap();
+    drop((rt, img));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(socket.exists(), "systemd's socket is systemd's to remove");
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let msgs: Vec<&str> = lines.iter().filter_map(|l| l["msg"].as_str()).collect();
+    assert!(msgs.contains(&"configuration reloaded"), "{log}");
+    assert!(
+        msgs.contains(&"configuration not reloaded: keeping the previous one"),
+        "{log}"
+    );
+}
+
+/// Run a future to completion on a runtime of its own (for polling from wait_until).
+fn futures_ready<F: std::future::Future + Send + 'static>(f: F) -> Option<F::Output>
+where
+    F::Output: Send,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    })
+    .join()
+    .ok()
+}

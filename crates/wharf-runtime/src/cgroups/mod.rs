@@ -16,7 +16,7 @@ mod cpu;
 pub mod devices;
 mod files;
 mod hugetlb;
-mod layout;
+pub(crate) mod layout;
 mod memory;
 mod network;
 mod oom;
