@@ -110,6 +110,17 @@ async fn serve(
     );
     // The signal starts a graceful stop: requests in flight finish, but a client that keeps
     // its connection open (kubelet always does) does not hold the daemon past GRACE.
+    let stream_addr = opts
+        .config
+        .stream_address
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1:0".into());
+    let (streams, stream_listener) = crate::streaming::StreamServer::bind(&stream_addr).await?;
+    tokio::spawn(crate::streaming::serve(
+        streams.clone(),
+        stream_listener,
+        engines.clone(),
+    ));
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }
@@ -134,6 +145,7 @@ async fn serve(
         .add_service(RuntimeServiceServer::new(crate::runtime::Runtime::new(
             engines.clone(),
             opts.config.clone(),
+            streams,
         )))
         .add_service(ImageServiceServer::new(crate::images::Images::new(engines)))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);

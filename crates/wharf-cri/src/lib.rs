@@ -18,8 +18,11 @@ pub mod log;
 mod meta;
 mod runtime;
 mod sandboxes;
+mod spdy;
+mod spdy_streams;
 mod stats;
 mod status;
+mod streaming;
 
 /// The CRI v1 messages and services, generated from the vendored proto.
 #[allow(clippy::all, missing_docs)]

@@ -16,12 +16,46 @@ use crate::status::from_engine;
 pub struct Runtime {
     engines: Engines,
     config: crate::config::DaemonConfig,
+    streams: std::sync::Arc<crate::streaming::StreamServer>,
 }
 
 impl Runtime {
     /// Serve the engines' pods and containers.
-    pub fn new(engines: Engines, config: crate::config::DaemonConfig) -> Runtime {
-        Runtime { engines, config }
+    pub fn new(
+        engines: Engines,
+        config: crate::config::DaemonConfig,
+        streams: std::sync::Arc<crate::streaming::StreamServer>,
+    ) -> Runtime {
+        Runtime {
+            engines,
+            config,
+            streams,
+        }
+    }
+
+    /// A stream URL for a running container's process.
+    async fn stream_url(
+        &self,
+        method: &'static str,
+        container: String,
+        streams: crate::streaming::Streams,
+        pending: crate::streaming::Pending,
+    ) -> Result<String, Status> {
+        streams.check(method)?;
+        let running = self
+            .call(method, move |e| {
+                let c = e.container(&container).map_err(from_engine)?;
+                Ok(c.row.state == wharf_engine::model::ContainerState::Running)
+            })
+            .await?
+            .into_inner();
+        if !running {
+            return Err(Status::failed_precondition(format!(
+                "{method}: the container is not running"
+            )));
+        }
+        let kind = if method == "Exec" { "exec" } else { "attach" };
+        Ok(self.streams.url(kind, pending))
     }
 
     /// Run `f` with an engine; log the call (debug) and its failure (info: kubelet retries
@@ -318,20 +352,71 @@ impl RuntimeService for Runtime {
         self.call("ExecSync", move |e| crate::exec_sync::exec_sync(e, req))
             .await
     }
-    async fn exec(&self, _request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
-        Err(not_yet("Exec"))
+    async fn exec(&self, request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
+        let req = request.into_inner();
+        if req.cmd.is_empty() {
+            return Err(Status::invalid_argument("Exec: no command given"));
+        }
+        let streams = crate::streaming::Streams {
+            tty: req.tty,
+            stdin: req.stdin,
+            stdout: req.stdout,
+            stderr: req.stderr,
+        };
+        let pending = crate::streaming::Pending::Exec {
+            container: req.container_id.clone(),
+            cmd: req.cmd,
+            streams,
+        };
+        let url = self
+            .stream_url("Exec", req.container_id, streams, pending)
+            .await?;
+        Ok(Response::new(ExecResponse { url }))
     }
     async fn attach(
         &self,
-        _request: Request<AttachRequest>,
+        request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
-        Err(not_yet("Attach"))
+        let req = request.into_inner();
+        let streams = crate::streaming::Streams {
+            tty: req.tty,
+            stdin: req.stdin,
+            stdout: req.stdout,
+            stderr: req.stderr,
+        };
+        let pending = crate::streaming::Pending::Attach {
+            container: req.container_id.clone(),
+            streams,
+        };
+        let url = self
+            .stream_url("Attach", req.container_id, streams, pending)
+            .await?;
+        Ok(Response::new(AttachResponse { url }))
     }
     async fn port_forward(
         &self,
-        _request: Request<PortForwardRequest>,
+        request: Request<PortForwardRequest>,
     ) -> Result<Response<PortForwardResponse>, Status> {
-        Err(not_yet("PortForward"))
+        let req = request.into_inner();
+        let id = req.pod_sandbox_id.clone();
+        let netns = self
+            .call("PortForward", move |e| {
+                let pod = e.pod(&id).map_err(from_engine)?.row;
+                if !pod.state.ready() {
+                    return Err(Status::failed_precondition(format!(
+                        "PortForward: pod sandbox {} is not ready ({})",
+                        pod.id, pod.state
+                    )));
+                }
+                Ok(pod.sandbox.netns.map(std::path::PathBuf::from))
+            })
+            .await?
+            .into_inner();
+        let url = self.streams.url(
+            "portforward",
+            crate::streaming::Pending::PortForward { netns },
+        );
+        Ok(Response::new(PortForwardResponse { url }))
     }
     async fn container_stats(
         &self,

@@ -127,17 +127,16 @@ async fn the_daemon_serves_version_status_and_images_over_its_socket() {
         cfg.linux.unwrap().cgroup_driver,
         CgroupDriver::Cgroupfs as i32
     );
-    // A method whose step has not landed says so, naming itself.
+    // A method Wharf does not serve says so, naming itself.
     let e = rt
-        .exec(ExecRequest {
+        .checkpoint_container(CheckpointContainerRequest {
             container_id: "x".into(),
-            cmd: vec!["true".into()],
             ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unimplemented);
-    assert!(e.message().contains("Exec"), "{e:?}");
+    assert!(e.message().contains("CheckpointContainer"), "{e:?}");
 
     // Images.
     let busybox = engine_support::busybox();
@@ -325,6 +324,52 @@ fn container_config(name: &str, script: &str) -> ContainerConfig {
     }
 }
 
+/// Run a pod of `d`'s named `name` with one started container of config `cfg`; their ids.
+async fn run_pod_with(
+    rt: &mut RuntimeServiceClient<Channel>,
+    d: &Daemon,
+    name: &str,
+    cfg: ContainerConfig,
+) -> (String, String) {
+    let config = pod_config(d, name);
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let ctr = rt
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(cfg),
+            sandbox_config: Some(config),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    rt.start_container(StartContainerRequest {
+        container_id: ctr.clone(),
+    })
+    .await
+    .unwrap();
+    (pod, ctr)
+}
+
+/// Stop the daemon (no client left connected) and check that nothing is left but
+/// kubelet's pod cgroups, which are kubelet's to remove.
+async fn stop_and_check_clean(mut d: Daemon) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(d.terminate(), Some(0));
+    for dir in d.w.env.cgroup_dirs() {
+        wharf_testbed::remove_cgroup_tree(&dir.join("kubepods"));
+    }
+    d.w.assert_clean();
+}
+
 fn event_types(events: &[ContainerEventResponse], id: &str) -> Vec<i32> {
     events
         .iter()
@@ -335,7 +380,7 @@ fn event_types(events: &[ContainerEventResponse], id: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_and_containers_live_and_die_through_the_cri() {
-    let mut d = Daemon::start("cri-pods");
+    let d = Daemon::start("cri-pods");
     let channel = connect(&d.socket).await;
     let mut rt = RuntimeServiceClient::new(channel.clone());
     let mut img = ImageServiceClient::new(channel);
@@ -742,12 +787,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     // kubelet's pod cgroup is kubelet's to remove; the daemon left nothing else.
     follower.abort();
     drop((rt, img));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(d.terminate(), Some(0));
-    for dir in d.w.env.cgroup_dirs() {
-        wharf_testbed::remove_cgroup_tree(&dir.join("kubepods"));
-    }
-    d.w.assert_clean();
+    stop_and_check_clean(d).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -773,33 +813,9 @@ async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it
     .into_iter()
     .enumerate()
     {
-        let config = pod_config(&d, &format!("p{i}"));
-        let pod = rt
-            .run_pod_sandbox(RunPodSandboxRequest {
-                config: Some(config.clone()),
-                runtime_handler: String::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .pod_sandbox_id;
         let mut cfg = container_config("c", script);
         cfg.linux = None;
-        let ctr = rt
-            .create_container(CreateContainerRequest {
-                pod_sandbox_id: pod.clone(),
-                config: Some(cfg),
-                sandbox_config: Some(config),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .container_id;
-        rt.start_container(StartContainerRequest {
-            container_id: ctr.clone(),
-        })
-        .await
-        .unwrap();
+        let (pod, ctr) = run_pod_with(&mut rt, &d, &format!("p{i}"), cfg).await;
         pods.push(pod);
         ctrs.push(ctr);
     }
@@ -891,12 +907,7 @@ async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it
         .unwrap();
     }
     drop(rt);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(d.terminate(), Some(0));
-    for dir in d.w.env.cgroup_dirs() {
-        wharf_testbed::remove_cgroup_tree(&dir.join("kubepods"));
-    }
-    d.w.assert_clean();
+    stop_and_check_clean(d).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1013,6 +1024,25 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     );
 }
 
+/// Whether `cmd` succeeds in container `ctr` within 10 s (ExecSync, retried).
+async fn futures_ready_wait(rt: &RuntimeServiceClient<Channel>, ctr: &str, cmd: &str) -> bool {
+    let mut rt = rt.clone();
+    for _ in 0..100 {
+        let r = rt
+            .exec_sync(ExecSyncRequest {
+                container_id: ctr.to_string(),
+                cmd: vec!["sh".into(), "-c".into(), cmd.into()],
+                timeout: 5,
+            })
+            .await;
+        if r.is_ok_and(|r| r.into_inner().exit_code == 0) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// Run a future to completion on a runtime of its own (for polling from wait_until).
 fn futures_ready<F: std::future::Future + Send + 'static>(f: F) -> Option<F::Output>
 where
@@ -1027,4 +1057,408 @@ where
     })
     .join()
     .ok()
+}
+
+/// A WebSocket client of the streaming server, as client-go's: the v5 channel protocol.
+async fn stream(url: &str) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    // As client-go: the URL's http scheme becomes ws.
+    let mut req = url
+        .replacen("http://", "ws://", 1)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "v5.channel.k8s.io, v4.channel.k8s.io".parse().unwrap(),
+    );
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (ws, resp) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
+    assert_eq!(
+        resp.headers()["Sec-WebSocket-Protocol"],
+        "v5.channel.k8s.io"
+    );
+    ws
+}
+
+/// Everything a stream delivered, by channel, until the server closed it.
+async fn drain(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+) -> std::collections::BTreeMap<u8, Vec<u8>> {
+    use futures_util::StreamExt;
+    let mut out = std::collections::BTreeMap::<u8, Vec<u8>>::new();
+    while let Some(Ok(m)) = ws.next().await {
+        if let tokio_tungstenite::tungstenite::Message::Binary(b) = m {
+            out.entry(b[0]).or_default().extend_from_slice(&b[1..]);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_attach_stream_over_websocket() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let d = Daemon::start("cri-stream");
+    let channel = connect(&d.socket).await;
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    ImageServiceClient::new(channel)
+        .pull_image(PullImageRequest {
+            image: image(&engine_support::busybox()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut cfg = container_config("c", "read line; echo got $line; exec sleep 1000");
+    cfg.linux = None;
+    cfg.stdin = true;
+    let (pod, ctr) = run_pod_with(&mut rt, &d, "st", cfg).await;
+    let exec = |cmd: &[&str], stdin: bool| ExecRequest {
+        container_id: ctr.clone(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        stdin,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+
+    // Output on its channels, the exit code in the final status.
+    let url = rt
+        .exec(exec(&["sh", "-c", "echo out; echo err >&2; exit 3"], false))
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let got = drain(&mut stream(&url).await).await;
+    assert_eq!(got[&1], b"out\n");
+    assert_eq!(got[&2], b"err\n");
+    let status: serde_json::Value = serde_json::from_slice(&got[&3]).unwrap();
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+    assert_eq!(status["details"]["causes"][0]["message"], "3");
+    // A URL serves once.
+    let again = tokio::net::TcpStream::connect(
+        url.trim_start_matches("http://").split('/').next().unwrap(),
+    )
+    .await
+    .unwrap();
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = url
+        .replacen("http://", "ws://", 1)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "v5.channel.k8s.io".parse().unwrap(),
+    );
+    assert!(tokio_tungstenite::client_async(req, again).await.is_err());
+
+    // Stdin, closed the v5 way; success.
+    let url = rt
+        .exec(exec(&["cat"], true))
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let mut ws = stream(&url).await;
+    ws.send(Message::Binary([&[0u8][..], b"hello\n"].concat().into()))
+        .await
+        .unwrap();
+    ws.send(Message::Binary(vec![255u8, 0].into()))
+        .await
+        .unwrap();
+    let got = drain(&mut ws).await;
+    assert_eq!(got[&1], b"hello\n");
+    let status: serde_json::Value = serde_json::from_slice(&got[&3]).unwrap();
+    assert_eq!(status["status"], "Success", "{status}");
+
+    // Attach: the main process reads what we send.
+    let url = rt
+        .attach(AttachRequest {
+            container_id: ctr.clone(),
+            stdin: true,
+            stdout: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let mut ws = stream(&url).await;
+    ws.send(Message::Binary([&[0u8][..], b"world\n"].concat().into()))
+        .await
+        .unwrap();
+    let log = d.w.path("logs/st/c/0.log");
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("stdout F got world"))),
+        "the attached stdin reached the container"
+    );
+    drop(ws);
+
+    // Bad requests.
+    let e = rt
+        .exec(ExecRequest {
+            container_id: ctr.clone(),
+            cmd: vec!["true".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = rt
+        .exec(ExecRequest {
+            container_id: "nope".into(),
+            cmd: vec!["true".into()],
+            stdout: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+    rt.remove_pod_sandbox(RemovePodSandboxRequest {
+        pod_sandbox_id: pod,
+    })
+    .await
+    .unwrap();
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
+
+/// A minimal SPDY/3.1 client of the streaming server (what client-go's SPDY executor and
+/// port-forwarder send: the upgrade, SYN_STREAMs with `streamType` and friends, data with
+/// FIN), with header blocks compressed without the SPDY dictionary (readers accept both).
+struct Spdy {
+    tcp: std::net::TcpStream,
+    deflate: flate2::Compress,
+    buf: Vec<u8>,
+    next_id: u32,
+}
+
+impl Spdy {
+    fn connect(url: &str, protocol: &str) -> (Spdy, String) {
+        use std::io::{Read, Write};
+        let rest = url.trim_start_matches("http://");
+        let (addr, path) = rest.split_at(rest.find('/').unwrap());
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(
+            tcp,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+             X-Stream-Protocol-Version: {protocol}\r\nContent-Length: 0\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                tcp.read(&mut b).unwrap(),
+                1,
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            head.push(b[0]);
+        }
+        let spdy = Spdy {
+            tcp,
+            deflate: flate2::Compress::new(flate2::Compression::fast(), true),
+            buf: Vec::new(),
+            next_id: 1,
+        };
+        (spdy, String::from_utf8_lossy(&head).into_owned())
+    }
+
+    fn open(&mut self, headers: &[(&str, &str)]) -> u32 {
+        use std::io::Write;
+        let mut plain = (headers.len() as u32).to_be_bytes().to_vec();
+        for (k, v) in headers {
+            for s in [k, v] {
+                plain.extend((s.len() as u32).to_be_bytes());
+                plain.extend(s.as_bytes());
+            }
+        }
+        let mut block = Vec::with_capacity(1024);
+        self.deflate
+            .compress_vec(&plain, &mut block, flate2::FlushCompress::Sync)
+            .unwrap();
+        let id = self.next_id;
+        self.next_id += 2;
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend([0u8; 6]);
+        payload.extend(block);
+        let mut f = vec![0x80, 3, 0, 1, 0];
+        f.extend(&(payload.len() as u32).to_be_bytes()[1..]);
+        f.extend(payload);
+        self.tcp.write_all(&f).unwrap();
+        id
+    }
+
+    fn send(&mut self, id: u32, data: &[u8], fin: bool) {
+        use std::io::Write;
+        let mut f = id.to_be_bytes().to_vec();
+        f.push(u8::from(fin));
+        f.extend(&(data.len() as u32).to_be_bytes()[1..]);
+        f.extend(data);
+        self.tcp.write_all(&f).unwrap();
+    }
+
+    /// Data per stream until the server ends the connection, or has ended each stream of
+    /// `until` (FIN); the streams it replied to.
+    fn drain(&mut self, until: &[u32]) -> (std::collections::BTreeMap<u32, Vec<u8>>, Vec<u32>) {
+        use std::io::Read;
+        let mut data = std::collections::BTreeMap::<u32, Vec<u8>>::new();
+        let mut replied = Vec::new();
+        let mut ended = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            while self.buf.len() >= 8 {
+                let len = u32::from_be_bytes([0, self.buf[5], self.buf[6], self.buf[7]]) as usize;
+                if self.buf.len() < 8 + len {
+                    break;
+                }
+                let frame: Vec<u8> = self.buf.drain(..8 + len).collect();
+                if frame[0] & 0x80 == 0 {
+                    let id = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+                    data.entry(id).or_default().extend(&frame[8..]);
+                    if frame[4] & 1 != 0 {
+                        ended.push(id);
+                        if !until.is_empty() && until.iter().all(|u| ended.contains(u)) {
+                            return (data, replied);
+                        }
+                    }
+                } else if frame[3] == 2 {
+                    replied.push(u32::from_be_bytes([
+                        frame[8], frame[9], frame[10], frame[11],
+                    ]));
+                } else if frame[3] == 7 {
+                    return (data, replied);
+                }
+            }
+            match self.tcp.read(&mut chunk) {
+                Ok(0) | Err(_) => return (data, replied),
+                Ok(n) => self.buf.extend(&chunk[..n]),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_port_forward_stream_over_spdy() {
+    let d = Daemon::start("cri-spdy");
+    let channel = connect(&d.socket).await;
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    ImageServiceClient::new(channel)
+        .pull_image(PullImageRequest {
+            image: image(&engine_support::busybox()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut cfg = container_config(
+        "web",
+        "mkdir -p /tmp/www; echo hello-forwarded > /tmp/www/index.html; \
+         exec httpd -f -p 8080 -h /tmp/www",
+    );
+    cfg.linux = None;
+    let (pod, ctr) = run_pod_with(&mut rt, &d, "sp", cfg).await;
+
+    // Exec: stdin in, stdout and stderr out, the exit code in the v4 status.
+    let url = rt
+        .exec(ExecRequest {
+            container_id: ctr.clone(),
+            cmd: ["sh", "-c", "read x; echo got $x; echo err >&2; exit 4"]
+                .map(String::from)
+                .to_vec(),
+            stdin: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let got = tokio::task::spawn_blocking(move || {
+        let (mut s, head) = Spdy::connect(&url, "v4.channel.k8s.io");
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(
+            head.contains("X-Stream-Protocol-Version: v4.channel.k8s.io"),
+            "{head}"
+        );
+        let error = s.open(&[("streamType", "error")]);
+        let stdin = s.open(&[("streamType", "stdin")]);
+        let stdout = s.open(&[("streamType", "stdout")]);
+        let stderr = s.open(&[("streamType", "stderr")]);
+        s.send(stdin, b"spdy\n", true);
+        let (data, replied) = s.drain(&[]);
+        assert_eq!(replied, vec![error, stdin, stdout, stderr]);
+        (
+            data.get(&stdout).cloned().unwrap_or_default(),
+            data.get(&stderr).cloned().unwrap_or_default(),
+            data.get(&error).cloned().unwrap_or_default(),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(got.0, b"got spdy\n");
+    assert_eq!(got.1, b"err\n");
+    let status: serde_json::Value = serde_json::from_slice(&got.2).unwrap();
+    assert_eq!(status["details"]["causes"][0]["message"], "4", "{status}");
+
+    // Port forwarding: an HTTP request to the pod's port 8080, on its loopback.
+    let url = rt
+        .port_forward(PortForwardRequest {
+            pod_sandbox_id: pod.clone(),
+            port: vec![8080],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    // (Once httpd answers inside.)
+    assert!(
+        futures_ready_wait(&rt, &ctr, "wget -q -O- http://127.0.0.1:8080/index.html").await,
+        "httpd never answered in the pod"
+    );
+    let used = url.clone();
+    let page = tokio::task::spawn_blocking(move || {
+        let (mut s, head) = Spdy::connect(&url, "portforward.k8s.io");
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        let mut pages = Vec::new();
+        // Two connections forwarded over the one SPDY connection, as client-go does.
+        for request in ["0", "1"] {
+            let hdr = [("port", "8080"), ("requestID", request)];
+            let error = s.open(&[("streamType", "error"), hdr[0], hdr[1]]);
+            let data = s.open(&[("streamType", "data"), hdr[0], hdr[1]]);
+            s.send(data, b"GET /index.html HTTP/1.0\r\n\r\n", true);
+            let (got, _) = s.drain(&[data, error]);
+            assert!(got.get(&error).is_none_or(|e| e.is_empty()), "{got:?}");
+            pages.push(String::from_utf8_lossy(&got[&data]).into_owned());
+        }
+        assert_eq!(pages[0], pages[1]);
+        pages.remove(0)
+    })
+    .await
+    .unwrap();
+    assert!(page.contains("hello-forwarded"), "{page}");
+
+    // A URL serves once: used again, it is unknown.
+    let head = tokio::task::spawn_blocking(move || Spdy::connect(&used, "portforward.k8s.io").1)
+        .await
+        .unwrap();
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+
+    rt.remove_pod_sandbox(RemovePodSandboxRequest {
+        pod_sandbox_id: pod,
+    })
+    .await
+    .unwrap();
+    drop(rt);
+    stop_and_check_clean(d).await;
 }

@@ -1,0 +1,531 @@
+//! The streaming server: Exec and Attach answer with a URL on it, and kubelet or crictl
+//! connect there to talk to the process. This step speaks the WebSocket variant of
+//! Kubernetes' remotecommand protocol (`v5.channel.k8s.io` and `v4.channel.k8s.io`): binary
+//! messages whose first byte is the channel (0 stdin, 1 stdout, 2 stderr, 3 the final
+//! status as a metav1.Status, 4 terminal resizes as `{"Width":w,"Height":h}`; v5 adds 255,
+//! the client closing one of its channels), and SPDY/3.1 (crictl's default, kubelet's
+//! classic one): see [`crate::spdy_streams`], which also serves port forwarding.
+//!
+//! A URL holds a random single-use token that expires after a minute, and the server
+//! listens on loopback unless configured otherwise (`daemon.stream-address`), as kubelet's
+//! and containerd's do.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tonic::Status;
+use wharf_engine::session::Output;
+
+use crate::engines::Engines;
+use crate::log::{Level, log};
+
+/// How long a URL may wait for its connection.
+const TOKEN_TTL: Duration = Duration::from_secs(60);
+
+/// The subprotocols served, preferred first.
+const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
+const CLOSE: u8 = 255;
+
+/// What a URL was made for.
+#[derive(Debug, Clone)]
+pub enum Pending {
+    /// Run a command in a container.
+    Exec {
+        /// The container.
+        container: String,
+        /// The command.
+        cmd: Vec<String>,
+        /// Which streams the client wants.
+        streams: Streams,
+    },
+    /// Attach to a container's main process.
+    Attach {
+        /// The container.
+        container: String,
+        /// Which streams the client wants.
+        streams: Streams,
+    },
+    /// Forward connections to ports of a pod.
+    PortForward {
+        /// The pod's network namespace (None: the host's).
+        netns: Option<std::path::PathBuf>,
+    },
+}
+
+/// The streams a client asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Streams {
+    /// A terminal.
+    pub tty: bool,
+    /// It sends input.
+    pub stdin: bool,
+    /// It reads standard output.
+    pub stdout: bool,
+    /// It reads standard error.
+    pub stderr: bool,
+}
+
+impl Streams {
+    /// The CRI's rules for a request: some stream, and no stderr with a terminal (a terminal
+    /// has one output).
+    pub fn check(&self, method: &str) -> Result<(), Status> {
+        if !(self.stdin || self.stdout || self.stderr) {
+            return Err(Status::invalid_argument(format!(
+                "{method}: one of stdin, stdout or stderr must be set"
+            )));
+        }
+        if self.tty && self.stderr {
+            return Err(Status::invalid_argument(format!(
+                "{method}: tty and stderr cannot both be set (a terminal has one output)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The streaming server's address and its pending URLs.
+pub struct StreamServer {
+    base: String,
+    pending: Mutex<HashMap<String, (Instant, Pending)>>,
+}
+
+impl StreamServer {
+    /// Listen on `addr` (host:port; port 0 picks one).
+    pub async fn bind(addr: &str) -> Result<(Arc<StreamServer>, TcpListener), String> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("streaming server: listen on {addr}: {e}"))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("streaming server: {e}"))?;
+        Ok((
+            Arc::new(StreamServer {
+                base: format!("http://{local}"),
+                pending: Mutex::new(HashMap::new()),
+            }),
+            listener,
+        ))
+    }
+
+    /// A URL for `p`, valid once, for a minute.
+    pub fn url(&self, kind: &str, p: Pending) -> String {
+        let mut raw = [0u8; 16];
+        rustix::rand::getrandom(&mut raw, rustix::rand::GetRandomFlags::empty())
+            .expect("getrandom");
+        let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|_, (t, _)| t.elapsed() < TOKEN_TTL);
+        pending.insert(token.clone(), (Instant::now(), p));
+        format!("{}/{kind}/{token}", self.base)
+    }
+
+    pub(crate) fn take(&self, path: &str) -> Option<Pending> {
+        let token = path.rsplit('/').next()?;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending
+            .remove(token)
+            .filter(|(t, _)| t.elapsed() < TOKEN_TTL)
+            .map(|(_, p)| p)
+    }
+}
+
+/// Serve connections until the daemon stops.
+pub async fn serve(server: Arc<StreamServer>, listener: TcpListener, engines: Engines) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let (server, engines) = (server.clone(), engines.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connection(server, tcp, engines).await {
+                log(Level::Info, "stream ended with an error", &[("error", &e)]);
+            }
+        });
+    }
+}
+
+#[allow(clippy::result_large_err)]
+fn refuse(code: u16, msg: &str) -> ErrorResponse {
+    let mut r = ErrorResponse::new(Some(msg.to_string()));
+    *r.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::from_u16(code)
+        .unwrap_or(tokio_tungstenite::tungstenite::http::StatusCode::BAD_REQUEST);
+    r
+}
+
+// The handshake callback's error type is tungstenite's (an HTTP response).
+#[allow(clippy::result_large_err)]
+async fn connection(
+    server: Arc<StreamServer>,
+    tcp: tokio::net::TcpStream,
+    engines: Engines,
+) -> Result<(), String> {
+    let mut tcp = tcp;
+    if let Some(head) = spdy_request(&mut tcp).await? {
+        return crate::spdy_streams::serve(server.take(&head.path), head, tcp, engines).await;
+    }
+    let mut found: Option<Pending> = None;
+    let mut chosen = "";
+    let callback = |req: &Request, mut resp: Response| {
+        let offered: Vec<String> = req
+            .headers()
+            .get_all("Sec-WebSocket-Protocol")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
+            .collect();
+        let Some(p) = PROTOCOLS.iter().find(|p| offered.iter().any(|o| o == *p)) else {
+            return Err(refuse(
+                400,
+                "no supported subprotocol: Wharf streams v5.channel.k8s.io and \
+                 v4.channel.k8s.io over WebSocket (SPDY is not served yet)",
+            ));
+        };
+        let Some(pending) = server.take(req.uri().path()) else {
+            return Err(refuse(404, "unknown or expired stream URL"));
+        };
+        chosen = p;
+        found = Some(pending);
+        resp.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            p.parse().expect("a valid header value"),
+        );
+        Ok(resp)
+    };
+    let ws = tokio_tungstenite::accept_hdr_async(tcp, callback)
+        .await
+        .map_err(|e| format!("websocket handshake: {e}"))?;
+    let pending = found.expect("the handshake succeeded");
+    let v5 = chosen == PROTOCOLS[0];
+    relay(ws, pending, v5, engines).await
+}
+
+/// What goes to the process.
+pub(crate) enum Input {
+    Stdin(Vec<u8>),
+    CloseStdin,
+    Resize(u16, u16),
+}
+
+async fn relay(
+    ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    pending: Pending,
+    v5: bool,
+    engines: Engines,
+) -> Result<(), String> {
+    let (mut sink, mut source) = ws.split();
+    let (streams, what) = match &pending {
+        Pending::Exec {
+            streams, container, ..
+        } => (*streams, format!("exec in {container}")),
+        Pending::Attach {
+            streams, container, ..
+        } => (*streams, format!("attach to {container}")),
+        Pending::PortForward { .. } => {
+            let _ = sink
+                .send(frame(
+                    ERROR,
+                    failure("port forwarding is served over SPDY only", None).as_bytes(),
+                ))
+                .await;
+            close(&mut sink).await;
+            return Err("port forwarding over WebSocket is not served".into());
+        }
+    };
+    let (mut out_rx, in_tx) = match open_process(&engines, pending).await {
+        Ok(p) => p,
+        Err(status) => {
+            let _ = sink
+                .send(frame(ERROR, failure(status.message(), None).as_bytes()))
+                .await;
+            close(&mut sink).await;
+            return Err(format!("{what}: {}", status.message()));
+        }
+    };
+    // Tell the client the streams are open: an empty message on the first it reads.
+    let first = if streams.stdout {
+        STDOUT
+    } else if streams.stderr {
+        STDERR
+    } else {
+        ERROR
+    };
+    sink.send(frame(first, b""))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut client_open = true;
+    loop {
+        tokio::select! {
+            out = out_rx.recv() => match out.flatten() {
+                Some(Output::Stdout(d)) if streams.stdout => {
+                    sink.send(frame(STDOUT, &d)).await.map_err(|e| e.to_string())?;
+                }
+                Some(Output::Stderr(d)) if streams.stderr => {
+                    sink.send(frame(STDERR, &d)).await.map_err(|e| e.to_string())?;
+                }
+                Some(Output::Exit(rec)) => {
+                    let status = exit_status(rec.exit_code);
+                    let _ = sink.send(frame(ERROR, status.as_bytes())).await;
+                    close(&mut sink).await;
+                    return Ok(());
+                }
+                Some(_) => {}
+                None => {
+                    let _ = sink
+                        .send(frame(ERROR, failure("the process's stream ended without an exit", None).as_bytes()))
+                        .await;
+                    close(&mut sink).await;
+                    return Ok(());
+                }
+            },
+            msg = source.next(), if client_open => match msg {
+                Some(Ok(Message::Binary(b))) if !b.is_empty() => {
+                    let send = match b[0] {
+                        STDIN if streams.stdin => Some(Input::Stdin(b[1..].to_vec())),
+                        RESIZE => resize_input(&b[1..]),
+                        CLOSE if v5 && b.get(1) == Some(&STDIN) => Some(Input::CloseStdin),
+                        _ => None,
+                    };
+                    if let Some(i) = send {
+                        let _ = in_tx.send(i);
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                    // The client went: an attached stdin ends; the process goes on, as
+                    // with kubelet (an exec'd one ends when its stdin does, if it reads).
+                    let _ = in_tx.send(Input::CloseStdin);
+                    client_open = false;
+                    if !streams.stdout && !streams.stderr {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+/// End the connection with a normal closure (1000): client-go reads anything else as an
+/// error, even after the final status.
+async fn close<S>(sink: &mut S)
+where
+    S: futures_util::Sink<Message> + Unpin,
+{
+    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        })))
+        .await;
+    let _ = sink.close().await;
+}
+
+/// Start (exec) or join (attach) the process a URL was made for, with a thread reading its
+/// output into the returned receiver (None: the stream ended without an exit) and one
+/// writing what the sender gets to it (the engine's session is blocking).
+pub(crate) async fn open_process(
+    engines: &Engines,
+    pending: Pending,
+) -> Result<
+    (
+        mpsc::Receiver<Option<Output>>,
+        std::sync::mpsc::Sender<Input>,
+    ),
+    Status,
+> {
+    let session = engines
+        .call(move |e| match pending {
+            Pending::Exec {
+                container,
+                cmd,
+                streams,
+            } => {
+                let req = wharf_engine::ExecRequest {
+                    command: cmd,
+                    tty: streams.tty,
+                    stdin: streams.stdin,
+                    ..Default::default()
+                };
+                e.exec(&container, &req, true)
+                    .map(|(_, s)| s.expect("attached"))
+                    .map_err(crate::status::from_engine)
+            }
+            Pending::Attach { container, .. } => e
+                .attach_session(&container)
+                .map_err(crate::status::from_engine),
+            Pending::PortForward { .. } => Err(Status::internal("not a process")),
+        })
+        .await?;
+    let mut stream = session.stream;
+    let mut input = stream
+        .input()
+        .map_err(|e| Status::internal(format!("stream: {e}")))?;
+    let (out_tx, out_rx) = mpsc::channel::<Option<Output>>(64);
+    std::thread::spawn(move || {
+        loop {
+            match stream.recv() {
+                Ok(Some(o)) => {
+                    let exit = matches!(o, Output::Exit(_));
+                    if out_tx.blocking_send(Some(o)).is_err() || exit {
+                        return;
+                    }
+                }
+                _ => {
+                    let _ = out_tx.blocking_send(None);
+                    return;
+                }
+            }
+        }
+    });
+    let (in_tx, in_rx) = std::sync::mpsc::channel::<Input>();
+    std::thread::spawn(move || {
+        while let Ok(i) = in_rx.recv() {
+            let r = match i {
+                Input::Stdin(d) => input.write_stdin(&d),
+                Input::CloseStdin => input.close_stdin(),
+                Input::Resize(rows, cols) => input.resize(rows, cols),
+            };
+            if r.is_err() {
+                return;
+            }
+        }
+    });
+    Ok((out_rx, in_tx))
+}
+
+/// The final status of a process: Success, or the failure client-go turns into its code.
+pub(crate) fn exit_status(code: i32) -> String {
+    if code == 0 {
+        r#"{"metadata":{},"status":"Success"}"#.to_string()
+    } else {
+        failure(
+            &format!("command terminated with non-zero exit code: exit code {code}"),
+            Some(code),
+        )
+    }
+}
+
+/// A SPDY upgrade request's head, read off the connection (None: not SPDY; the bytes stay
+/// for the WebSocket handshake).
+pub(crate) struct SpdyRequest {
+    /// The request path.
+    pub path: String,
+    /// The protocols the client offers (X-Stream-Protocol-Version), in its order.
+    pub protocols: Vec<String>,
+}
+
+async fn spdy_request(tcp: &mut tokio::net::TcpStream) -> Result<Option<SpdyRequest>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let end = loop {
+        let n = tcp.peek(&mut buf).await.map_err(|e| e.to_string())?;
+        if let Some(i) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if n == buf.len() || n == 0 || Instant::now() > deadline {
+            return Err("no complete HTTP request".into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or("")
+        .to_string();
+    let mut spdy = false;
+    let mut protocols = Vec::new();
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        if k == "upgrade" && v.eq_ignore_ascii_case("spdy/3.1") {
+            spdy = true;
+        }
+        if k == "x-stream-protocol-version" {
+            protocols.extend(v.split(',').map(|p| p.trim().to_string()));
+        }
+    }
+    if !spdy {
+        return Ok(None);
+    }
+    // Consume the head: the rest of the connection is SPDY frames.
+    let mut head_bytes = vec![0u8; end];
+    tcp.read_exact(&mut head_bytes)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(SpdyRequest { path, protocols }))
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(channel);
+    v.extend_from_slice(data);
+    Message::Binary(v.into())
+}
+
+pub(crate) fn resize_input(json: &[u8]) -> Option<Input> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let dim = |k: &str| v[k].as_u64().and_then(|n| u16::try_from(n).ok());
+    Some(Input::Resize(dim("Height")?, dim("Width")?))
+}
+
+/// A metav1.Status of failure; with an exit code, the form client-go turns into one.
+pub(crate) fn failure(message: &str, exit_code: Option<i32>) -> String {
+    let mut v = serde_json::json!({
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+    });
+    if let Some(code) = exit_code {
+        v["reason"] = "NonZeroExitCode".into();
+        v["details"] = serde_json::json!({
+            "causes": [{"reason": "ExitCode", "message": code.to_string()}],
+        });
+    } else {
+        v["reason"] = "InternalError".into();
+    }
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_resizes_are_what_client_go_reads() {
+        let s: serde_json::Value = serde_json::from_str(&failure("x", Some(3))).unwrap();
+        assert_eq!(s["reason"], "NonZeroExitCode");
+        assert_eq!(s["details"]["causes"][0]["message"], "3");
+        assert!(matches!(
+            resize_input(br#"{"Width":80,"Height":24}"#),
+            Some(Input::Resize(24, 80))
+        ));
+        assert!(resize_input(b"{}").is_none());
+        let bad = Streams {
+            tty: true,
+            stdin: false,
+            stdout: true,
+            stderr: true,
+        };
+        assert_eq!(
+            bad.check("Exec").unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+    }
+}
