@@ -25,7 +25,13 @@ struct Daemon {
 
 impl Daemon {
     fn start(name: &str) -> Daemon {
-        let w = Wharf::new(name);
+        Daemon::start_with(name, |_| {})
+    }
+
+    /// Start one after `prepare` had its way with the world (variables, config file).
+    fn start_with(name: &str, prepare: impl FnOnce(&mut Wharf)) -> Daemon {
+        let mut w = Wharf::new(name);
+        prepare(&mut w);
         let socket = w.path("wharf.sock");
         let child = daemon_command(&w, &socket)
             .stderr(Stdio::piped())
@@ -322,6 +328,19 @@ fn container_config(name: &str, script: &str) -> ContainerConfig {
         }),
         ..Default::default()
     }
+}
+
+/// A runtime client of `d`, whose store has the fixture busybox.
+async fn runtime_with_busybox(d: &Daemon) -> RuntimeServiceClient<Channel> {
+    let channel = connect(&d.socket).await;
+    ImageServiceClient::new(channel.clone())
+        .pull_image(PullImageRequest {
+            image: image(&engine_support::busybox()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    RuntimeServiceClient::new(channel)
 }
 
 /// Run a pod of `d`'s named `name` with one started container of config `cfg`; their ids.
@@ -793,15 +812,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it_missed() {
     let mut d = Daemon::start("cri-kill9");
-    let channel = connect(&d.socket).await;
-    let mut rt = RuntimeServiceClient::new(channel.clone());
-    ImageServiceClient::new(channel)
-        .pull_image(PullImageRequest {
-            image: image(&engine_support::busybox()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut rt = runtime_with_busybox(&d).await;
     // Three pods: one container runs on, one exits 7 while the daemon is down.
     let mut pods = Vec::new();
     let mut ctrs = Vec::new();
@@ -1105,15 +1116,7 @@ async fn exec_and_attach_stream_over_websocket() {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     let d = Daemon::start("cri-stream");
-    let channel = connect(&d.socket).await;
-    let mut rt = RuntimeServiceClient::new(channel.clone());
-    ImageServiceClient::new(channel)
-        .pull_image(PullImageRequest {
-            image: image(&engine_support::busybox()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut rt = runtime_with_busybox(&d).await;
     let mut cfg = container_config("c", "read line; echo got $line; exec sleep 1000");
     cfg.linux = None;
     cfg.stdin = true;
@@ -1351,15 +1354,7 @@ impl Spdy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_and_port_forward_stream_over_spdy() {
     let d = Daemon::start("cri-spdy");
-    let channel = connect(&d.socket).await;
-    let mut rt = RuntimeServiceClient::new(channel.clone());
-    ImageServiceClient::new(channel)
-        .pull_image(PullImageRequest {
-            image: image(&engine_support::busybox()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let mut rt = runtime_with_busybox(&d).await;
     let mut cfg = container_config(
         "web",
         "mkdir -p /tmp/www; echo hello-forwarded > /tmp/www/index.html; \
@@ -1454,6 +1449,156 @@ async fn exec_and_port_forward_stream_over_spdy() {
         .unwrap();
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
 
+    rt.remove_pod_sandbox(RemovePodSandboxRequest {
+        pod_sandbox_id: pod,
+    })
+    .await
+    .unwrap();
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_requests_roll_back_and_name_their_cause() {
+    // The pods' network is a CNI network whose plugin does not exist: every sandbox's
+    // network setup fails after its namespaces and cgroup were made.
+    let d = Daemon::start_with("cri-faults", |w| {
+        let conf = w.path("broken-cni");
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::write(
+            conf.join("10-broken.conflist"),
+            r#"{"cniVersion": "1.0.0", "name": "broken",
+                "plugins": [{"type": "wharf-no-such-plugin"}]}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            w.path("no-config.json"),
+            r#"{"network": {"default": "cni"}}"#,
+        )
+        .unwrap();
+        w.set_var("WHARF_CNI_CONF_DIR", conf.to_str().unwrap());
+    });
+    let mut rt = runtime_with_busybox(&d).await;
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(pod_config(&d, "broken")),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("wharf-no-such-plugin"), "{e:?}");
+    let pods = rt
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert!(pods.is_empty(), "rolled back: {pods:?}");
+    // Host-network pods need no CNI: the container-level failures.
+    let mut config = pod_config(&d, "host");
+    config.linux.as_mut().unwrap().security_context = Some(LinuxSandboxSecurityContext {
+        namespace_options: Some(NamespaceOption {
+            network: NamespaceMode::Node as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let create = |cfg: ContainerConfig| CreateContainerRequest {
+        pod_sandbox_id: pod.clone(),
+        config: Some(cfg),
+        sandbox_config: Some(config.clone()),
+    };
+    let mut missing = container_config("missing", "true");
+    missing.image = image(&format!(
+        "{}/fixtures/not-pulled:1",
+        engine_support::registry()
+    ));
+    let e = rt.create_container(create(missing)).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().contains("not-pulled"), "{e:?}");
+    let mut bad_mount = container_config("badmount", "true");
+    bad_mount.mounts = vec![Mount {
+        container_path: "/proc/sys/kernel".into(),
+        host_path: d.w.path("vol").display().to_string(),
+        ..Default::default()
+    }];
+    let e = rt.create_container(create(bad_mount)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("/proc"), "{e:?}");
+    let mut relative = container_config("relative", "true");
+    relative.mounts = vec![Mount {
+        container_path: "data".into(),
+        host_path: "relative/path".into(),
+        ..Default::default()
+    }];
+    let e = rt.create_container(create(relative)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let mut group_only = container_config("grouponly", "true");
+    group_only.linux = Some(LinuxContainerConfig {
+        security_context: Some(LinuxContainerSecurityContext {
+            run_as_group: Some(Int64Value { value: 5 }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let e = rt.create_container(create(group_only)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    // None of them left a container behind.
+    let left = rt
+        .list_containers(ListContainersRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .containers;
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        String::from_utf8_lossy(&d.wharf(&["ps", "-a", "-q"]).stdout)
+            .trim()
+            .is_empty()
+    );
+    // Malformed requests: clear codes, no crash.
+    let e = rt
+        .exec_sync(ExecSyncRequest {
+            container_id: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = rt
+        .update_container_resources(UpdateContainerResourcesRequest {
+            container_id: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    let e = rt
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: "gvisor".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    rt.version(VersionRequest::default()).await.unwrap();
     rt.remove_pod_sandbox(RemovePodSandboxRequest {
         pod_sandbox_id: pod,
     })
