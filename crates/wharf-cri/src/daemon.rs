@@ -121,6 +121,19 @@ async fn serve(
         stream_listener,
         engines.clone(),
     ));
+    if let Some(addr) = opts
+        .config
+        .metrics_address
+        .clone()
+        .filter(|a| !a.is_empty())
+    {
+        let l = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("metrics: listen on {addr}: {e}"))?;
+        let local = l.local_addr().map_err(|e| e.to_string())?.to_string();
+        log(Level::Info, "serving metrics", &[("address", &local)]);
+        tokio::spawn(crate::metrics::serve(l, engines.clone()));
+    }
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }

@@ -23,11 +23,20 @@ impl Images {
         Images { engines }
     }
 
+    /// Run `f` on the image store, counted in the metrics as `method`.
     async fn with_store<T: Send + 'static>(
         &self,
+        method: &'static str,
         f: impl FnOnce(&ImageStore) -> Result<T, Status> + Send + 'static,
     ) -> Result<T, Status> {
-        self.engines.call(move |e| f(e.images())).await
+        let t = std::time::Instant::now();
+        let r = self.engines.call(move |e| f(e.images())).await;
+        let code = r.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+        crate::metrics::request(method, code, t.elapsed());
+        if method == "PullImage" {
+            crate::metrics::pull(r.is_ok());
+        }
+        r
     }
 }
 
@@ -166,7 +175,7 @@ impl ImageService for Images {
             .map(|s| s.image)
             .filter(|s| !s.is_empty());
         let images = self
-            .with_store(move |store| {
+            .with_store("ListImages", move |store| {
                 let mut ids: Vec<String> = Vec::new();
                 for s in store.list().map_err(from_image)? {
                     if !ids.contains(&s.id) {
@@ -207,7 +216,7 @@ impl ImageService for Images {
         let name = reference(req.image.as_ref())?;
         let verbose = req.verbose;
         let resp = self
-            .with_store(move |store| match store.resolve(&name) {
+            .with_store("ImageStatus", move |store| match store.resolve(&name) {
                 Ok(image) => {
                     let mut info = HashMap::new();
                     if verbose {
@@ -245,7 +254,7 @@ impl ImageService for Images {
             &[("image", &name)],
         );
         let image_ref = self
-            .with_store(move |store| {
+            .with_store("PullImage", move |store| {
                 let opts = PullOptions {
                     creds,
                     ..Default::default()
@@ -262,7 +271,7 @@ impl ImageService for Images {
         request: Request<RemoveImageRequest>,
     ) -> Result<Response<RemoveImageResponse>, Status> {
         let name = reference(request.into_inner().image.as_ref())?;
-        self.with_store(move |store| {
+        self.with_store("RemoveImage", move |store| {
             // All of the image goes (kubelet removes by id); a missing image is fine.
             let id = match store.resolve(&name) {
                 Ok(image) => image.id.as_str().to_string(),
@@ -284,7 +293,7 @@ impl ImageService for Images {
         _request: Request<ImageFsInfoRequest>,
     ) -> Result<Response<ImageFsInfoResponse>, Status> {
         let fs = self
-            .with_store(|store| {
+            .with_store("ImageFsInfo", |store| {
                 let root = store.root().to_path_buf();
                 let (bytes, inodes) = usage(&root);
                 Ok(FilesystemUsage {

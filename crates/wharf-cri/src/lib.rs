@@ -16,6 +16,7 @@ mod exec_sync;
 mod images;
 pub mod log;
 mod meta;
+mod metrics;
 mod runtime;
 mod sandboxes;
 mod spdy;

@@ -66,7 +66,11 @@ impl Runtime {
         f: impl FnOnce(&wharf_engine::Engine) -> Result<T, Status> + Send + 'static,
     ) -> Result<Response<T>, Status> {
         log(Level::Debug, "request", &[("method", method)]);
-        match self.engines.call(f).await {
+        let t = std::time::Instant::now();
+        let r = self.engines.call(f).await;
+        let code = r.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+        crate::metrics::request(method, code, t.elapsed());
+        match r {
             Ok(r) => Ok(Response::new(r)),
             Err(status) => {
                 log(
@@ -115,6 +119,7 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<VersionRequest>,
     ) -> Result<Response<VersionResponse>, Status> {
+        let _m = crate::metrics::Timer::new("Version");
         Ok(Response::new(VersionResponse {
             version: "0.1.0".into(),
             runtime_name: crate::RUNTIME_NAME.into(),
@@ -127,6 +132,7 @@ impl RuntimeService for Runtime {
         &self,
         request: Request<StatusRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
+        let _m = crate::metrics::Timer::new("Status");
         let verbose = request.into_inner().verbose;
         // The runtime is ready when the engine opens (its store, its directories).
         let runtime = self.engines.call(|_| Ok(())).await;
@@ -199,6 +205,7 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<UpdateRuntimeConfigRequest>,
     ) -> Result<Response<UpdateRuntimeConfigResponse>, Status> {
+        let _m = crate::metrics::Timer::new("UpdateRuntimeConfig");
         // kubelet sends the pod CIDR; the built-in network and CNI take theirs from their
         // own configuration, as with containerd's CNI plugin.
         Ok(Response::new(UpdateRuntimeConfigResponse {}))
@@ -208,6 +215,7 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<RuntimeConfigRequest>,
     ) -> Result<Response<RuntimeConfigResponse>, Status> {
+        let _m = crate::metrics::Timer::new("RuntimeConfig");
         Ok(Response::new(RuntimeConfigResponse {
             linux: Some(LinuxRuntimeConfiguration {
                 cgroup_driver: CgroupDriver::Cgroupfs as i32,

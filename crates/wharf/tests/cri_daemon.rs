@@ -930,6 +930,12 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     // The config file: JSON logs and a sandbox image from the daemon section; the
     // registry "wharf-mirror.invalid" is reachable only once a mirror is configured.
     let config = w.path("no-config.json");
+    // Metrics on a loopback port that was free a moment ago.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
     let write_config = |mirror: Option<&str>| {
         let registries = match mirror {
             Some(m) => {
@@ -939,7 +945,11 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
         };
         let v = serde_json::json!({
             "registries": registries,
-            "daemon": {"log-format": "json", "sandbox-image": "registry.k8s.io/pause:3.10"},
+            "daemon": {
+                "log-format": "json",
+                "sandbox-image": "registry.k8s.io/pause:3.10",
+                "metrics-address": metrics,
+            },
         });
         std::fs::write(&config, v.to_string()).unwrap();
     };
@@ -999,6 +1009,25 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
         }
     };
     assert!(pull(&mut img).await.is_err(), "no mirror yet");
+    // The metrics count what was asked, and how it went.
+    let scrape = {
+        use std::io::{Read, Write};
+        let mut t = std::net::TcpStream::connect(&metrics).unwrap();
+        t.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut s = String::new();
+        t.read_to_string(&mut s).unwrap();
+        s
+    };
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    for want in [
+        "wharf_cri_requests_total{method=\"Version\",code=\"Ok\"} 1",
+        "wharf_cri_request_duration_seconds_count{method=\"Status\"} 1",
+        "wharf_image_pulls_total{result=\"failure\"} 1",
+        "wharf_shims 0",
+    ] {
+        assert!(scrape.contains(want), "{want} in {scrape}");
+    }
     // SIGHUP with a mirror: the next pull goes through it.
     write_config(Some(&registry));
     // SAFETY: kill(2) of the daemon this test started (sh exec'd it: same pid).
