@@ -19,6 +19,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+/// The settings of registries that have none of their own (containerd's `_default`).
+pub const DEFAULT_HOST: &str = "_default";
+
 /// Default location of Wharf's config file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/wharf/config.json";
 
@@ -96,6 +99,9 @@ struct FileFormat {
     registries: HashMap<String, RegistryHost>,
     #[serde(default)]
     images: UnpackLimits,
+    /// containerd's hosts.toml directory ([`crate::hosts_dir`]).
+    #[serde(default, rename = "registry-config-path")]
+    registry_config_path: Option<std::path::PathBuf>,
 }
 
 impl RegistriesConfig {
@@ -108,15 +114,35 @@ impl RegistriesConfig {
         };
         let f: FileFormat = serde_json::from_slice(&text)
             .map_err(|e| Error::Invalid(format!("config file {}: {e}", path.display())))?;
+        let mut registries = f.registries;
+        if let Some(dir) = &f.registry_config_path {
+            // The JSON section's settings come first; hosts.toml's add to them.
+            let (hosts, insecure) = crate::hosts_dir::read(dir)?;
+            for (name, h) in hosts {
+                let e = registries.entry(name).or_default();
+                for m in h.mirrors {
+                    if !e.mirrors.contains(&m) {
+                        e.mirrors.push(m);
+                    }
+                }
+            }
+            for host in insecure {
+                registries.entry(host).or_default().insecure = true;
+            }
+        }
         Ok(RegistriesConfig {
-            registries: f.registries,
+            registries,
             limits: f.images,
         })
     }
 
     /// The settings of `registry` (defaults when not configured).
     pub fn host(&self, registry: &str) -> RegistryHost {
-        self.registries.get(registry).cloned().unwrap_or_default()
+        self.registries
+            .get(registry)
+            .or_else(|| self.registries.get(DEFAULT_HOST))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Whether `host` may be reached over plain HTTP: loopback, or configured `insecure`.

@@ -70,6 +70,7 @@ pub mod db;
 pub mod digest;
 pub mod error;
 mod gc;
+pub mod hosts_dir;
 pub mod lock;
 pub mod manifest;
 pub mod names;

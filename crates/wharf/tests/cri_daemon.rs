@@ -943,8 +943,19 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
             }
             None => serde_json::json!({}),
         };
+        // The second registry's mirror comes from containerd's hosts.toml layout.
+        let certs = w.path("certs.d");
+        if let Some(m) = mirror {
+            std::fs::create_dir_all(certs.join("wharf-hosts.invalid")).unwrap();
+            std::fs::write(
+                certs.join("wharf-hosts.invalid/hosts.toml"),
+                format!("[host.\"http://{m}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"),
+            )
+            .unwrap();
+        }
         let v = serde_json::json!({
             "registries": registries,
+            "registry-config-path": certs,
             "daemon": {
                 "log-format": "json",
                 "sandbox-image": "registry.k8s.io/pause:3.10",
@@ -1038,6 +1049,12 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
         }),
         "the reloaded config's mirror serves the pull"
     );
+    img.pull_image(PullImageRequest {
+        image: image("wharf-hosts.invalid/fixtures/busybox:latest"),
+        ..Default::default()
+    })
+    .await
+    .expect("a mirror from hosts.toml serves the pull");
     // A broken config on SIGHUP: refused, the daemon keeps the last good one.
     std::fs::write(&config, "{ not json").unwrap();
     // SAFETY: as above.
@@ -1500,12 +1517,12 @@ async fn failed_requests_roll_back_and_name_their_cause() {
                 "plugins": [{"type": "wharf-no-such-plugin"}]}"#,
         )
         .unwrap();
-        std::fs::write(
-            w.path("no-config.json"),
-            r#"{"network": {"default": "cni"}}"#,
-        )
-        .unwrap();
-        w.set_var("WHARF_CNI_CONF_DIR", conf.to_str().unwrap());
+        // From the config file (the test world's variable is emptied, which unsets it).
+        let cfg = serde_json::json!({
+            "network": {"default": "cni", "cni-conf-dir": conf, "cni-bin-dir": ["/usr/lib/cni"]},
+        });
+        std::fs::write(w.path("no-config.json"), cfg.to_string()).unwrap();
+        w.set_var("WHARF_CNI_CONF_DIR", "");
     });
     let mut rt = runtime_with_busybox(&d).await;
     let e = rt

@@ -129,6 +129,42 @@ fn default_network(config: &std::path::Path) -> Result<wharf_engine::sandbox::De
     })
 }
 
+/// `network.cni-conf-dir` and `network.cni-bin-dir` of the config file (a path or a
+/// list of paths each; the environment's WHARF_CNI_CONF_DIR / WHARF_CNI_BIN_DIR win).
+type Dirs = Option<Vec<PathBuf>>;
+fn cni_dirs(config: &std::path::Path) -> Result<(Dirs, Dirs)> {
+    let text = match std::fs::read(config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
+        Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
+    };
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("config file {}", config.display()))?;
+    let dirs = |key: &str| -> Result<Dirs> {
+        match &v["network"][key] {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(s) => Ok(Some(vec![PathBuf::from(s)])),
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(|p| {
+                    p.as_str().map(PathBuf::from).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "config file {}: network.{key} must be a path or a list of paths",
+                            config.display()
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            _ => anyhow::bail!(
+                "config file {}: network.{key} must be a path or a list of paths",
+                config.display()
+            ),
+        }
+    };
+    Ok((dirs("cni-conf-dir")?, dirs("cni-bin-dir")?))
+}
+
 /// Engine options from the global options (state, run directory, config file) and the
 /// environment; the daemon's too.
 pub fn engine_options(
@@ -149,13 +185,18 @@ pub fn engine_options(
             .collect()
     };
     opts.net.default_network = default_network(config)?;
+    let (conf_dirs, bin_dirs) = cni_dirs(config)?;
+    opts.net.cni_conf_dirs = conf_dirs;
+    opts.net.cni_bin_dirs = bin_dirs;
     if let Ok(v) = std::env::var("WHARF_CGROUP_PARENT") {
         opts.cgroup_parent = v;
     }
-    if let Ok(v) = std::env::var("WHARF_CNI_CONF_DIR") {
+    // Set and not empty, the environment wins over the config file.
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(v) = env("WHARF_CNI_CONF_DIR") {
         opts.net.cni_conf_dirs = Some(list(&v));
     }
-    if let Ok(v) = std::env::var("WHARF_CNI_BIN_DIR") {
+    if let Some(v) = env("WHARF_CNI_BIN_DIR") {
         opts.net.cni_bin_dirs = Some(list(&v));
     }
     if let Ok(v) = std::env::var("WHARF_CNI_CACHE_DIR") {
