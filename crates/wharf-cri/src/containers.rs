@@ -16,7 +16,9 @@
 //!   rshared);
 //! - `log_directory` (the pod's) joined with `log_path`: the container's log file, in the
 //!   CRI log format kubelet reads and rotates;
-//! - linux resources: CPU quota/period, shares, memory limit and swap, oom_score_adj.
+//! - linux resources: CPU quota/period, shares, memory limit and swap, oom_score_adj;
+//! - pid namespace TARGET (ephemeral debug containers): the target container's, which must
+//!   run in the same pod.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,15 +66,15 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
     let linux = config.linux.clone().unwrap_or_default();
     let sc = linux.security_context.unwrap_or_default();
     let res = linux.resources.unwrap_or_default();
-    if let Some(ns) = &sc.namespace_options
-        && ns.pid == NamespaceMode::Target as i32
-    {
-        return Err(Status::unimplemented(format!(
-            "container {name}: joining the pid namespace of container {:?} (TARGET) is not \
-             supported yet",
-            ns.target_id
-        )));
-    }
+    let pid_target = match &sc.namespace_options {
+        Some(ns) if ns.pid == NamespaceMode::Target as i32 => {
+            if ns.target_id.is_empty() {
+                return Err(invalid(name, "pid namespace TARGET without a target_id"));
+            }
+            Some(ns.target_id.clone())
+        }
+        _ => None,
+    };
     if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
         return Err(Status::unimplemented(format!(
             "container {name}: devices are not supported yet"
@@ -150,6 +152,7 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         log_path,
         masked_paths: Some(sc.masked_paths.clone()).filter(|p| !p.is_empty()),
         readonly_paths: Some(sc.readonly_paths.clone()).filter(|p| !p.is_empty()),
+        pid_target,
         ..Default::default()
     })
     .and_then(|spec| apparmor(&sc, name).map(|()| spec))

@@ -140,10 +140,11 @@ pub fn run(e: &Engine, req: RunPodSandboxRequest) -> Result<RunPodSandboxRespons
     })
 }
 
-/// StopPodSandbox: its containers stop (together, within kubelet's grace: kubelet stopped
-/// them one by one before), its network goes; stopping an unknown or stopped one is fine.
+/// StopPodSandbox: containers still running are killed (kubelet stopped each with its
+/// grace period before, so none is given here, as containerd gives none), its network
+/// goes; stopping an unknown or stopped one is fine.
 pub fn stop(e: &Engine, id: &str) -> Result<(), Status> {
-    match e.stop_sandbox(id, Some(Duration::from_secs(10))) {
+    match e.stop_sandbox(id, Some(Duration::ZERO)) {
         Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
         Err(err) => Err(from_engine(err)),
     }

@@ -326,6 +326,22 @@ impl Engine {
         row: &ContainerRow,
         image: &wharf_image::store::Image,
     ) -> Result<()> {
+        // A target's pid namespace: its process's, which must run (and be in this pod).
+        let pid_ns = match &row.spec.pid_target {
+            Some(t) => {
+                let target = self.db.find_container(t)?;
+                let st = self.container_status(&target.id)?;
+                let pid = st.pid.filter(|_| target.pod_id == pod.id).ok_or_else(|| {
+                    Error::Precondition(format!(
+                        "container {}: its target {} for the pid namespace is not a running \
+                         container of pod {}",
+                        row.name, target.name, pod.name
+                    ))
+                })?;
+                Some(format!("/proc/{pid}/ns/pid"))
+            }
+            None => None,
+        };
         let rootfs_dir = self.paths.rootfs(&row.id);
         std::fs::create_dir_all(&rootfs_dir).ctx(|| format!("create {}", rootfs_dir.display()))?;
         let rootfs = self.images.prepare_container(image, &row.id)?;
@@ -339,6 +355,7 @@ impl Engine {
             pod: &pod.spec,
             hostname: sandbox::pod_hostname(&pod.spec, &pod.name),
             restrict_oom_score_adj: self.opts.restrict_oom_score_adj,
+            pid_ns: pid_ns.as_deref(),
         })?;
         let bundle = self.paths.bundle(&row.id);
         std::fs::create_dir_all(&bundle).ctx(|| format!("create {}", bundle.display()))?;

@@ -209,6 +209,10 @@ pub struct ContainerSpec {
     /// Replaces the default read-only /proc paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readonly_paths: Option<Vec<String>>,
+    /// Join the pid namespace of this running container of the same pod (an ephemeral
+    /// debug container's target: the CRI's NamespaceMode TARGET).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_target: Option<String>,
 }
 
 /// Lifecycle state of a pod. The CRI's sandbox states follow from it: see

@@ -78,6 +78,9 @@ pub struct Inputs<'a> {
     pub hostname: &'a str,
     /// Raise a negative oom_score_adj to 0.
     pub restrict_oom_score_adj: bool,
+    /// The pid namespace to join instead of the pod's choice (`/proc/<pid>/ns/pid` of the
+    /// target container's process).
+    pub pid_ns: Option<&'a str>,
 }
 
 /// The capabilities in this process's bounding set (/proc/self/status `CapBnd`): no
@@ -612,7 +615,9 @@ fn namespaces(i: &Inputs<'_>) -> Result<Vec<LinuxNamespace>> {
         out.push(namespace(T::Ipc, sb.ipcns.as_ref()));
     }
     out.push(namespace(T::Uts, sb.utsns.as_ref()));
-    if !i.pod.host_pid {
+    if let Some(target) = i.pid_ns {
+        out.push(namespace(T::Pid, Some(&target.to_string())));
+    } else if !i.pod.host_pid {
         match &sb.pidns {
             Some(pin) if i.pod.share_pid => out.push(namespace(T::Pid, Some(pin))),
             _ if i.pod.share_pid => {
@@ -812,6 +817,7 @@ mod tests {
                     pod,
                     hostname: "web",
                     restrict_oom_score_adj: false,
+                    pid_ns: None,
                 })
                 .unwrap()
             })

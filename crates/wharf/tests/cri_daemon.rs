@@ -281,6 +281,15 @@ fn pod_config(d: &Daemon, name: &str) -> PodSandboxConfig {
         labels: [("app".to_string(), name.to_string())].into(),
         annotations: [("note".to_string(), "kept".to_string())].into(),
         linux: Some(LinuxPodSandboxConfig {
+            // As kubelet sends it without shareProcessNamespace: a pid namespace per
+            // container, the network and IPC ones the pod's.
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    pid: NamespaceMode::Container as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             cgroup_parent: format!("{}/kubepods/pod{name}", d.w.env.cgroup_parent),
             sysctls: [(
                 "net.ipv4.ip_unprivileged_port_start".to_string(),
@@ -1482,12 +1491,57 @@ async fn exec_and_port_forward_stream_over_spdy() {
             assert!(got.get(&error).is_none_or(|e| e.is_empty()), "{got:?}");
             pages.push(String::from_utf8_lossy(&got[&data]).into_owned());
         }
-        assert_eq!(pages[0], pages[1]);
+        assert!(pages[1].contains("hello-forwarded"), "{}", pages[1]);
         pages.remove(0)
     })
     .await
     .unwrap();
     assert!(page.contains("hello-forwarded"), "{page}");
+
+    // An ephemeral debug container in the web container's pid namespace sees httpd.
+    let mut debug = container_config("debugger", "exec sleep 1000");
+    debug.linux = Some(LinuxContainerConfig {
+        security_context: Some(LinuxContainerSecurityContext {
+            namespace_options: Some(NamespaceOption {
+                pid: NamespaceMode::Target as i32,
+                target_id: ctr.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let debugger = rt
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(debug),
+            sandbox_config: Some(pod_config(&d, "sp")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    rt.start_container(StartContainerRequest {
+        container_id: debugger.clone(),
+    })
+    .await
+    .unwrap();
+    let seen = rt
+        .exec_sync(ExecSyncRequest {
+            container_id: debugger,
+            cmd: ["sh", "-c", "cat /proc/1/cmdline | tr '\\0' ' '"]
+                .map(String::from)
+                .to_vec(),
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let seen = String::from_utf8_lossy(&seen.stdout).into_owned();
+    assert!(
+        seen.contains("httpd"),
+        "pid 1 of the target's namespace: {seen:?}"
+    );
 
     // A URL serves once: used again, it is unknown.
     let head = tokio::task::spawn_blocking(move || Spdy::connect(&used, "portforward.k8s.io").1)
