@@ -57,8 +57,12 @@ pub fn run(opts: DaemonOptions) -> i32 {
             return 1;
         }
     };
+    // Few threads, and engine threads that go when idle (each holds an engine: its store
+    // connections and caches), so that an idle daemon holds little memory.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(32)
+        .thread_keep_alive(std::time::Duration::from_secs(2))
         .enable_all()
         .build()
     {
@@ -134,6 +138,7 @@ async fn serve(
         log(Level::Info, "serving metrics", &[("address", &local)]);
         tokio::spawn(crate::metrics::serve(l, engines.clone()));
     }
+    tokio::spawn(crate::idle::trimmer(std::time::Duration::from_secs(2)));
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }

@@ -13,6 +13,7 @@ mod containers;
 pub mod daemon;
 mod engines;
 mod exec_sync;
+mod idle;
 mod images;
 pub mod log;
 mod meta;

@@ -39,6 +39,7 @@ fn registry() -> &'static Mutex<Registry> {
 
 /// Count a CRI request and its latency.
 pub fn request(method: &str, code: tonic::Code, took: Duration) {
+    crate::idle::touch();
     let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
     *r.requests
         .entry((method.to_string(), format!("{code:?}")))

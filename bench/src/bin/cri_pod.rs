@@ -1,0 +1,1179 @@
+//! Kubernetes' view of a runtime: Wharf's CRI daemon (`wharf daemon`) against containerd
+//! 1.6 with its CRI plugin and runc, both driven over the CRI v1 gRPC API by this one client
+//! (so no client start-up is measured), both networking pods with the same CNI chain
+//! (bridge + host-local, portmap) from a configuration directory of the benchmark's own.
+//!
+//! Measured, interleaved round-robin so machine noise hits both alike:
+//! - pod ready: RunPodSandbox + CreateContainer + StartContainer of busybox `sleep 3600`
+//!   until ContainerStatus says running (and each step's median);
+//! - teardown as kubelet does it: StopContainer (timeout 0: no grace period) +
+//!   StopPodSandbox + RemovePodSandbox; and once per engine, StopPodSandbox with the
+//!   container still running (the CRI says it is then killed);
+//!
+//! then memory: each daemon's RSS and PSS idle and with N pods running, and the engine's
+//! cost per pod (the daemon's growth plus the pods' shims; containerd's pause processes are
+//! shown apart).
+//!
+//! Every engine gets private state under a work directory: its root on disk, its runtime
+//! state on a tmpfs mounted there (where hosts keep /run), pods' cgroups below
+//! /wharf-bench-cri-<pid>. The image (`WHARF_BENCH_IMAGE`, default
+//! 127.0.0.1:35000/fixtures/busybox:latest; start the fixture registry with
+//! scripts/test.d/20-images.sh) is pulled through each CRI first; containerd's sandbox
+//! (pause) image is built here, the host's static busybox sleeping, and imported with ctr.
+//! Then both daemons stop, the benchmark moves into a network namespace of its own and
+//! starts them again on the same state, so the bridge, the pods' veths and portmap's rules
+//! exist only there.
+//!
+//! Run as root: `cargo run --release -p wharf-bench --bin cri_pod -- [ITERATIONS] [PODS]`
+//! (env WHARF_BIN selects the wharf binary; default: target/release/wharf next to this one).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tonic::transport::Channel;
+use wharf_bench::{median, ms, remove_cgroup_tree, unmount_below};
+use wharf_cri::api::image_service_client::ImageServiceClient;
+use wharf_cri::api::runtime_service_client::RuntimeServiceClient;
+use wharf_cri::api::*;
+use wharf_testbed::layer_tar::{Entry, layer};
+
+/// containerd's sandbox image, built by [`pause_image`] (never pulled).
+const PAUSE_IMAGE: &str = "wharf.bench/pause:1";
+/// What the pause process runs (how it is told from the pods' own processes).
+const PAUSE_ARGS: [&str; 3] = ["/bin/busybox", "sleep", "infinity"];
+/// The pods' container.
+const SLEEP: [&str; 2] = ["sleep", "3600"];
+
+/// Directories containerd makes outside its root and state whatever its configuration
+/// (libcni's result cache, the shims' sockets), children first.
+const OUTSIDE_DIRS: [&str; 4] = [
+    "/var/lib/cni/results",
+    "/var/lib/cni",
+    "/run/containerd/s",
+    "/run/containerd",
+];
+
+/// What every engine's pods share.
+struct Bench {
+    image: String,
+    work: PathBuf,
+    cgroup_parent: String,
+    pid: u32,
+    /// Those of [`OUTSIDE_DIRS`] absent at the start (removed at the end if empty).
+    absent: Vec<&'static str>,
+}
+
+/// A daemon serving the CRI on a unix socket.
+struct Daemon {
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    sock: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Start it and wait until its socket accepts connections.
+    fn start(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", self.program.display()))?;
+        let child = self.child.insert(child);
+        let t = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&self.sock).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!(
+                    "{} exited ({status}); its log: {}",
+                    self.program.display(),
+                    self.log.display()
+                ));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(format!("{} did not listen", self.program.display()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// SIGTERM, a wait, SIGKILL if it is still there.
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) of the daemon this benchmark started (not yet reaped).
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while matches!(child.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Wharf,
+    Containerd,
+}
+
+/// The two CRI clients of one daemon.
+struct Cri {
+    rt: RuntimeServiceClient<Channel>,
+    img: ImageServiceClient<Channel>,
+}
+
+/// Per-iteration durations.
+#[derive(Default)]
+struct Samples {
+    sandbox: Vec<Duration>,
+    create: Vec<Duration>,
+    start: Vec<Duration>,
+    ready: Vec<Duration>,
+    stop_container: Vec<Duration>,
+    stop: Vec<Duration>,
+    remove: Vec<Duration>,
+    teardown: Vec<Duration>,
+}
+
+/// Memory in kB.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    rss: u64,
+    pss: u64,
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+    fn add(self, o: Usage) -> Usage {
+        Usage {
+            rss: self.rss + o.rss,
+            pss: self.pss + o.pss,
+        }
+    }
+}
+
+/// One engine's memory figures.
+struct Memory {
+    /// The daemon right after its (second) start, images present, no pod yet.
+    fresh: Usage,
+    /// The daemon after the timed runs, no pod left.
+    idle: Usage,
+    /// The daemon with the pods running.
+    loaded: Usage,
+    /// The pods' shims: how many, and their sum.
+    shims: (usize, Usage),
+    /// containerd's pause processes: how many, and their sum.
+    pause: (usize, Usage),
+}
+
+/// A pod made and not yet removed, and its container once made.
+struct Pod {
+    id: String,
+    container: Option<String>,
+}
+
+struct Engine {
+    name: &'static str,
+    /// Prefix of its pods' names.
+    short: &'static str,
+    kind: Kind,
+    daemon: Daemon,
+    cri: Option<Cri>,
+    /// Pods made and not yet removed (what cleanup removes should a run fail).
+    pods: Vec<Pod>,
+    samples: Samples,
+    memory: Option<Memory>,
+    fresh: Usage,
+    /// StopPodSandbox of the warm-up pod, its container still running.
+    stop_running: Duration,
+}
+
+impl Engine {
+    fn cri(&mut self) -> Result<&mut Cri, String> {
+        self.cri
+            .as_mut()
+            .ok_or_else(|| format!("{}: not connected", self.name))
+    }
+
+    /// RunPodSandbox + CreateContainer + StartContainer, then ContainerStatus until
+    /// running; the three steps' durations (the last includes the status polls).
+    async fn pod_up(&mut self, b: &Bench, name: &str) -> Result<[Duration; 3], String> {
+        let config = pod_config(b, self.short, name)?;
+        let container = container_config(&b.image);
+        let engine = self.name;
+        let t0 = Instant::now();
+        let pod = self
+            .cri()?
+            .rt
+            .run_pod_sandbox(RunPodSandboxRequest {
+                config: Some(config.clone()),
+                runtime_handler: String::new(),
+            })
+            .await
+            .map_err(|e| format!("{engine}: RunPodSandbox {name}: {e}"))?
+            .into_inner()
+            .pod_sandbox_id;
+        let t1 = Instant::now();
+        self.pods.push(Pod {
+            id: pod.clone(),
+            container: None,
+        });
+        let rt = &mut self.cri()?.rt;
+        let id = rt
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: pod,
+                config: Some(container),
+                sandbox_config: Some(config),
+            })
+            .await
+            .map_err(|e| format!("{engine}: CreateContainer in {name}: {e}"))?
+            .into_inner()
+            .container_id;
+        let t2 = Instant::now();
+        if let Some(p) = self.pods.last_mut() {
+            p.container = Some(id.clone());
+        }
+        let rt = &mut self.cri()?.rt;
+        rt.start_container(StartContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .map_err(|e| format!("{engine}: StartContainer in {name}: {e}"))?;
+        loop {
+            let st = rt
+                .container_status(ContainerStatusRequest {
+                    container_id: id.clone(),
+                    verbose: false,
+                })
+                .await
+                .map_err(|e| format!("{engine}: ContainerStatus in {name}: {e}"))?
+                .into_inner()
+                .status
+                .ok_or_else(|| format!("{engine}: ContainerStatus in {name}: no status"))?;
+            if st.state == ContainerState::ContainerRunning as i32 {
+                break;
+            }
+            if st.state == ContainerState::ContainerExited as i32 {
+                return Err(format!(
+                    "{engine}: the container of {name} exited: {} {}",
+                    st.reason, st.message
+                ));
+            }
+            if t2.elapsed() > Duration::from_secs(30) {
+                return Err(format!("{engine}: the container of {name} never ran"));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok([t1 - t0, t2 - t1, t2.elapsed()])
+    }
+
+    /// As kubelet removes a pod: StopContainer (here with no grace period; skipped when
+    /// `stop_container_first` is false), StopPodSandbox, RemovePodSandbox.
+    async fn pod_down(
+        &mut self,
+        id: &str,
+        stop_container_first: bool,
+    ) -> Result<[Duration; 3], String> {
+        let engine = self.name;
+        let container = self
+            .pods
+            .iter()
+            .find(|p| p.id == id)
+            .and_then(|p| p.container.clone());
+        let rt = &mut self.cri()?.rt;
+        let start = Instant::now();
+        if let Some(c) = container.filter(|_| stop_container_first) {
+            rt.stop_container(StopContainerRequest {
+                container_id: c.clone(),
+                timeout: 0,
+            })
+            .await
+            .map_err(|e| format!("{engine}: StopContainer {c}: {e}"))?;
+        }
+        let t0 = Instant::now();
+        rt.stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+        })
+        .await
+        .map_err(|e| format!("{engine}: StopPodSandbox {id}: {e}"))?;
+        let t1 = Instant::now();
+        rt.remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+        })
+        .await
+        .map_err(|e| format!("{engine}: RemovePodSandbox {id}: {e}"))?;
+        let t2 = Instant::now();
+        self.pods.retain(|p| p.id != id);
+        Ok([t0 - start, t1 - t0, t2 - t1])
+    }
+
+    /// Every pod of the daemon (and any this benchmark made), stopped and removed.
+    async fn remove_all(&mut self) {
+        let mut ids: Vec<String> = self.pods.iter().map(|p| p.id.clone()).collect();
+        if let Ok(cri) = self.cri() {
+            if let Ok(list) = cri
+                .rt
+                .list_pod_sandbox(ListPodSandboxRequest::default())
+                .await
+            {
+                ids.extend(list.into_inner().items.into_iter().map(|p| p.id));
+            }
+            // Containers first, killed: a StopPodSandbox may wait out a grace period.
+            if let Ok(list) = cri
+                .rt
+                .list_containers(ListContainersRequest::default())
+                .await
+            {
+                for c in list.into_inner().containers {
+                    let _ = cri
+                        .rt
+                        .stop_container(StopContainerRequest {
+                            container_id: c.id,
+                            timeout: 0,
+                        })
+                        .await;
+                }
+            }
+        }
+        ids.sort();
+        ids.dedup();
+        let mut failed = Vec::new();
+        for id in ids {
+            if let Err(e) = self.pod_down(&id, true).await {
+                failed.push(e);
+            }
+        }
+        if let Some(first) = failed.first() {
+            eprintln!(
+                "cri_pod: cleanup: {} pods not removed through {} (first: {first})",
+                failed.len(),
+                self.name
+            );
+        }
+    }
+
+    /// The pods' shim processes and (containerd) pause processes, from a process list.
+    fn helpers(&self, b: &Bench, procs: &[Proc]) -> (Vec<i32>, Vec<i32>) {
+        let daemon = self.daemon.pid();
+        let work = b.work.display().to_string();
+        let sock = self.daemon.sock.display().to_string();
+        let shims: Vec<i32> = procs
+            .iter()
+            .filter(|p| Some(p.pid) != daemon)
+            .filter(|p| match self.kind {
+                Kind::Wharf => p.cmdline.contains("shim") && p.cmdline.contains(&work),
+                Kind::Containerd => {
+                    p.cmdline.contains("containerd-shim") && p.cmdline.contains(&sock)
+                }
+            })
+            .map(|p| p.pid)
+            .collect();
+        let pause = procs
+            .iter()
+            .filter(|p| shims.contains(&p.ppid) && p.cmdline == PAUSE_ARGS.join(" "))
+            .map(|p| p.pid)
+            .collect();
+        (shims, pause)
+    }
+}
+
+async fn connect(sock: &Path) -> Result<Cri, String> {
+    let socket = sock.to_path_buf();
+    let channel = tonic::transport::Endpoint::from_static("http://cri.invalid")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .map_err(|e| format!("connect to {}: {e}", sock.display()))?;
+    Ok(Cri {
+        rt: RuntimeServiceClient::new(channel.clone()),
+        img: ImageServiceClient::new(channel),
+    })
+}
+
+/// Connect, then wait until the runtime and its network say they are ready.
+async fn connect_ready(sock: &Path) -> Result<Cri, String> {
+    let t = Instant::now();
+    loop {
+        let last = match connect(sock).await {
+            Ok(mut cri) => match cri.rt.status(StatusRequest { verbose: false }).await {
+                Ok(st) => {
+                    let conds = st.into_inner().status.unwrap_or_default().conditions;
+                    let ready = |c: &str| conds.iter().any(|x| x.r#type == c && x.status);
+                    if ready("RuntimeReady") && ready("NetworkReady") {
+                        return Ok(cri);
+                    }
+                    format!("not ready: {conds:?}")
+                }
+                Err(e) => format!("Status: {e}"),
+            },
+            Err(e) => e,
+        };
+        if t.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{}: {last}", sock.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Kubelet's namespaces for a pod and its containers: the pod's network and IPC, a PID
+/// namespace per container.
+fn namespaces() -> Option<NamespaceOption> {
+    Some(NamespaceOption {
+        network: NamespaceMode::Pod as i32,
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
+        ..Default::default()
+    })
+}
+
+/// A pod as kubelet describes it (its log directory made first, as kubelet makes it).
+fn pod_config(b: &Bench, short: &str, name: &str) -> Result<PodSandboxConfig, String> {
+    let name = format!("{short}-{name}");
+    let uid = format!("{name}-{}", b.pid);
+    let logs = b.work.join("logs").join(&name);
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    Ok(PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.clone(),
+            uid: uid.clone(),
+            namespace: "bench".into(),
+            attempt: 0,
+        }),
+        hostname: name,
+        log_directory: logs.display().to_string(),
+        linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: format!("{}/kubepods/pod{uid}", b.cgroup_parent),
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: namespaces(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+fn container_config(image: &str) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: "c".into(),
+            attempt: 0,
+        }),
+        image: Some(ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        command: SLEEP.map(String::from).to_vec(),
+        log_path: "c/0.log".into(),
+        linux: Some(LinuxContainerConfig {
+            security_context: Some(LinuxContainerSecurityContext {
+                namespace_options: namespaces(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Whether an ELF executable is static (no PT_INTERP program header).
+fn is_static_elf(bin: &[u8]) -> bool {
+    let u16_at = |o: usize| bin.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at = |o: usize| {
+        bin.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    };
+    if !bin.starts_with(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    (0..phnum as usize).all(|i| {
+        let o = phoff as usize + i * phentsize as usize;
+        bin.get(o..o + 4) != Some(&3u32.to_le_bytes()[..])
+    })
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// containerd's sandbox image, as `docker save` writes one: a layer holding the host's
+/// static busybox, which the pause process runs to sleep forever.
+fn pause_image(path: &Path) -> Result<(), String> {
+    let src = wharf_testbed::busybox();
+    let busybox = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    if !is_static_elf(&busybox) {
+        return Err(format!(
+            "{} is not a static executable (install busybox-static)",
+            src.display()
+        ));
+    }
+    let rootfs = layer(vec![
+        Entry::dir("bin/"),
+        Entry {
+            mode: 0o755,
+            ..Entry::file("bin/busybox", &busybox)
+        },
+    ]);
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let config = serde_json::json!({
+        "architecture": arch,
+        "os": "linux",
+        "config": { "Entrypoint": PAUSE_ARGS },
+        "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&rootfs))] },
+    })
+    .to_string();
+    let config_name = format!("{}.json", sha256_hex(config.as_bytes()));
+    let manifest = serde_json::json!([{
+        "Config": config_name,
+        "RepoTags": [PAUSE_IMAGE],
+        "Layers": ["layer.tar"],
+    }])
+    .to_string();
+    let archive = layer(vec![
+        Entry::file("manifest.json", manifest.as_bytes()),
+        Entry::file(&config_name, config.as_bytes()),
+        Entry::file("layer.tar", &rootfs),
+    ]);
+    std::fs::write(path, archive).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The CNI chain both engines use: a bridge of ours with host-local addresses (kept in the
+/// work dir), and portmap.
+fn cni_config(dir: &Path, ipam: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let conf = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "benchnet",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "benchbr0",
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{ "subnet": "10.99.0.0/16" }]],
+                    "routes": [{ "dst": "0.0.0.0/0" }],
+                    "dataDir": ipam.display().to_string(),
+                },
+            },
+            { "type": "portmap", "capabilities": { "portMappings": true } },
+        ],
+    });
+    let file = dir.join("10-benchnet.conflist");
+    std::fs::write(&file, serde_json::to_string_pretty(&conf).unwrap())
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// A private containerd with the CRI plugin: own root, state, sockets, the bench's CNI
+/// configuration, runc with cgroupfs (its state on the tmpfs too), the fixture registry
+/// over plain HTTP, the sandbox image of [`pause_image`].
+fn containerd(b: &Bench, state: &Path, cni: &Path, registry: &str) -> Result<Daemon, String> {
+    let dir = b.work.join("containerd");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let sock = dir.join("containerd.sock");
+    let config = format!(
+        r#"version = 2
+root = "{dir}/root"
+state = "{state}/containerd"
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{sock}.ttrpc"
+[debug]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "{dir}/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "{PAUSE_IMAGE}"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    disable_apparmor = true
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "{cni}"
+      max_conf_num = 1
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "{state}/runc"
+    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
+      endpoint = ["http://{registry}"]
+"#,
+        dir = dir.display(),
+        state = state.display(),
+        sock = sock.display(),
+        cni = cni.display(),
+    );
+    let file = dir.join("config.toml");
+    std::fs::write(&file, config).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(Daemon {
+        program: "containerd".into(),
+        args: vec!["--config".into(), file.display().to_string()],
+        env: Vec::new(),
+        sock,
+        log: dir.join("containerd.log"),
+        child: None,
+    })
+}
+
+/// Wharf's daemon: private root and run directory, the bench's cgroup parent, CNI
+/// configuration and plugins, and a config file making the first CNI network the default.
+fn wharf_daemon(b: &Bench, state: &Path, cni: &Path) -> Result<Daemon, String> {
+    let dir = b.work.join("wharf");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let config = dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"network": {"default": "cni"}, "registries": {}}"#,
+    )
+    .map_err(|e| format!("{}: {e}", config.display()))?;
+    let sock = dir.join("wharf.sock");
+    let s = |p: &Path| p.display().to_string();
+    Ok(Daemon {
+        program: wharf_bench::wharf_bin(),
+        args: vec!["daemon".into(), "--listen".into(), s(&sock)],
+        env: vec![
+            ("WHARF_ROOT".into(), s(&dir.join("root"))),
+            ("WHARF_RUN".into(), s(&state.join("wharf"))),
+            ("WHARF_CGROUP_PARENT".into(), b.cgroup_parent.clone()),
+            ("WHARF_CONFIG".into(), s(&config)),
+            ("WHARF_CNI_CONF_DIR".into(), s(cni)),
+            ("WHARF_CNI_BIN_DIR".into(), "/usr/lib/cni".into()),
+            ("WHARF_CNI_CACHE_DIR".into(), s(&b.work.join("cni-cache"))),
+        ],
+        sock,
+        log: dir.join("daemon.log"),
+        child: None,
+    })
+}
+
+/// A process: pid, parent, command line (arguments joined by spaces).
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    cmdline: String,
+}
+
+fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+        let cmdline = String::from_utf8_lossy(&cmd)
+            .trim_end_matches('\0')
+            .replace('\0', " ");
+        out.push(Proc { pid, ppid, cmdline });
+    }
+    out
+}
+
+/// VmRSS (from status) and Pss (from smaps_rollup) of a process, in kB.
+fn usage(pid: i32) -> Option<Usage> {
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    Some(Usage {
+        rss: field(&status, "VmRSS:")?,
+        pss: field(&rollup, "Pss:")?,
+    })
+}
+
+fn sum(pids: &[i32]) -> Result<(usize, Usage), String> {
+    let mut total = Usage::default();
+    for pid in pids {
+        total = total + usage(*pid).ok_or_else(|| format!("pid {pid} is gone"))?;
+    }
+    Ok((pids.len(), total))
+}
+
+fn daemon_usage(e: &Engine) -> Result<Usage, String> {
+    e.daemon
+        .pid()
+        .and_then(usage)
+        .ok_or_else(|| format!("{}: the daemon is gone", e.name))
+}
+
+fn threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iterations: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
+    let pods: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    // SAFETY: geteuid has no preconditions.
+    assert!(unsafe { libc::geteuid() } == 0, "run as root");
+    let pid = std::process::id();
+    let b = Bench {
+        image: std::env::var("WHARF_BENCH_IMAGE")
+            .unwrap_or_else(|_| "127.0.0.1:35000/fixtures/busybox:latest".into()),
+        work: PathBuf::from(format!("/var/tmp/wharf-bench-cri-{pid}")),
+        cgroup_parent: format!("/wharf-bench-cri-{pid}"),
+        pid,
+        absent: OUTSIDE_DIRS
+            .into_iter()
+            .filter(|d| !Path::new(d).exists())
+            .collect(),
+    };
+    std::fs::create_dir_all(&b.work).unwrap();
+    // Runtime state goes where hosts keep it, on a tmpfs (/run), for both engines alike.
+    let run_fs = b.work.join("run");
+    std::fs::create_dir_all(&run_fs).unwrap();
+    let mounted = run_ok(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "wharf-bench-cri"])
+            .arg(&run_fs),
+        "mount the runtime tmpfs",
+    );
+    let mut engines = Vec::new();
+    let setup = mounted.and_then(|()| {
+        let cni = b.work.join("cni");
+        cni_config(&cni, &b.work.join("cni-ipam"))?;
+        pause_image(&b.work.join("pause.tar"))?;
+        let registry = b.image.split('/').next().unwrap_or_default().to_string();
+        for (name, short, kind, daemon) in [
+            ("wharf", "w", Kind::Wharf, wharf_daemon(&b, &run_fs, &cni)?),
+            (
+                "containerd",
+                "c",
+                Kind::Containerd,
+                containerd(&b, &run_fs, &cni, &registry)?,
+            ),
+        ] {
+            engines.push(Engine {
+                name,
+                short,
+                kind,
+                daemon,
+                cri: None,
+                pods: Vec::new(),
+                samples: Samples::default(),
+                memory: None,
+                fresh: Usage::default(),
+                stop_running: Duration::ZERO,
+            });
+        }
+        Ok(())
+    });
+    let outcome = setup.and_then(|()| bench(&b, &mut engines, iterations, pods));
+    if outcome.is_ok() {
+        report(&b, iterations, pods, &mut engines);
+    }
+    cleanup(&b, &mut engines);
+    if let Err(err) = outcome {
+        eprintln!("cri_pod: {err}");
+        std::process::exit(1);
+    }
+}
+
+fn list_dir(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Pull with both (host network), stop both, move into a network namespace of our own,
+/// start both again, then measure.
+fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> Result<(), String> {
+    let rt = runtime();
+    for e in engines.iter_mut() {
+        e.daemon.start()?;
+        let mut cri = rt.block_on(connect_ready(&e.daemon.sock))?;
+        rt.block_on(cri.img.pull_image(PullImageRequest {
+            image: Some(ImageSpec {
+                image: b.image.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+        .map_err(|err| format!("{}: PullImage {}: {err}", e.name, b.image))?;
+        if e.kind == Kind::Containerd {
+            run_ok(
+                Command::new("ctr")
+                    .arg("--address")
+                    .arg(&e.daemon.sock)
+                    .args(["-n", "k8s.io", "images", "import"])
+                    .arg(b.work.join("pause.tar")),
+                "ctr images import (the sandbox image)",
+            )?;
+            let st = rt
+                .block_on(cri.img.image_status(ImageStatusRequest {
+                    image: Some(ImageSpec {
+                        image: PAUSE_IMAGE.into(),
+                        ..Default::default()
+                    }),
+                    verbose: false,
+                }))
+                .map_err(|err| format!("containerd: ImageStatus {PAUSE_IMAGE}: {err}"))?;
+            if st.into_inner().image.is_none() {
+                return Err(format!("containerd does not see {PAUSE_IMAGE}"));
+            }
+        }
+        drop(cri);
+        e.daemon.stop();
+    }
+    drop(rt);
+
+    // From here on, networks are made in a namespace of our own (single-threaded: the
+    // whole process moves, and the daemons we start inherit it).
+    if threads() != 1 {
+        return Err(format!("{} threads left before unshare", threads()));
+    }
+    // SAFETY: unshare of the calling (only) thread.
+    let unshared = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    if unshared != 0 {
+        return Err(format!(
+            "unshare(CLONE_NEWNET): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    run_ok(
+        Command::new("ip").args(["link", "set", "lo", "up"]),
+        "lo up",
+    )?;
+    let rt = runtime();
+    for e in engines.iter_mut() {
+        e.daemon.start()?;
+        e.cri = Some(rt.block_on(connect_ready(&e.daemon.sock))?);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    for e in engines.iter_mut() {
+        e.fresh = daemon_usage(e)?;
+    }
+
+    // One warm-up pod each, removed with StopPodSandbox while its container runs (the
+    // CRI says the container is then killed), then `iterations` rounds in which each
+    // engine makes and removes one pod.
+    for e in engines.iter_mut() {
+        rt.block_on(e.pod_up(b, "warmup"))?;
+        let id = e.pods.last().unwrap().id.clone();
+        e.stop_running = rt.block_on(e.pod_down(&id, false))?[1];
+    }
+    for i in 0..iterations {
+        for e in engines.iter_mut() {
+            let [sandbox, create, start] = rt.block_on(e.pod_up(b, &i.to_string()))?;
+            let id = e.pods.last().unwrap().id.clone();
+            let [stop_container, stop, remove] = rt.block_on(e.pod_down(&id, true))?;
+            let s = &mut e.samples;
+            s.sandbox.push(sandbox);
+            s.create.push(create);
+            s.start.push(start);
+            s.ready.push(sandbox + create + start);
+            s.stop_container.push(stop_container);
+            s.stop.push(stop);
+            s.remove.push(remove);
+            s.teardown.push(stop_container + stop + remove);
+        }
+    }
+
+    // Memory: one engine at a time, `pods` pods running.
+    for e in engines.iter_mut() {
+        // Idle: three seconds without a request (Wharf's engine threads go after two).
+        std::thread::sleep(Duration::from_secs(3));
+        let idle = daemon_usage(e)?;
+        for j in 0..pods {
+            rt.block_on(e.pod_up(b, &format!("mem{j}")))?;
+        }
+        // Let the shims settle (Wharf's trims its memory when it goes back to sleep).
+        std::thread::sleep(Duration::from_secs(2));
+        let loaded = daemon_usage(e)?;
+        let (shims, pause) = e.helpers(b, &processes());
+        let shims = sum(&shims)?;
+        let pause = sum(&pause)?;
+        e.memory = Some(Memory {
+            fresh: e.fresh,
+            idle,
+            loaded,
+            shims,
+            pause,
+        });
+        let ids: Vec<String> = e.pods.iter().map(|p| p.id.clone()).collect();
+        for id in ids {
+            rt.block_on(e.pod_down(&id, true))?;
+        }
+    }
+    Ok(())
+}
+
+/// Medians of the timed runs, memory, and Wharf's ratios to containerd.
+fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
+    let ratio = |w: Duration, c: Duration| w.as_secs_f64() / c.as_secs_f64();
+    println!(
+        "{} `{}` in one container per pod, over the CRI, {iterations} iterations each, medians:",
+        b.image,
+        SLEEP.join(" ")
+    );
+    println!("  pod ready (RunPodSandbox + CreateContainer + StartContainer, until running):");
+    let mut ready = Vec::new();
+    for e in engines.iter_mut() {
+        let s = &mut e.samples;
+        let m = median(&mut s.ready);
+        ready.push(m);
+        println!(
+            "    {:<12} {:>11}   (RunPodSandbox {}, CreateContainer {}, StartContainer {})",
+            e.name,
+            ms(m),
+            ms(median(&mut s.sandbox)),
+            ms(median(&mut s.create)),
+            ms(median(&mut s.start))
+        );
+    }
+    println!("    wharf / containerd = {:.2}", ratio(ready[0], ready[1]));
+    println!(
+        "  teardown as kubelet does it (StopContainer with timeout 0 + StopPodSandbox + RemovePodSandbox):"
+    );
+    let mut down = Vec::new();
+    for e in engines.iter_mut() {
+        let s = &mut e.samples;
+        let m = median(&mut s.teardown);
+        down.push(m);
+        println!(
+            "    {:<12} {:>11}   (StopContainer {}, StopPodSandbox {}, RemovePodSandbox {})",
+            e.name,
+            ms(m),
+            ms(median(&mut s.stop_container)),
+            ms(median(&mut s.stop)),
+            ms(median(&mut s.remove))
+        );
+    }
+    println!("    wharf / containerd = {:.2}", ratio(down[0], down[1]));
+    println!("  StopPodSandbox with the container still running (the warm-up pod, once):");
+    for e in engines.iter() {
+        println!("    {:<12} {:>11}", e.name, ms(e.stop_running));
+    }
+
+    println!("memory with {pods} pods running, kB (RSS / PSS):");
+    let kb = |u: Usage| format!("{} / {}", u.rss, u.pss);
+    let per_pod = |u: Usage| format!("{} / {}", u.rss / pods as u64, u.pss / pods as u64);
+    let mut cost = Vec::new();
+    for e in engines.iter() {
+        let Some(m) = &e.memory else { continue };
+        let growth = Usage {
+            rss: m.loaded.rss.saturating_sub(m.idle.rss),
+            pss: m.loaded.pss.saturating_sub(m.idle.pss),
+        };
+        println!("  {}:", e.name);
+        println!(
+            "    daemon: fresh {}, idle after the timed runs {}, with the pods {} (+{} per pod)",
+            kb(m.fresh),
+            kb(m.idle),
+            kb(m.loaded),
+            per_pod(growth)
+        );
+        println!(
+            "    shims: {} processes, {} ({} per pod)",
+            m.shims.0,
+            kb(m.shims.1),
+            per_pod(m.shims.1)
+        );
+        if m.pause.0 > 0 {
+            println!(
+                "    pause: {} processes, {} ({} per pod)",
+                m.pause.0,
+                kb(m.pause.1),
+                per_pod(m.pause.1)
+            );
+        }
+        let engine = growth + m.shims.1;
+        println!(
+            "    per pod (daemon growth + shims): {}{}",
+            per_pod(engine),
+            if m.pause.0 > 0 {
+                format!(", with the pause process {}", per_pod(engine + m.pause.1))
+            } else {
+                String::new()
+            }
+        );
+        cost.push((engine, engine + m.pause.1));
+    }
+    if let [(w, _), (c, c_pause)] = cost[..] {
+        println!(
+            "  per pod, wharf / containerd: RSS {:.2} (with pause {:.2}), PSS {:.2} (with pause {:.2})",
+            w.rss as f64 / c.rss as f64,
+            w.rss as f64 / c_pause.rss as f64,
+            w.pss as f64 / c.pss as f64,
+            w.pss as f64 / c_pause.pss as f64
+        );
+    }
+}
+
+/// Remove every pod through its daemon, stop the daemons, kill whatever of this run is
+/// left (and say so), unmount and remove the work dir and the cgroups.
+fn cleanup(b: &Bench, engines: &mut [Engine]) {
+    let rt = runtime();
+    for e in engines.iter_mut() {
+        e.cri = None;
+        match e.daemon.child.as_mut().map(|c| c.try_wait()) {
+            None => continue,
+            Some(Ok(None)) => {}
+            Some(_) => {
+                eprintln!("cri_pod: cleanup: the {} daemon is gone", e.name);
+                continue;
+            }
+        }
+        match rt.block_on(connect(&e.daemon.sock)) {
+            Ok(cri) => {
+                e.cri = Some(cri);
+                rt.block_on(e.remove_all());
+            }
+            Err(err) => eprintln!("cri_pod: cleanup: {err}"),
+        }
+        e.cri = None;
+    }
+    drop(rt);
+    // Shims still running (their daemon gone) and anything in our cgroups: killed.
+    let procs = processes();
+    let mut leftover = Vec::new();
+    for e in engines.iter() {
+        let (shims, pause) = e.helpers(b, &procs);
+        leftover.extend(shims.iter().chain(&pause).copied());
+    }
+    for e in engines.iter_mut() {
+        e.daemon.stop();
+    }
+    for dir in wharf_bench::cgroup_dirs(&b.cgroup_parent) {
+        leftover.extend(pids_below(&dir));
+    }
+    leftover.sort();
+    leftover.dedup();
+    if !leftover.is_empty() {
+        eprintln!(
+            "cri_pod: cleanup: killing {} leftover processes",
+            leftover.len()
+        );
+    }
+    for pid in &leftover {
+        // SAFETY: kill(2) of a shim of this run or a process in the benchmark's cgroups.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    let t = Instant::now();
+    while leftover
+        .iter()
+        .any(|p| Path::new(&format!("/proc/{p}")).exists())
+        && t.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A containerd shim killed leaves its socket in /run/containerd/s (wherever the state
+    // directory is); each task's bundle says which.
+    let tasks = b.work.join("run/containerd/io.containerd.runtime.v2.task");
+    for bundle in list_dir(&tasks).iter().flat_map(|ns| list_dir(ns)) {
+        if let Ok(addr) = std::fs::read_to_string(bundle.join("address"))
+            && let Some(path) = addr.trim().strip_prefix("unix://")
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    unmount_below(&b.work);
+    let _ = std::fs::remove_dir_all(&b.work);
+    remove_cgroup_tree(&b.cgroup_parent);
+    for d in &b.absent {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+fn pids_below(dir: &Path) -> Vec<i32> {
+    let mut out: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(pids_below(&e.path()));
+        }
+    }
+    out
+}
