@@ -129,6 +129,21 @@ pub fn in_mount_ns(cmd: &mut Command, ns_fd: std::os::fd::RawFd) {
     }
 }
 
+/// Pids of the processes in cgroup directory `dir` and below.
+pub fn pids_below(dir: &std::path::Path) -> Vec<i32> {
+    let mut out: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(pids_below(&e.path()));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1124,7 +1124,7 @@ fn cleanup(b: &Bench, engines: &mut [Engine]) {
         e.daemon.stop();
     }
     for dir in wharf_bench::cgroup_dirs(&b.cgroup_parent) {
-        leftover.extend(pids_below(&dir));
+        leftover.extend(wharf_bench::pids_below(&dir));
     }
     leftover.sort();
     leftover.dedup();
@@ -1162,18 +1162,4 @@ fn cleanup(b: &Bench, engines: &mut [Engine]) {
     for d in &b.absent {
         let _ = std::fs::remove_dir(d);
     }
-}
-
-fn pids_below(dir: &Path) -> Vec<i32> {
-    let mut out: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(pids_below(&e.path()));
-        }
-    }
-    out
 }

@@ -460,24 +460,10 @@ fn cleanup_cgroups(parent: &str) {
             continue;
         }
         // Anything still in there was started by this benchmark.
-        for pid in find_in_cgroup(&dir) {
+        for pid in wharf_bench::pids_below(&dir) {
             // SAFETY: kill(2) of a process in the benchmark's own cgroup tree.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         wharf_testbed::remove_cgroup_tree(&dir);
     }
-}
-
-fn find_in_cgroup(dir: &Path) -> Vec<i32> {
-    let mut out: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(find_in_cgroup(&e.path()));
-        }
-    }
-    out
 }
