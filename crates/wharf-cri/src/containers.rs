@@ -17,6 +17,8 @@
 //! - `log_directory` (the pod's) joined with `log_path`: the container's log file, in the
 //!   CRI log format kubelet reads and rotates;
 //! - linux resources: CPU quota/period, shares, memory limit and swap, oom_score_adj;
+//! - devices: host device nodes (char or block) at the container's path, with their cgroup
+//!   access (a subset of rwm);
 //! - pid namespace TARGET (ephemeral debug containers): the target container's, which must
 //!   run in the same pod.
 
@@ -75,11 +77,31 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         }
         _ => None,
     };
-    if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
+    if !config.cdi_devices.is_empty() {
         return Err(Status::unimplemented(format!(
-            "container {name}: devices are not supported yet"
+            "container {name}: CDI devices are not supported yet"
         )));
     }
+    let devices = config
+        .devices
+        .iter()
+        .map(|d| {
+            if !d.host_path.starts_with('/') || !d.container_path.starts_with('/') {
+                return Err(invalid(
+                    name,
+                    format!(
+                        "device {:?} -> {:?}: both paths must be absolute",
+                        d.host_path, d.container_path
+                    ),
+                ));
+            }
+            Ok(wharf_engine::model::DeviceMapping {
+                host_path: d.host_path.clone().into(),
+                container_path: d.container_path.clone().into(),
+                permissions: d.permissions.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let log_path = match (
         pod.spec.labels.get(meta::LOG_DIRECTORY),
         config.log_path.as_str(),
@@ -153,6 +175,7 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         masked_paths: Some(sc.masked_paths.clone()).filter(|p| !p.is_empty()),
         readonly_paths: Some(sc.readonly_paths.clone()).filter(|p| !p.is_empty()),
         pid_target,
+        devices,
         ..Default::default()
     })
     .and_then(|spec| apparmor(&sc, name).map(|()| spec))

@@ -90,9 +90,10 @@ impl Runtime {
 
 type Stream<T> = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
 
-/// The answer of a method whose step has not landed yet.
-fn not_yet(method: &str) -> Status {
-    Status::unimplemented(format!("{method} is not implemented yet"))
+/// A stream of one message: the streaming list calls answer with everything in one batch
+/// (kubelet reads until the stream ends).
+fn one<T: Send + 'static>(item: T) -> Response<Stream<T>> {
+    Response::new(Box::pin(tokio_stream::once(Ok(item))))
 }
 
 /// The CRI's metrics endpoints (cAdvisor's metric set) are not served: kubelet then reads
@@ -445,26 +446,9 @@ impl RuntimeService for Runtime {
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
         self.call("ListContainerStats", move |e| {
-            let list = crate::containers::list(
-                e,
-                ListContainersRequest {
-                    filter: Some(ContainerFilter {
-                        id: f.id,
-                        pod_sandbox_id: f.pod_sandbox_id,
-                        label_selector: f.label_selector,
-                        state: Some(ContainerStateValue {
-                            state: crate::api::ContainerState::ContainerRunning as i32,
-                        }),
-                    }),
-                },
-            )?;
-            let mut stats = Vec::new();
-            for c in list.containers {
-                if let Ok(row) = crate::containers::row(e, &c.id) {
-                    stats.push(crate::stats::container_stats(e, &row)?);
-                }
-            }
-            Ok(ListContainerStatsResponse { stats })
+            Ok(ListContainerStatsResponse {
+                stats: crate::stats::list_containers(e, f)?,
+            })
         })
         .await
     }
@@ -487,25 +471,9 @@ impl RuntimeService for Runtime {
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
         self.call("ListPodSandboxStats", move |e| {
-            let list = crate::sandboxes::list(
-                e,
-                ListPodSandboxRequest {
-                    filter: Some(PodSandboxFilter {
-                        id: f.id,
-                        label_selector: f.label_selector,
-                        state: Some(PodSandboxStateValue {
-                            state: PodSandboxState::SandboxReady as i32,
-                        }),
-                    }),
-                },
-            )?;
-            let mut stats = Vec::new();
-            for p in list.items {
-                if let Ok(pod) = e.pod(&p.id) {
-                    stats.push(crate::stats::pod_stats(e, &pod.row)?);
-                }
-            }
-            Ok(ListPodSandboxStatsResponse { stats })
+            Ok(ListPodSandboxStatsResponse {
+                stats: crate::stats::list_pods(e, f)?,
+            })
         })
         .await
     }
@@ -534,41 +502,82 @@ impl RuntimeService for Runtime {
     }
     async fn update_pod_sandbox_resources(
         &self,
-        _request: Request<UpdatePodSandboxResourcesRequest>,
+        request: Request<UpdatePodSandboxResourcesRequest>,
     ) -> Result<Response<UpdatePodSandboxResourcesResponse>, Status> {
-        Err(not_yet("UpdatePodSandboxResources"))
+        // kubelet resizes the pod's own cgroup (which Wharf's pod cgroup is below) itself;
+        // nothing of the pod's is Wharf's to change.
+        let _ = request;
+        Ok(Response::new(UpdatePodSandboxResourcesResponse {}))
     }
 
     type StreamPodSandboxesStream = Stream<StreamPodSandboxesResponse>;
     async fn stream_pod_sandboxes(
         &self,
-        _request: Request<StreamPodSandboxesRequest>,
+        request: Request<StreamPodSandboxesRequest>,
     ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
-        Err(not_yet("StreamPodSandboxes"))
+        let req = ListPodSandboxRequest {
+            filter: request.into_inner().filter,
+        };
+        let r = self
+            .call("StreamPodSandboxes", move |e| {
+                crate::sandboxes::list(e, req)
+            })
+            .await?
+            .into_inner();
+        Ok(one(StreamPodSandboxesResponse {
+            pod_sandboxes: r.items,
+        }))
     }
 
     type StreamContainersStream = Stream<StreamContainersResponse>;
     async fn stream_containers(
         &self,
-        _request: Request<StreamContainersRequest>,
+        request: Request<StreamContainersRequest>,
     ) -> Result<Response<Self::StreamContainersStream>, Status> {
-        Err(not_yet("StreamContainers"))
+        let req = ListContainersRequest {
+            filter: request.into_inner().filter,
+        };
+        let r = self
+            .call("StreamContainers", move |e| crate::containers::list(e, req))
+            .await?
+            .into_inner();
+        Ok(one(StreamContainersResponse {
+            containers: r.containers,
+        }))
     }
 
     type StreamContainerStatsStream = Stream<StreamContainerStatsResponse>;
     async fn stream_container_stats(
         &self,
-        _request: Request<StreamContainerStatsRequest>,
+        request: Request<StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
-        Err(not_yet("StreamContainerStats"))
+        let f = request.into_inner().filter.unwrap_or_default();
+        let stats = self
+            .call("StreamContainerStats", move |e| {
+                crate::stats::list_containers(e, f)
+            })
+            .await?
+            .into_inner();
+        Ok(one(StreamContainerStatsResponse {
+            container_stats: stats,
+        }))
     }
 
     type StreamPodSandboxStatsStream = Stream<StreamPodSandboxStatsResponse>;
     async fn stream_pod_sandbox_stats(
         &self,
-        _request: Request<StreamPodSandboxStatsRequest>,
+        request: Request<StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
-        Err(not_yet("StreamPodSandboxStats"))
+        let f = request.into_inner().filter.unwrap_or_default();
+        let stats = self
+            .call("StreamPodSandboxStats", move |e| {
+                crate::stats::list_pods(e, f)
+            })
+            .await?
+            .into_inner();
+        Ok(one(StreamPodSandboxStatsResponse {
+            pod_sandbox_stats: stats,
+        }))
     }
 
     type GetContainerEventsStream = Stream<ContainerEventResponse>;
@@ -588,6 +597,6 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        Err(not_yet("StreamPodSandboxMetrics"))
+        Err(no_metrics("StreamPodSandboxMetrics"))
     }
 }

@@ -146,3 +146,51 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
         ..Default::default()
     })
 }
+
+/// Stats of the running containers a filter selects (ListContainerStats and its stream).
+pub fn list_containers(e: &Engine, f: ContainerStatsFilter) -> Result<Vec<ContainerStats>, Status> {
+    let list = crate::containers::list(
+        e,
+        ListContainersRequest {
+            filter: Some(ContainerFilter {
+                id: f.id,
+                pod_sandbox_id: f.pod_sandbox_id,
+                label_selector: f.label_selector,
+                state: Some(ContainerStateValue {
+                    state: crate::api::ContainerState::ContainerRunning as i32,
+                }),
+            }),
+        },
+    )?;
+    let mut stats = Vec::new();
+    for c in list.containers {
+        // Gone since it was listed: not an error.
+        if let Ok(row) = crate::containers::row(e, &c.id) {
+            stats.push(container_stats(e, &row)?);
+        }
+    }
+    Ok(stats)
+}
+
+/// Stats of the ready pods a filter selects (ListPodSandboxStats and its stream).
+pub fn list_pods(e: &Engine, f: PodSandboxStatsFilter) -> Result<Vec<PodSandboxStats>, Status> {
+    let list = crate::sandboxes::list(
+        e,
+        ListPodSandboxRequest {
+            filter: Some(PodSandboxFilter {
+                id: f.id,
+                label_selector: f.label_selector,
+                state: Some(PodSandboxStateValue {
+                    state: PodSandboxState::SandboxReady as i32,
+                }),
+            }),
+        },
+    )?;
+    let mut stats = Vec::new();
+    for p in list.items {
+        if let Ok(pod) = e.pod(&p.id) {
+            stats.push(pod_stats(e, &pod.row)?);
+        }
+    }
+    Ok(stats)
+}

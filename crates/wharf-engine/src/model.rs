@@ -120,6 +120,17 @@ pub struct VolumeMount {
     pub options: Vec<String>,
 }
 
+/// A host device given to a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMapping {
+    /// The device node on the host.
+    pub host_path: PathBuf,
+    /// Where it appears in the container.
+    pub container_path: PathBuf,
+    /// What the container may do with it: a subset of "rwm" (default "rwm").
+    pub permissions: String,
+}
+
 /// Which seccomp profile a container gets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SeccompMode {
@@ -209,6 +220,9 @@ pub struct ContainerSpec {
     /// Replaces the default read-only /proc paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readonly_paths: Option<Vec<String>>,
+    /// Host devices made available in the container (the CRI's devices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceMapping>,
     /// Join the pid namespace of this running container of the same pod (an ephemeral
     /// debug container's target: the CRI's NamespaceMode TARGET).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{
-    Capabilities, Linux, LinuxCapabilities, LinuxCpu, LinuxDeviceCgroup, LinuxMemory,
-    LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources, LinuxSeccomp, Mount, Process,
-    Root, Spec, UserBuilder,
+    Capabilities, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceCgroup,
+    LinuxDeviceType, LinuxMemory, LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources,
+    LinuxSeccomp, Mount, Process, Root, Spec, UserBuilder,
 };
 use serde_json::json;
 
@@ -383,6 +383,10 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     } else if props("rslave") {
         linux.set_rootfs_propagation(Some("rslave".into()));
     }
+    let devices: Vec<LinuxDevice> = host_devices(spec)?.into_iter().map(|d| d.0).collect();
+    if !devices.is_empty() {
+        linux.set_devices(Some(devices));
+    }
     if !i.pod.sysctls.is_empty() {
         linux.set_sysctl(Some(i.pod.sysctls.clone().into_iter().collect()));
     }
@@ -633,14 +637,72 @@ fn namespaces(i: &Inputs<'_>) -> Result<Vec<LinuxNamespace>> {
     Ok(out)
 }
 
-/// Devices (all, privileged; none else), memory, CPU and pids limits.
+/// The spec's host devices as the runtime creates them, each with its cgroup access. A
+/// host path that is not a device node is refused, naming it.
+fn host_devices(spec: &ContainerSpec) -> Result<Vec<(LinuxDevice, String)>> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let name = spec.name.as_deref().unwrap_or("container");
+    spec.devices
+        .iter()
+        .map(|d| {
+            let m = std::fs::metadata(&d.host_path).map_err(|e| {
+                Error::Invalid(format!(
+                    "container {name}: device {}: {e}",
+                    d.host_path.display()
+                ))
+            })?;
+            let typ = if m.file_type().is_char_device() {
+                LinuxDeviceType::C
+            } else if m.file_type().is_block_device() {
+                LinuxDeviceType::B
+            } else {
+                return Err(Error::Invalid(format!(
+                    "container {name}: {} is not a device node",
+                    d.host_path.display()
+                )));
+            };
+            let access = if d.permissions.is_empty() {
+                "rwm".to_string()
+            } else if d.permissions.chars().all(|c| "rwm".contains(c)) {
+                d.permissions.clone()
+            } else {
+                return Err(Error::Invalid(format!(
+                    "container {name}: device permissions {:?}: use a subset of rwm",
+                    d.permissions
+                )));
+            };
+            let rdev = m.rdev();
+            let mut dev = LinuxDevice::default();
+            dev.set_path(d.container_path.clone());
+            dev.set_typ(typ);
+            dev.set_major(rustix::fs::major(rdev) as i64);
+            dev.set_minor(rustix::fs::minor(rdev) as i64);
+            dev.set_file_mode(Some(m.mode() & 0o7777));
+            dev.set_uid(Some(0));
+            dev.set_gid(Some(0));
+            Ok((dev, access))
+        })
+        .collect()
+}
+
+/// Devices (all, privileged; none else, but the spec's own), memory, CPU and pids limits.
 fn resources(i: &Inputs<'_>) -> Result<LinuxResources> {
     let spec = i.spec;
     let mut r = LinuxResources::default();
     let mut devices = LinuxDeviceCgroup::default();
     devices.set_allow(spec.privileged);
     devices.set_access(Some("rwm".into()));
-    r.set_devices(Some(vec![devices]));
+    let mut rules = vec![devices];
+    for d in host_devices(spec)? {
+        let mut rule = LinuxDeviceCgroup::default();
+        rule.set_allow(true);
+        rule.set_typ(Some(d.0.typ()));
+        rule.set_major(Some(d.0.major()));
+        rule.set_minor(Some(d.0.minor()));
+        rule.set_access(Some(d.1));
+        rules.push(rule);
+    }
+    r.set_devices(Some(rules));
     if spec.memory.is_some() || spec.memory_reservation.is_some() {
         let mut m = LinuxMemory::default();
         if let Some(l) = spec.memory {

@@ -505,8 +505,15 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         config: Some(cfg),
         sandbox_config: Some(config.clone()),
     };
+    let mut app = container_config("app", script);
+    // A host device, as a device plugin would give it.
+    app.devices = vec![Device {
+        container_path: "/dev/host-null".into(),
+        host_path: "/dev/null".into(),
+        permissions: "rw".into(),
+    }];
     let ctr = rt
-        .create_container(create(container_config("app", script), &pod))
+        .create_container(create(app, &pod))
         .await
         .unwrap()
         .into_inner()
@@ -567,7 +574,8 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         .exec_sync(exec(
             "id -u; id -g; id -G; hostname; cat /etc/resolv.conf; \
              cat /proc/sys/net/ipv4/ip_unprivileged_port_start; \
-             touch /x 2>/dev/null || echo read-only",
+             touch /x 2>/dev/null || echo read-only; \
+             echo discard > /dev/host-null && echo device-writable",
             10,
         ))
         .await
@@ -591,6 +599,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         "search svc.cluster.local",
         "ndots:5",
         "read-only",
+        "device-writable",
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }
@@ -702,6 +711,28 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         .await
         .unwrap();
     assert!(ids(l.into_inner()).is_empty());
+
+    // The streaming list calls answer the same, in one message.
+    let mut streamed = rt
+        .stream_containers(StreamContainersRequest {
+            filter: Some(ContainerFilter {
+                pod_sandbox_id: pod.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = streamed.message().await.unwrap().unwrap();
+    assert_eq!(first.containers.len(), 1);
+    assert!(streamed.message().await.unwrap().is_none());
+    let mut streamed = rt
+        .stream_pod_sandbox_stats(StreamPodSandboxStatsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let first = streamed.message().await.unwrap().unwrap();
+    assert_eq!(first.pod_sandbox_stats.len(), 1);
 
     // Stopped: its trap runs, its exit is a clean one, its new log has the goodbye.
     rt.stop_container(StopContainerRequest {
@@ -1652,6 +1683,15 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     });
     let e = rt.create_container(create(group_only)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let mut not_a_device = container_config("notadevice", "true");
+    not_a_device.devices = vec![Device {
+        container_path: "/dev/x".into(),
+        host_path: "/etc/hostname".into(),
+        permissions: "rw".into(),
+    }];
+    let e = rt.create_container(create(not_a_device)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("not a device node"), "{e:?}");
     // None of them left a container behind.
     let left = rt
         .list_containers(ListContainersRequest::default())
