@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::mpsc;
 use wharf_engine::session::Output;
 
@@ -22,7 +21,7 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Frames off the connection.
 struct Reader {
-    rd: OwnedReadHalf,
+    rd: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
     buf: Vec<u8>,
 }
 
@@ -97,7 +96,16 @@ pub async fn serve(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let (rd, mut wr) = tcp.into_split();
+    run(tcp, pending, engines).await
+}
+
+/// Speak SPDY on `io` (after the upgrade: a TCP connection, or a WebSocket tunnel) for
+/// the URL's purpose.
+pub async fn run<S>(io: S, pending: Pending, engines: Engines) -> Result<(), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (rd, mut wr) = tokio::io::split(io);
     let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(async move {
         while let Some(b) = out_rx.recv().await {
@@ -108,7 +116,7 @@ pub async fn serve(
         let _ = wr.shutdown().await;
     });
     let reader = Reader {
-        rd,
+        rd: Box::new(rd),
         buf: Vec::new(),
     };
     let r = match pending {

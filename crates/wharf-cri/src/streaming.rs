@@ -3,8 +3,10 @@
 //! Kubernetes' remotecommand protocol (`v5.channel.k8s.io` and `v4.channel.k8s.io`): binary
 //! messages whose first byte is the channel (0 stdin, 1 stdout, 2 stderr, 3 the final
 //! status as a metav1.Status, 4 terminal resizes as `{"Width":w,"Height":h}`; v5 adds 255,
-//! the client closing one of its channels), and SPDY/3.1 (crictl's default, kubelet's
-//! classic one): see [`crate::spdy_streams`], which also serves port forwarding.
+//! the client closing one of its channels), SPDY/3.1 (crictl's default, kubelet's classic
+//! one: see [`crate::spdy_streams`], which also serves port forwarding), and SPDY tunnelled
+//! through WebSocket for port forwarding (`SPDY/3.1+portforward.k8s.io`, kubectl's newer
+//! transport).
 //!
 //! A URL holds a random single-use token that expires after a minute, and the server
 //! listens on loopback unless configured otherwise (`daemon.stream-address`), as kubelet's
@@ -30,6 +32,9 @@ const TOKEN_TTL: Duration = Duration::from_secs(60);
 
 /// The subprotocols served, preferred first.
 const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+
+/// SPDY port forwarding tunnelled through WebSocket.
+const TUNNEL: &str = "SPDY/3.1+portforward.k8s.io";
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -176,7 +181,7 @@ async fn connection(
         return crate::spdy_streams::serve(server.take(&head.path), head, tcp, engines).await;
     }
     let mut found: Option<Pending> = None;
-    let mut chosen = "";
+    let mut chosen: &str = "";
     let callback = |req: &Request, mut resp: Response| {
         let offered: Vec<String> = req
             .headers()
@@ -185,15 +190,23 @@ async fn connection(
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
             .collect();
-        let Some(p) = PROTOCOLS.iter().find(|p| offered.iter().any(|o| o == *p)) else {
-            return Err(refuse(
-                400,
-                "no supported subprotocol: Wharf streams v5.channel.k8s.io and \
-                 v4.channel.k8s.io over WebSocket (SPDY is not served yet)",
-            ));
-        };
         let Some(pending) = server.take(req.uri().path()) else {
             return Err(refuse(404, "unknown or expired stream URL"));
+        };
+        // Port forwarding over WebSocket is SPDY tunnelled through it (client-go's
+        // SPDY-over-WebSocket dialer); exec and attach use the channel protocols.
+        let served: &[&'static str] = match pending {
+            Pending::PortForward { .. } => &[TUNNEL],
+            _ => &PROTOCOLS,
+        };
+        let Some(p) = served.iter().find(|p| offered.iter().any(|o| o == *p)) else {
+            return Err(refuse(
+                400,
+                &format!(
+                    "no supported subprotocol: Wharf serves {} here over WebSocket",
+                    served.join(", ")
+                ),
+            ));
         };
         chosen = p;
         found = Some(pending);
@@ -207,8 +220,55 @@ async fn connection(
         .await
         .map_err(|e| format!("websocket handshake: {e}"))?;
     let pending = found.expect("the handshake succeeded");
+    if chosen == TUNNEL {
+        return tunnel(ws, pending, engines).await;
+    }
     let v5 = chosen == PROTOCOLS[0];
     relay(ws, pending, v5, engines).await
+}
+
+/// SPDY carried in WebSocket binary messages, served as if it came over TCP.
+async fn tunnel(
+    ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+    pending: Pending,
+    engines: Engines,
+) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (mut rd, mut wr) = tokio::io::split(ours);
+    let (mut sink, mut source) = ws.split();
+    let inbound = tokio::spawn(async move {
+        while let Some(Ok(m)) = source.next().await {
+            match m {
+                Message::Binary(b) if wr.write_all(&b).await.is_err() => break,
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+    let outbound = tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if sink
+                        .send(Message::Binary(buf[..n].to_vec().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        close(&mut sink).await;
+    });
+    let r = crate::spdy_streams::run(theirs, pending, engines).await;
+    let _ = outbound.await;
+    inbound.abort();
+    r
 }
 
 /// What goes to the process.

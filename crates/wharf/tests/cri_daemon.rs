@@ -1320,11 +1320,65 @@ async fn exec_and_attach_stream_over_websocket() {
     stop_and_check_clean(d).await;
 }
 
+/// Where the test's SPDY client sends its bytes: a TCP connection after the HTTP upgrade,
+/// or a WebSocket whose binary messages carry them (client-go's tunnel).
+trait Transport: Send {
+    fn send(&mut self, b: &[u8]);
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize>;
+    fn finish(&mut self);
+}
+
+impl Transport for std::net::TcpStream {
+    fn send(&mut self, b: &[u8]) {
+        std::io::Write::write_all(self, b).unwrap();
+    }
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::io::Read::read(self, buf)
+    }
+    fn finish(&mut self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// A synchronous WebSocket carrying a byte stream.
+struct WsTransport {
+    ws: tokio_tungstenite::tungstenite::WebSocket<std::net::TcpStream>,
+    pending: Vec<u8>,
+}
+
+impl Transport for WsTransport {
+    fn send(&mut self, b: &[u8]) {
+        self.ws
+            .send(tokio_tungstenite::tungstenite::Message::Binary(
+                b.to_vec().into(),
+            ))
+            .unwrap();
+    }
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.pending.is_empty() {
+            match self.ws.read() {
+                Ok(tokio_tungstenite::tungstenite::Message::Binary(b)) => {
+                    self.pending.extend_from_slice(&b)
+                }
+                Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => return Ok(0),
+                Ok(_) => {}
+            }
+        }
+        let n = buf.len().min(self.pending.len());
+        buf[..n].copy_from_slice(&self.pending[..n]);
+        self.pending.drain(..n);
+        Ok(n)
+    }
+    fn finish(&mut self) {
+        let _ = self.ws.close(None);
+    }
+}
+
 /// A minimal SPDY/3.1 client of the streaming server (what client-go's SPDY executor and
 /// port-forwarder send: the upgrade, SYN_STREAMs with `streamType` and friends, data with
 /// FIN), with header blocks compressed without the SPDY dictionary (readers accept both).
 struct Spdy {
-    tcp: std::net::TcpStream,
+    tcp: Box<dyn Transport>,
     deflate: flate2::Compress,
     buf: Vec<u8>,
     next_id: u32,
@@ -1355,7 +1409,7 @@ impl Spdy {
             head.push(b[0]);
         }
         let spdy = Spdy {
-            tcp,
+            tcp: Box::new(tcp),
             deflate: flate2::Compress::new(flate2::Compression::fast(), true),
             buf: Vec::new(),
             next_id: 1,
@@ -1363,8 +1417,50 @@ impl Spdy {
         (spdy, String::from_utf8_lossy(&head).into_owned())
     }
 
+    /// SPDY through a WebSocket (`SPDY/3.1+portforward.k8s.io`), as client-go's
+    /// port-forward dialer does.
+    fn connect_tunnel(url: &str) -> Spdy {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let rest = url.trim_start_matches("http://");
+        let addr = &rest[..rest.find('/').unwrap()];
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut req = url
+            .replacen("http://", "ws://", 1)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "SPDY/3.1+portforward.k8s.io".parse().unwrap(),
+        );
+        let (ws, resp) = tokio_tungstenite::tungstenite::client::client(req, tcp).unwrap();
+        assert_eq!(
+            resp.headers()["Sec-WebSocket-Protocol"],
+            "SPDY/3.1+portforward.k8s.io"
+        );
+        Spdy {
+            tcp: Box::new(WsTransport {
+                ws,
+                pending: Vec::new(),
+            }),
+            deflate: flate2::Compress::new(flate2::Compression::fast(), true),
+            buf: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Forward one HTTP request to `port` of the pod; the response.
+    fn http_get(&mut self, port: &str, request: &str) -> String {
+        let hdr = [("port", port), ("requestID", request)];
+        let error = self.open(&[("streamType", "error"), hdr[0], hdr[1]]);
+        let data = self.open(&[("streamType", "data"), hdr[0], hdr[1]]);
+        self.send(data, b"GET /index.html HTTP/1.0\r\n\r\n", true);
+        let (got, _) = self.drain(&[data, error]);
+        assert!(got.get(&error).is_none_or(|e| e.is_empty()), "{got:?}");
+        String::from_utf8_lossy(&got[&data]).into_owned()
+    }
+
     fn open(&mut self, headers: &[(&str, &str)]) -> u32 {
-        use std::io::Write;
         let mut plain = (headers.len() as u32).to_be_bytes().to_vec();
         for (k, v) in headers {
             for s in [k, v] {
@@ -1384,23 +1480,21 @@ impl Spdy {
         let mut f = vec![0x80, 3, 0, 1, 0];
         f.extend(&(payload.len() as u32).to_be_bytes()[1..]);
         f.extend(payload);
-        self.tcp.write_all(&f).unwrap();
+        self.tcp.send(&f);
         id
     }
 
     fn send(&mut self, id: u32, data: &[u8], fin: bool) {
-        use std::io::Write;
         let mut f = id.to_be_bytes().to_vec();
         f.push(u8::from(fin));
         f.extend(&(data.len() as u32).to_be_bytes()[1..]);
         f.extend(data);
-        self.tcp.write_all(&f).unwrap();
+        self.tcp.send(&f);
     }
 
     /// Data per stream until the server ends the connection, or has ended each stream of
     /// `until` (FIN); the streams it replied to.
     fn drain(&mut self, until: &[u32]) -> (std::collections::BTreeMap<u32, Vec<u8>>, Vec<u32>) {
-        use std::io::Read;
         let mut data = std::collections::BTreeMap::<u32, Vec<u8>>::new();
         let mut replied = Vec::new();
         let mut ended = Vec::new();
@@ -1429,7 +1523,7 @@ impl Spdy {
                     return (data, replied);
                 }
             }
-            match self.tcp.read(&mut chunk) {
+            match self.tcp.read_some(&mut chunk) {
                 Ok(0) | Err(_) => return (data, replied),
                 Ok(n) => self.buf.extend(&chunk[..n]),
             }
@@ -1511,19 +1605,10 @@ async fn exec_and_port_forward_stream_over_spdy() {
     let page = tokio::task::spawn_blocking(move || {
         let (mut s, head) = Spdy::connect(&url, "portforward.k8s.io");
         assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-        let mut pages = Vec::new();
         // Two connections forwarded over the one SPDY connection, as client-go does.
-        for request in ["0", "1"] {
-            let hdr = [("port", "8080"), ("requestID", request)];
-            let error = s.open(&[("streamType", "error"), hdr[0], hdr[1]]);
-            let data = s.open(&[("streamType", "data"), hdr[0], hdr[1]]);
-            s.send(data, b"GET /index.html HTTP/1.0\r\n\r\n", true);
-            let (got, _) = s.drain(&[data, error]);
-            assert!(got.get(&error).is_none_or(|e| e.is_empty()), "{got:?}");
-            pages.push(String::from_utf8_lossy(&got[&data]).into_owned());
-        }
+        let pages = [s.http_get("8080", "0"), s.http_get("8080", "1")];
         assert!(pages[1].contains("hello-forwarded"), "{}", pages[1]);
-        pages.remove(0)
+        pages[0].clone()
     })
     .await
     .unwrap();
@@ -1573,6 +1658,26 @@ async fn exec_and_port_forward_stream_over_spdy() {
         seen.contains("httpd"),
         "pid 1 of the target's namespace: {seen:?}"
     );
+
+    // The same through a WebSocket tunnel (kubectl's newer transport).
+    let url = rt
+        .port_forward(PortForwardRequest {
+            pod_sandbox_id: pod.clone(),
+            port: vec![8080],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let page = tokio::task::spawn_blocking(move || {
+        let mut s = Spdy::connect_tunnel(&url);
+        let page = s.http_get("8080", "0");
+        s.tcp.finish();
+        page
+    })
+    .await
+    .unwrap();
+    assert!(page.contains("hello-forwarded"), "{page}");
 
     // A URL serves once: used again, it is unknown.
     let head = tokio::task::spawn_blocking(move || Spdy::connect(&used, "portforward.k8s.io").1)
