@@ -11,7 +11,7 @@
 //!   AppArmor only where the host has it (this code refuses a Localhost profile without
 //!   it, and lets RuntimeDefault and Unconfined be, since both mean "no profile" there);
 //!   SELinux relabelling is ignored, as SELinux is off where Wharf runs;
-//! - mounts: bind mounts of host paths (created as directories when missing, as
+//! - mounts: bind mounts of host paths (recursive read-only ones with the runtime's `rro`) (created as directories when missing, as
 //!   containerd does) with their propagation (HOST_TO_CONTAINER: rslave; BIDIRECTIONAL:
 //!   rshared);
 //! - `log_directory` (the pod's) joined with `log_path`: the container's log file, in the
@@ -276,10 +276,27 @@ fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
             "container {name}: image volumes are not supported yet"
         )));
     }
+    // Recursive read-only: read-only all the way down, which only makes sense for a
+    // read-only mount that receives no new mounts from the host.
     if m.recursive_read_only {
-        return Err(Status::unimplemented(format!(
-            "container {name}: recursive read-only mounts are not supported yet"
-        )));
+        if !m.readonly {
+            return Err(invalid(
+                name,
+                format!(
+                    "mount of {:?}: recursive_read_only needs readonly",
+                    m.container_path
+                ),
+            ));
+        }
+        if m.propagation != MountPropagation::PropagationPrivate as i32 {
+            return Err(invalid(
+                name,
+                format!(
+                    "mount of {:?}: recursive_read_only needs private propagation",
+                    m.container_path
+                ),
+            ));
+        }
     }
     if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
         return Err(Status::unimplemented(format!(
@@ -315,7 +332,11 @@ fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
         destination: PathBuf::from(&m.container_path),
         readonly: m.readonly,
         kind: "bind".into(),
-        options: propagation.map(String::from).into_iter().collect(),
+        options: propagation
+            .into_iter()
+            .chain(m.recursive_read_only.then_some("rro"))
+            .map(String::from)
+            .collect(),
     })
 }
 

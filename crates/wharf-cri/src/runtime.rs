@@ -196,7 +196,12 @@ impl RuntimeService for Runtime {
             info,
             runtime_handlers: vec![RuntimeHandler {
                 name: String::new(),
-                features: Some(RuntimeHandlerFeatures::default()),
+                // Recursive read-only mounts: the runtime's "rro" (mount_setattr, which
+                // every kernel Wharf runs on has).
+                features: Some(RuntimeHandlerFeatures {
+                    recursive_read_only_mounts: true,
+                    user_namespaces: false,
+                }),
             }],
             features: Some(RuntimeFeatures::default()),
         }))

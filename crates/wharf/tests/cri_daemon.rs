@@ -1732,6 +1732,8 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     assert!(pods.is_empty(), "rolled back: {pods:?}");
     // Host-network pods need no CNI: the container-level failures.
     let mut config = pod_config(&d, "host");
+    // The host's network: no network sysctls (kubelet sends none then).
+    config.linux.as_mut().unwrap().sysctls.clear();
     config.linux.as_mut().unwrap().security_context = Some(LinuxSandboxSecurityContext {
         namespace_options: Some(NamespaceOption {
             network: NamespaceMode::Node as i32,
@@ -1797,6 +1799,16 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     let e = rt.create_container(create(not_a_device)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("not a device node"), "{e:?}");
+    let mut rro_rw = container_config("rrorw", "true");
+    rro_rw.mounts = vec![Mount {
+        container_path: "/data".into(),
+        host_path: d.w.path("vol").display().to_string(),
+        recursive_read_only: true,
+        ..Default::default()
+    }];
+    let e = rt.create_container(create(rro_rw)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("needs readonly"), "{e:?}");
     // None of them left a container behind.
     let left = rt
         .list_containers(ListContainersRequest::default())
@@ -1844,11 +1856,65 @@ async fn failed_requests_roll_back_and_name_their_cause() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     rt.version(VersionRequest::default()).await.unwrap();
+
+    // Recursive read-only reaches the mounts below the volume (a plain read-only bind
+    // leaves them writable).
+    let vol = d.w.path("rro");
+    std::fs::create_dir_all(vol.join("sub")).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(vol.join("sub"))
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let mut rro = container_config("rro", "exec sleep 1000");
+    rro.linux = None;
+    rro.mounts = [("/plain", false), ("/recursive", true)]
+        .map(|(path, recursive)| Mount {
+            container_path: path.into(),
+            host_path: vol.display().to_string(),
+            readonly: true,
+            recursive_read_only: recursive,
+            ..Default::default()
+        })
+        .to_vec();
+    let ctr = rt
+        .create_container(create(rro))
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    rt.start_container(StartContainerRequest {
+        container_id: ctr.clone(),
+    })
+    .await
+    .unwrap();
+    let out = rt
+        .exec_sync(ExecSyncRequest {
+            container_id: ctr,
+            cmd: [
+                "sh",
+                "-c",
+                "touch /plain/sub/x && echo plain-writable; touch /recursive/sub/x || echo recursive-read-only",
+            ]
+            .map(String::from)
+            .to_vec(),
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("plain-writable") && text.contains("recursive-read-only"),
+        "{text}"
+    );
     rt.remove_pod_sandbox(RemovePodSandboxRequest {
         pod_sandbox_id: pod,
     })
     .await
     .unwrap();
+    let _ = Command::new("umount").arg(vol.join("sub")).status();
     drop(rt);
     stop_and_check_clean(d).await;
 }
