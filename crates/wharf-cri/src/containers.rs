@@ -176,6 +176,7 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         readonly_paths: Some(sc.readonly_paths.clone()).filter(|p| !p.is_empty()),
         pid_target,
         devices,
+        strict_groups: sc.supplemental_groups_policy == SupplementalGroupsPolicy::Strict as i32,
         ..Default::default()
     })
     .and_then(|spec| apparmor(&sc, name).map(|()| spec))
@@ -532,11 +533,23 @@ pub fn container_status(st: &wharf_engine::ContainerStatus) -> ContainerStatus {
 pub fn status(e: &Engine, req: ContainerStatusRequest) -> Result<ContainerStatusResponse, Status> {
     let st = e.container_status(&req.container_id).map_err(from_engine)?;
     let mut info = std::collections::HashMap::new();
+    let spec: serde_json::Value = std::fs::read(st.view.bundle.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    // The identity its first process gets (SupplementalGroupsPolicy's ContainerUser).
+    let u = &spec["process"]["user"];
+    let user = u["uid"].as_i64().map(|uid| ContainerUser {
+        linux: Some(LinuxContainerUser {
+            uid,
+            gid: u["gid"].as_i64().unwrap_or(0),
+            supplemental_groups: u["additionalGids"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|g| g.as_i64()).collect())
+                .unwrap_or_default(),
+        }),
+    });
     if req.verbose {
-        let spec: serde_json::Value = std::fs::read(st.view.bundle.join("config.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
         info.insert(
             "info".to_string(),
             serde_json::json!({
@@ -551,8 +564,10 @@ pub fn status(e: &Engine, req: ContainerStatusRequest) -> Result<ContainerStatus
             .to_string(),
         );
     }
+    let mut status = container_status(&st);
+    status.user = user;
     Ok(ContainerStatusResponse {
-        status: Some(container_status(&st)),
+        status: Some(status),
         info,
     })
 }

@@ -203,7 +203,10 @@ impl RuntimeService for Runtime {
                     user_namespaces: false,
                 }),
             }],
-            features: Some(RuntimeFeatures::default()),
+            features: Some(RuntimeFeatures {
+                supplemental_groups_policy: true,
+                user_namespaces_host_network: false,
+            }),
         }))
     }
 

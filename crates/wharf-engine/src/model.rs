@@ -220,6 +220,10 @@ pub struct ContainerSpec {
     /// Replaces the default read-only /proc paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readonly_paths: Option<Vec<String>>,
+    /// Only `groups` as supplementary groups, none from the image's /etc/group (the CRI's
+    /// SupplementalGroupsPolicy Strict; by default they are merged, as docker does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict_groups: bool,
     /// Host devices made available in the container (the CRI's devices).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceMapping>,

@@ -284,6 +284,42 @@ pub fn resolve_user(rootfs: &Path, user: &str) -> Result<(u32, u32, Option<Strin
     Ok((uid, gid, home))
 }
 
+/// The first process's supplementary groups: its primary group, the spec's, and (unless the
+/// spec is strict) the groups the image's /etc/group lists its user in, sorted.
+fn supplementary_groups(rootfs: &Path, uid: u32, gid: u32, spec: &ContainerSpec) -> Vec<u32> {
+    let mut groups = vec![gid];
+    groups.extend(&spec.groups);
+    if !spec.strict_groups {
+        groups.extend(image_groups(rootfs, uid));
+    }
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// The groups whose member lists in the image's /etc/group name the user of `uid`.
+fn image_groups(rootfs: &Path, uid: u32) -> Vec<u32> {
+    let passwd = read_in_rootfs(rootfs, "/etc/passwd").unwrap_or_default();
+    let Some(name) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 2 && f[2].parse::<u32>().ok() == Some(uid)).then(|| f[0].to_string())
+    }) else {
+        return Vec::new();
+    };
+    let group = read_in_rootfs(rootfs, "/etc/group").unwrap_or_default();
+    group
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            let members = f.get(3)?;
+            members
+                .split(',')
+                .any(|m| m.trim() == name)
+                .then(|| f.get(2)?.parse().ok())?
+        })
+        .collect()
+}
+
 /// The signal that stops the container: the spec's, else the image's StopSignal, else TERM.
 pub fn stop_signal(spec: &ContainerSpec, image: &ImageConfiguration) -> i32 {
     spec.stop_signal
@@ -332,7 +368,7 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
         UserBuilder::default()
             .uid(uid)
             .gid(gid)
-            .additional_gids(spec.groups.clone())
+            .additional_gids(supplementary_groups(i.rootfs, uid, gid, spec))
             .build()
             .map_err(|e| oci_error(name, "user", e))?,
     );
@@ -898,7 +934,8 @@ mod tests {
         // Everything set.
         let full = &specs[1];
         let p = full.process().as_ref().unwrap();
-        assert_eq!(p.user().additional_gids().as_deref(), Some(&[5, 6][..]));
+        // The spec's groups with the primary one (44), as containerd and docker list them.
+        assert_eq!(p.user().additional_gids().as_deref(), Some(&[5, 6, 44][..]));
         assert_eq!(p.terminal(), Some(true));
         assert!(
             p.env()
@@ -1040,6 +1077,41 @@ mod tests {
         assert_eq!(resolve_user(dir.path(), "web:staff").unwrap().1, 50);
         assert_eq!(resolve_user(dir.path(), "1234:7").unwrap(), (1234, 7, None));
         assert!(resolve_user(dir.path(), "nobody").is_err());
+    }
+
+    #[test]
+    fn image_groups_merge_unless_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::write(
+            dir.path().join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("etc/group"),
+            "root:x:0:\nstaff:x:50:root,web\nother:x:60:root\n",
+        )
+        .unwrap();
+        let mut spec = ContainerSpec {
+            groups: vec![1234],
+            ..Default::default()
+        };
+        assert_eq!(
+            supplementary_groups(dir.path(), 33, 44, &spec),
+            vec![44, 50, 1234]
+        );
+        spec.strict_groups = true;
+        assert_eq!(
+            supplementary_groups(dir.path(), 33, 44, &spec),
+            vec![44, 1234]
+        );
+        // A uid the image does not know is in no image group.
+        spec.strict_groups = false;
+        assert_eq!(
+            supplementary_groups(dir.path(), 77, 77, &spec),
+            vec![77, 1234]
+        );
     }
 
     /// (uid_t)-1 leaves the ids unchanged: the container would stay root. Every spelling of

@@ -351,7 +351,12 @@ impl Engine {
                 // Checked again inside the (immediate) transaction: another process or
                 // thread (an events follower, the daemon) may have recorded this exit
                 // since `row` was read, and it is one event, not two.
-                let now = db.find_container(&row.id)?;
+                // Removed meanwhile by another process: nothing left to record.
+                let now = match db.find_container(&row.id) {
+                    Ok(c) => c,
+                    Err(Error::NotFound { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
                 if now.state == ContainerState::Exited && now.exit.as_ref() == Some(exit) {
                     return Ok(());
                 }
