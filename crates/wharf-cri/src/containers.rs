@@ -53,6 +53,11 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         .map(|i| i.image.trim().to_string())
         .filter(|i| !i.is_empty())
         .ok_or_else(|| invalid(name, "no image given"))?;
+    let image_name = config
+        .image
+        .as_ref()
+        .map(|i| i.user_specified_image.trim().to_string())
+        .filter(|n| !n.is_empty() && *n != image);
     let mut labels: BTreeMap<String, String> = config
         .labels
         .iter()
@@ -121,6 +126,7 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
     Ok(ContainerSpec {
         name: Some(meta::container_name(&pod.name, m)),
         image,
+        image_name,
         entrypoint,
         command,
         env: config
@@ -412,7 +418,7 @@ use crate::api::ContainerState as ContainerStateCri;
 
 fn image_spec(row: &ContainerRow) -> ImageSpec {
     ImageSpec {
-        image: row.image_name.clone(),
+        image: row.spec.image.clone(),
         user_specified_image: row.image_name.clone(),
         ..Default::default()
     }

@@ -286,7 +286,10 @@ impl Engine {
             created_at: wharf_sys::time::now_rfc3339_nano(),
             spec: spec.clone(),
             image_id: image.id.to_string(),
-            image_name: spec.image.clone(),
+            image_name: spec
+                .image_name
+                .clone()
+                .unwrap_or_else(|| spec.image.clone()),
             state: ContainerState::Unknown,
             started_at: None,
             exit: None,

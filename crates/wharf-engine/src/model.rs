@@ -150,6 +150,10 @@ pub struct ContainerSpec {
     pub name: Option<String>,
     /// Image reference.
     pub image: String,
+    /// The image's name as its user gave it, when `image` is an id (kubelet pins the id it
+    /// pulled and names the image separately): what listings show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_name: Option<String>,
     /// Replaces the image's Entrypoint.
     pub entrypoint: Option<Vec<String>>,
     /// Replaces the image's Cmd.

@@ -1869,6 +1869,23 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     assert!(mounted.success());
     let mut rro = container_config("rro", "exec sleep 1000");
     rro.linux = None;
+    // As kubelet names the image: the id it pulled, and the name the pod spec gave.
+    let id = ImageServiceClient::new(connect(&d.socket).await)
+        .image_status(ImageStatusRequest {
+            image: image(&engine_support::busybox()),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .image
+        .unwrap()
+        .id;
+    rro.image = Some(ImageSpec {
+        image: id.clone(),
+        user_specified_image: engine_support::busybox(),
+        ..Default::default()
+    });
     rro.mounts = [("/plain", false), ("/recursive", true)]
         .map(|(path, recursive)| Mount {
             container_path: path.into(),
@@ -1891,7 +1908,7 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     .unwrap();
     let out = rt
         .exec_sync(ExecSyncRequest {
-            container_id: ctr,
+            container_id: ctr.clone(),
             cmd: [
                 "sh",
                 "-c",
@@ -1908,6 +1925,26 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     assert!(
         text.contains("plain-writable") && text.contains("recursive-read-only"),
         "{text}"
+    );
+    let st = rt
+        .container_status(ContainerStatusRequest {
+            container_id: ctr.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap();
+    let shown = st.image.unwrap();
+    assert_eq!(
+        (shown.image, shown.user_specified_image),
+        (id, engine_support::busybox())
+    );
+    let ps = String::from_utf8_lossy(&d.wharf(&["ps"]).stdout).into_owned();
+    assert!(
+        ps.contains(&engine_support::busybox()),
+        "the name, not the id: {ps}"
     );
     rt.remove_pod_sandbox(RemovePodSandboxRequest {
         pod_sandbox_id: pod,
