@@ -369,6 +369,8 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
             .uid(uid)
             .gid(gid)
             .additional_gids(supplementary_groups(i.rootfs, uid, gid, spec))
+            // docker's, containerd's and runc's: not the shim's own 0077.
+            .umask(0o022u32)
             .build()
             .map_err(|e| oci_error(name, "user", e))?,
     );

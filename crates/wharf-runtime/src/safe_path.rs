@@ -76,7 +76,20 @@ fn mkdir_all_depth(root: BorrowedFd<'_>, rel: &Path, mode: u32, depth: u32) -> i
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 // mkdirat never follows a final symlink.
                 match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(mode)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Ok(()) => {
+                        // Exactly `mode`, whatever the umask of the process making it (a
+                        // shim's is 0077): a mount point's parents must be traversable by
+                        // the container's user. Opened without following a symlink, as a
+                        // directory: what was just made.
+                        let dir = rustix::fs::openat(
+                            &parent,
+                            name,
+                            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )?;
+                        rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode))?;
+                    }
+                    Err(rustix::io::Errno::EXIST) => {}
                     Err(e) => return Err(e.into()),
                 }
                 match open_in_root(root, &prefix, OFlags::PATH | OFlags::DIRECTORY) {

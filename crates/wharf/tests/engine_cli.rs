@@ -170,6 +170,30 @@ fn environment_user_workdir_hostname_and_entrypoint() {
     w.assert_clean();
 }
 
+/// As docker: processes get umask 0022 (not the shim's own 0077), and the directories made
+/// for a volume's mount point can be traversed by a non-root user.
+#[test]
+fn umask_and_mount_point_parents_are_dockers() {
+    let w = Wharf::new("cli-umask");
+    let vol = w.path("vol");
+    std::fs::create_dir_all(&vol).unwrap();
+    std::fs::write(vol.join("hello"), "hi").unwrap();
+    let mount = format!("{}:/made/for/it", vol.display());
+    let out = w.ok(&[
+        "run",
+        "--rm",
+        "-u",
+        "1000",
+        "-v",
+        &mount,
+        &busybox(),
+        "sh",
+        "-c",
+        "umask; ls /made/for/it; stat -c %a /made /made/for",
+    ]);
+    assert_eq!(out, "0022\nhello\n755\n755\n");
+}
+
 #[test]
 fn volumes_and_read_only_root() {
     let w = Wharf::new("cli-volumes");
