@@ -17,6 +17,8 @@
 //! - `log_directory` (the pod's) joined with `log_path`: the container's log file, in the
 //!   CRI log format kubelet reads and rotates;
 //! - linux resources: CPU quota/period, shares, memory limit and swap, oom_score_adj;
+//! - image volumes: an image's read-only view, or a path inside it (the engine's
+//!   [`wharf_engine::image_volumes`]);
 //! - devices: host device nodes (char or block) at the container's path, with their cgroup
 //!   access (a subset of rwm);
 //! - pid namespace TARGET (ephemeral debug containers): the target container's, which must
@@ -278,10 +280,26 @@ fn apparmor(sc: &LinuxContainerSecurityContext, name: &str) -> Result<(), Status
 }
 
 fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
-    if m.image.as_ref().is_some_and(|i| !i.image.is_empty()) {
-        return Err(Status::unimplemented(format!(
-            "container {name}: image volumes are not supported yet"
-        )));
+    use wharf_engine::image_volumes;
+    if let Some(img) = m.image.as_ref().filter(|i| !i.image.is_empty()) {
+        if !m.container_path.starts_with('/') {
+            return Err(invalid(
+                name,
+                format!("image volume path {:?} is not absolute", m.container_path),
+            ));
+        }
+        // The engine mounts the image's read-only view (and refuses a writable one).
+        return Ok(VolumeMount {
+            source: PathBuf::from(&img.image),
+            destination: PathBuf::from(&m.container_path),
+            readonly: m.readonly,
+            kind: image_volumes::KIND.into(),
+            options: Some(&m.image_sub_path)
+                .filter(|p| !p.is_empty())
+                .map(|p| format!("{}{p}", image_volumes::SUBPATH))
+                .into_iter()
+                .collect(),
+        });
     }
     // Recursive read-only: read-only all the way down, which only makes sense for a
     // read-only mount that receives no new mounts from the host.
@@ -510,8 +528,12 @@ pub fn container_status(st: &wharf_engine::ContainerStatus) -> ContainerStatus {
             .spec
             .mounts
             .iter()
-            .filter(|m| m.kind == "bind")
+            .filter(|m| m.kind == "bind" || m.kind == wharf_engine::image_volumes::KIND)
             .map(|m| Mount {
+                image: (m.kind == wharf_engine::image_volumes::KIND).then(|| ImageSpec {
+                    image: m.source.display().to_string(),
+                    ..Default::default()
+                }),
                 container_path: m.destination.display().to_string(),
                 host_path: m.source.display().to_string(),
                 readonly: m.readonly,

@@ -277,7 +277,7 @@ impl Engine {
                 std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
             }
         }
-        let mut spec = spec.clone();
+        let mut spec = self.pin_image_volumes(spec)?;
         spec.name = Some(name.clone());
         let row = ContainerRow {
             id: id.clone(),
@@ -318,6 +318,7 @@ impl Engine {
             Err(e) => {
                 self.unmake_bundle(&id);
                 let _ = self.db.delete_container(&id);
+                self.release_image_volumes(&row.spec);
                 Err(e)
             }
         }
@@ -349,9 +350,10 @@ impl Engine {
         std::fs::create_dir_all(&rootfs_dir).ctx(|| format!("create {}", rootfs_dir.display()))?;
         let rootfs = self.images.prepare_container(image, &row.id)?;
         rootfs.mount(&rootfs_dir)?;
+        let runtime_spec = self.bind_image_volumes(&row.spec)?;
         let config = specgen::generate(&specgen::Inputs {
             id: &row.id,
-            spec: &row.spec,
+            spec: &runtime_spec,
             image: &image.config,
             rootfs: &rootfs_dir,
             sandbox: &pod.sandbox,
@@ -387,7 +389,7 @@ impl Engine {
         crate::hooks::step("container: deleted in shim");
         self.unmake_bundle(&row.id);
         crate::hooks::step("container: bundle removed");
-        self.db.transaction(|db| {
+        let removed = self.db.transaction(|db| {
             db.delete_container(&row.id)?;
             db.event(
                 "removed",
@@ -396,7 +398,11 @@ impl Engine {
                 &row.name,
                 serde_json::json!({"pod_id": row.pod_id}),
             )
-        })
+        });
+        if removed.is_ok() {
+            self.release_image_volumes(&row.spec);
+        }
+        removed
     }
 
     /// Where a container's log goes: the path its spec names (kubelet's), else its bundle's.

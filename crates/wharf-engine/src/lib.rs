@@ -14,6 +14,7 @@ pub mod error;
 mod events;
 mod exec;
 pub mod hooks;
+pub mod image_volumes;
 pub mod ledger;
 pub mod model;
 pub mod oom;

@@ -1809,6 +1809,24 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     let e = rt.create_container(create(rro_rw)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("needs readonly"), "{e:?}");
+    let image_volume = |sub: &str, readonly: bool| Mount {
+        container_path: "/img".into(),
+        readonly,
+        image: image(&engine_support::busybox()),
+        image_sub_path: sub.into(),
+        ..Default::default()
+    };
+    for (sub, readonly, why) in [
+        ("", false, "must be read-only"),
+        ("../../../../etc", true, "leads out"),
+        ("no-such-dir", true, "No such file"),
+    ] {
+        let mut c = container_config("imgvol", "true");
+        c.mounts = vec![image_volume(sub, readonly)];
+        let e = rt.create_container(create(c)).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(why), "{why}: {e:?}");
+    }
     // None of them left a container behind.
     let left = rt
         .list_containers(ListContainersRequest::default())
@@ -1895,6 +1913,8 @@ async fn failed_requests_roll_back_and_name_their_cause() {
             ..Default::default()
         })
         .to_vec();
+    // And the image itself, read-only, a path of it at /img (the view goes with the pod).
+    rro.mounts.push(image_volume("bin", true));
     let ctr = rt
         .create_container(create(rro))
         .await
@@ -1912,7 +1932,8 @@ async fn failed_requests_roll_back_and_name_their_cause() {
             cmd: [
                 "sh",
                 "-c",
-                "touch /plain/sub/x && echo plain-writable; touch /recursive/sub/x || echo recursive-read-only",
+                "touch /plain/sub/x && echo plain-writable; touch /recursive/sub/x || echo recursive-read-only; \
+                 test -x /img/busybox && echo image-volume; touch /img/x || echo image-read-only",
             ]
             .map(String::from)
             .to_vec(),
@@ -1922,10 +1943,14 @@ async fn failed_requests_roll_back_and_name_their_cause() {
         .unwrap()
         .into_inner();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("plain-writable") && text.contains("recursive-read-only"),
-        "{text}"
-    );
+    for want in [
+        "plain-writable",
+        "recursive-read-only",
+        "image-volume",
+        "image-read-only",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
     let st = rt
         .container_status(ContainerStatusRequest {
             container_id: ctr.clone(),
