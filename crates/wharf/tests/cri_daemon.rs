@@ -1034,7 +1034,7 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
             Ok(())
         });
     }
-    let mut child = sh.spawn().unwrap();
+    let mut child = KillOnDrop(sh.spawn().unwrap());
     drop(listener);
     let mut rt = RuntimeServiceClient::new(connect(&socket).await);
     let mut img = ImageServiceClient::new(connect(&socket).await);
@@ -1082,7 +1082,7 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     // SIGHUP with a mirror: the next pull goes through it.
     write_config(Some(&registry));
     // SAFETY: kill(2) of the daemon this test started (sh exec'd it: same pid).
-    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
     assert!(
         wait_until(Duration::from_secs(10), || {
             futures_ready(pull(&mut img)).is_some_and(|r| r.is_ok())
@@ -1098,17 +1098,17 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     // A broken config on SIGHUP: refused, the daemon keeps the last good one.
     std::fs::write(&config, "{ not json").unwrap();
     // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
     tokio::time::sleep(Duration::from_millis(300)).await;
     rt.version(VersionRequest::default()).await.unwrap();
     drop((rt, img));
     tokio::time::sleep(Duration::from_millis(100)).await;
     // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
     assert!(socket.exists(), "systemd's socket is systemd's to remove");
     let mut log = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut log).unwrap();
     let lines: Vec<serde_json::Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
@@ -1138,6 +1138,17 @@ async fn futures_ready_wait(rt: &RuntimeServiceClient<Channel>, ctr: &str, cmd: 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// A child process killed when the test ends, whatever way it ends (a daemon left by a
+/// failed test would run on).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Run a future to completion on a runtime of its own (for polling from wait_until).
