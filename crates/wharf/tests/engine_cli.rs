@@ -811,13 +811,14 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
         late < Duration::from_secs(1),
         "heard {late:?} after the exit"
     );
-    // Idle, the follower sleeps: no timer wakes it (a poll every 250 ms would show as
-    // several context switches a second).
+    // Idle, the follower sleeps: no timer wakes it (a poll every 250 ms would show as 8
+    // context switches in 2 s). A few are the exited pod's shim going away (its
+    // subscription ends), which may land in the window on a loaded machine.
     let pid = follower.id();
     let before = context_switches(pid);
     std::thread::sleep(Duration::from_secs(2));
     let woken = context_switches(pid) - before;
-    assert!(woken <= 2, "an idle follower woke {woken} times in 2 s");
+    assert!(woken <= 4, "an idle follower woke {woken} times in 2 s");
     // Other commands' changes reach it too (through the store).
     w.ok(&["rm", "quick"]);
     next_matching(&|e| e["type"] == "removed" && e["object"] == "pod");
