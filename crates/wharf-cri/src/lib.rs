@@ -24,6 +24,7 @@ mod spdy;
 mod spdy_streams;
 mod stats;
 mod status;
+mod stream_process;
 mod streaming;
 
 /// The CRI v1 messages and services, generated from the vendored proto.

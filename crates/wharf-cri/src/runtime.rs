@@ -38,8 +38,8 @@ impl Runtime {
         &self,
         method: &'static str,
         container: String,
-        streams: crate::streaming::Streams,
-        pending: crate::streaming::Pending,
+        streams: crate::stream_process::Streams,
+        pending: crate::stream_process::Pending,
     ) -> Result<String, Status> {
         streams.check(method)?;
         let running = self
@@ -374,13 +374,13 @@ impl RuntimeService for Runtime {
         if req.cmd.is_empty() {
             return Err(Status::invalid_argument("Exec: no command given"));
         }
-        let streams = crate::streaming::Streams {
+        let streams = crate::stream_process::Streams {
             tty: req.tty,
             stdin: req.stdin,
             stdout: req.stdout,
             stderr: req.stderr,
         };
-        let pending = crate::streaming::Pending::Exec {
+        let pending = crate::stream_process::Pending::Exec {
             container: req.container_id.clone(),
             cmd: req.cmd,
             streams,
@@ -395,13 +395,13 @@ impl RuntimeService for Runtime {
         request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
         let req = request.into_inner();
-        let streams = crate::streaming::Streams {
+        let streams = crate::stream_process::Streams {
             tty: req.tty,
             stdin: req.stdin,
             stdout: req.stdout,
             stderr: req.stderr,
         };
-        let pending = crate::streaming::Pending::Attach {
+        let pending = crate::stream_process::Pending::Attach {
             container: req.container_id.clone(),
             streams,
         };
@@ -431,7 +431,7 @@ impl RuntimeService for Runtime {
             .into_inner();
         let url = self.streams.url(
             "portforward",
-            crate::streaming::Pending::PortForward { netns },
+            crate::stream_process::Pending::PortForward { netns },
         );
         Ok(Response::new(PortForwardResponse { url }))
     }

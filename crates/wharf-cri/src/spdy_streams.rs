@@ -5,7 +5,7 @@
 //! data and error per forwarded connection, with `port` and `requestID` (port forwarding).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -14,7 +14,7 @@ use wharf_engine::session::Output;
 
 use crate::engines::Engines;
 use crate::spdy::{self, FLAG_FIN, Frame, HeaderReader, HeaderWriter, kind};
-use crate::streaming::{Input, Pending, SpdyRequest, exit_status, failure, open_process};
+use crate::stream_process::{Input, Pending, exit_status, failure, open_process};
 
 /// How long a client may take to open the streams it asked for.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -262,7 +262,7 @@ async fn remote_command(
                         resize_buf.extend_from_slice(&data);
                         while let Some(nl) = resize_buf.iter().position(|b| *b == b'\n') {
                             let line: Vec<u8> = resize_buf.drain(..=nl).collect();
-                            if let Some(r) = crate::streaming::resize_input(&line) {
+                            if let Some(r) = crate::stream_process::resize_input(&line) {
                                 let _ = in_tx.send(r);
                             }
                         }
@@ -408,4 +408,63 @@ async fn forward(
     let _ = out.send(spdy::data(data, FLAG_FIN, b""));
     let _ = out.send(spdy::data(error, FLAG_FIN, b""));
     to_pod.abort();
+}
+
+/// A SPDY upgrade request's head, read off the connection (None: not SPDY; the bytes stay
+/// for the WebSocket handshake).
+pub(crate) struct SpdyRequest {
+    /// The request path.
+    pub path: String,
+    /// The protocols the client offers (X-Stream-Protocol-Version), in its order.
+    pub protocols: Vec<String>,
+}
+
+/// Read an SPDY upgrade request off `tcp` (None: not one; its bytes stay for the
+/// WebSocket handshake).
+pub(crate) async fn upgrade_request(
+    tcp: &mut tokio::net::TcpStream,
+) -> Result<Option<SpdyRequest>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let end = loop {
+        let n = tcp.peek(&mut buf).await.map_err(|e| e.to_string())?;
+        if let Some(i) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if n == buf.len() || n == 0 || Instant::now() > deadline {
+            return Err("no complete HTTP request".into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or("")
+        .to_string();
+    let mut spdy = false;
+    let mut protocols = Vec::new();
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        if k == "upgrade" && v.eq_ignore_ascii_case("spdy/3.1") {
+            spdy = true;
+        }
+        if k == "x-stream-protocol-version" {
+            protocols.extend(v.split(',').map(|p| p.trim().to_string()));
+        }
+    }
+    if !spdy {
+        return Ok(None);
+    }
+    // Consume the head: the rest of the connection is SPDY frames.
+    let mut head_bytes = vec![0u8; end];
+    tcp.read_exact(&mut head_bytes)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(SpdyRequest { path, protocols }))
 }

@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tonic::Status;
 use wharf_engine::session::Output;
 
 use crate::engines::Engines;
 use crate::log::{Level, log};
+use crate::stream_process::{Input, Pending, exit_status, failure, open_process, resize_input};
 
 /// How long a URL may wait for its connection.
 const TOKEN_TTL: Duration = Duration::from_secs(60);
@@ -42,63 +41,6 @@ const STDERR: u8 = 2;
 const ERROR: u8 = 3;
 const RESIZE: u8 = 4;
 const CLOSE: u8 = 255;
-
-/// What a URL was made for.
-#[derive(Debug, Clone)]
-pub enum Pending {
-    /// Run a command in a container.
-    Exec {
-        /// The container.
-        container: String,
-        /// The command.
-        cmd: Vec<String>,
-        /// Which streams the client wants.
-        streams: Streams,
-    },
-    /// Attach to a container's main process.
-    Attach {
-        /// The container.
-        container: String,
-        /// Which streams the client wants.
-        streams: Streams,
-    },
-    /// Forward connections to ports of a pod.
-    PortForward {
-        /// The pod's network namespace (None: the host's).
-        netns: Option<std::path::PathBuf>,
-    },
-}
-
-/// The streams a client asked for.
-#[derive(Debug, Clone, Copy)]
-pub struct Streams {
-    /// A terminal.
-    pub tty: bool,
-    /// It sends input.
-    pub stdin: bool,
-    /// It reads standard output.
-    pub stdout: bool,
-    /// It reads standard error.
-    pub stderr: bool,
-}
-
-impl Streams {
-    /// The CRI's rules for a request: some stream, and no stderr with a terminal (a terminal
-    /// has one output).
-    pub fn check(&self, method: &str) -> Result<(), Status> {
-        if !(self.stdin || self.stdout || self.stderr) {
-            return Err(Status::invalid_argument(format!(
-                "{method}: one of stdin, stdout or stderr must be set"
-            )));
-        }
-        if self.tty && self.stderr {
-            return Err(Status::invalid_argument(format!(
-                "{method}: tty and stderr cannot both be set (a terminal has one output)"
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// The streaming server's address and its pending URLs.
 pub struct StreamServer {
@@ -177,7 +119,7 @@ async fn connection(
     engines: Engines,
 ) -> Result<(), String> {
     let mut tcp = tcp;
-    if let Some(head) = spdy_request(&mut tcp).await? {
+    if let Some(head) = crate::spdy_streams::upgrade_request(&mut tcp).await? {
         return crate::spdy_streams::serve(server.take(&head.path), head, tcp, engines).await;
     }
     let mut found: Option<Pending> = None;
@@ -269,13 +211,6 @@ async fn tunnel(
     let _ = outbound.await;
     inbound.abort();
     r
-}
-
-/// What goes to the process.
-pub(crate) enum Input {
-    Stdin(Vec<u8>),
-    CloseStdin,
-    Resize(u16, u16),
 }
 
 async fn relay(
@@ -392,200 +327,9 @@ where
     let _ = sink.close().await;
 }
 
-/// Start (exec) or join (attach) the process a URL was made for, with a thread reading its
-/// output into the returned receiver (None: the stream ended without an exit) and one
-/// writing what the sender gets to it (the engine's session is blocking).
-pub(crate) async fn open_process(
-    engines: &Engines,
-    pending: Pending,
-) -> Result<
-    (
-        mpsc::Receiver<Option<Output>>,
-        std::sync::mpsc::Sender<Input>,
-    ),
-    Status,
-> {
-    let session = engines
-        .call(move |e| match pending {
-            Pending::Exec {
-                container,
-                cmd,
-                streams,
-            } => {
-                let req = wharf_engine::ExecRequest {
-                    command: cmd,
-                    tty: streams.tty,
-                    stdin: streams.stdin,
-                    ..Default::default()
-                };
-                e.exec(&container, &req, true)
-                    .map(|(_, s)| s.expect("attached"))
-                    .map_err(crate::status::from_engine)
-            }
-            Pending::Attach { container, .. } => e
-                .attach_session(&container)
-                .map_err(crate::status::from_engine),
-            Pending::PortForward { .. } => Err(Status::internal("not a process")),
-        })
-        .await?;
-    let mut stream = session.stream;
-    let mut input = stream
-        .input()
-        .map_err(|e| Status::internal(format!("stream: {e}")))?;
-    let (out_tx, out_rx) = mpsc::channel::<Option<Output>>(64);
-    std::thread::spawn(move || {
-        loop {
-            match stream.recv() {
-                Ok(Some(o)) => {
-                    let exit = matches!(o, Output::Exit(_));
-                    if out_tx.blocking_send(Some(o)).is_err() || exit {
-                        return;
-                    }
-                }
-                _ => {
-                    let _ = out_tx.blocking_send(None);
-                    return;
-                }
-            }
-        }
-    });
-    let (in_tx, in_rx) = std::sync::mpsc::channel::<Input>();
-    std::thread::spawn(move || {
-        while let Ok(i) = in_rx.recv() {
-            let r = match i {
-                Input::Stdin(d) => input.write_stdin(&d),
-                Input::CloseStdin => input.close_stdin(),
-                Input::Resize(rows, cols) => input.resize(rows, cols),
-            };
-            if r.is_err() {
-                return;
-            }
-        }
-    });
-    Ok((out_rx, in_tx))
-}
-
-/// The final status of a process: Success, or the failure client-go turns into its code.
-pub(crate) fn exit_status(code: i32) -> String {
-    if code == 0 {
-        r#"{"metadata":{},"status":"Success"}"#.to_string()
-    } else {
-        failure(
-            &format!("command terminated with non-zero exit code: exit code {code}"),
-            Some(code),
-        )
-    }
-}
-
-/// A SPDY upgrade request's head, read off the connection (None: not SPDY; the bytes stay
-/// for the WebSocket handshake).
-pub(crate) struct SpdyRequest {
-    /// The request path.
-    pub path: String,
-    /// The protocols the client offers (X-Stream-Protocol-Version), in its order.
-    pub protocols: Vec<String>,
-}
-
-async fn spdy_request(tcp: &mut tokio::net::TcpStream) -> Result<Option<SpdyRequest>, String> {
-    use tokio::io::AsyncReadExt;
-    let mut buf = vec![0u8; 16 * 1024];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let end = loop {
-        let n = tcp.peek(&mut buf).await.map_err(|e| e.to_string())?;
-        if let Some(i) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if n == buf.len() || n == 0 || Instant::now() > deadline {
-            return Err("no complete HTTP request".into());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let path = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("")
-        .to_string();
-    let mut spdy = false;
-    let mut protocols = Vec::new();
-    for l in lines {
-        let Some((k, v)) = l.split_once(':') else {
-            continue;
-        };
-        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
-        if k == "upgrade" && v.eq_ignore_ascii_case("spdy/3.1") {
-            spdy = true;
-        }
-        if k == "x-stream-protocol-version" {
-            protocols.extend(v.split(',').map(|p| p.trim().to_string()));
-        }
-    }
-    if !spdy {
-        return Ok(None);
-    }
-    // Consume the head: the rest of the connection is SPDY frames.
-    let mut head_bytes = vec![0u8; end];
-    tcp.read_exact(&mut head_bytes)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Some(SpdyRequest { path, protocols }))
-}
-
 fn frame(channel: u8, data: &[u8]) -> Message {
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(channel);
     v.extend_from_slice(data);
     Message::Binary(v.into())
-}
-
-pub(crate) fn resize_input(json: &[u8]) -> Option<Input> {
-    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
-    let dim = |k: &str| v[k].as_u64().and_then(|n| u16::try_from(n).ok());
-    Some(Input::Resize(dim("Height")?, dim("Width")?))
-}
-
-/// A metav1.Status of failure; with an exit code, the form client-go turns into one.
-pub(crate) fn failure(message: &str, exit_code: Option<i32>) -> String {
-    let mut v = serde_json::json!({
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-    });
-    if let Some(code) = exit_code {
-        v["reason"] = "NonZeroExitCode".into();
-        v["details"] = serde_json::json!({
-            "causes": [{"reason": "ExitCode", "message": code.to_string()}],
-        });
-    } else {
-        v["reason"] = "InternalError".into();
-    }
-    v.to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_and_resizes_are_what_client_go_reads() {
-        let s: serde_json::Value = serde_json::from_str(&failure("x", Some(3))).unwrap();
-        assert_eq!(s["reason"], "NonZeroExitCode");
-        assert_eq!(s["details"]["causes"][0]["message"], "3");
-        assert!(matches!(
-            resize_input(br#"{"Width":80,"Height":24}"#),
-            Some(Input::Resize(24, 80))
-        ));
-        assert!(resize_input(b"{}").is_none());
-        let bad = Streams {
-            tty: true,
-            stdin: false,
-            stdout: true,
-            stderr: true,
-        };
-        assert_eq!(
-            bad.check("Exec").unwrap_err().code(),
-            tonic::Code::InvalidArgument
-        );
-    }
 }

@@ -6,7 +6,26 @@ use std::path::Path;
 use oci_spec::runtime::{LinuxCapabilitiesBuilder, Process};
 
 use crate::error::{Error, Result};
-use crate::operations::ExecRequest;
+
+/// A process to start in a running container (`exec`): the container's own process
+/// settings (user, environment, capabilities, working directory) with these changes.
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Variables set or replaced.
+    pub env: Vec<(String, String)>,
+    /// `uid[:gid]`, numeric.
+    pub user: Option<String>,
+    /// Working directory.
+    pub workdir: Option<String>,
+    /// A terminal.
+    pub tty: bool,
+    /// Keep stdin open.
+    pub stdin: bool,
+    /// Every capability.
+    pub privileged: bool,
+}
 
 /// The process of the container's config.json in `bundle`.
 pub(crate) fn container_process(bundle: &Path, name: &str) -> Result<Process> {

@@ -37,7 +37,8 @@ pub mod tree;
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
 pub use events::{EventFeed, EventOptions};
-pub use operations::{ExecRequest, PodChoice};
+pub use exec::ExecRequest;
+pub use operations::PodChoice;
 pub use pod_lock::PodLock;
 pub use query::{
     ContainerFilter, ContainerStatus, ContainerView, LogEntry, LogOptions, PodFilter, PodView,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::db::{ContainerRow, PodRow};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::exec::ExecRequest;
 use crate::model::{ContainerSpec, ContainerState, ExitInfo, PodSpec, PodState, STANDALONE_LABEL};
 use crate::session::Session;
 use crate::supervisor::{StdioMode, exit_info};
@@ -20,26 +21,6 @@ pub enum PodChoice {
     /// A pod made for the container alone, removed with it (docker's one-container
     /// model: `wharf run` without `--pod`).
     Own(Box<PodSpec>),
-}
-
-/// A process to start in a running container (`exec`): the container's own process
-/// settings (user, environment, capabilities, working directory) with these changes.
-#[derive(Debug, Clone, Default)]
-pub struct ExecRequest {
-    /// Program and arguments.
-    pub command: Vec<String>,
-    /// Variables set or replaced.
-    pub env: Vec<(String, String)>,
-    /// `uid[:gid]`, numeric.
-    pub user: Option<String>,
-    /// Working directory.
-    pub workdir: Option<String>,
-    /// A terminal.
-    pub tty: bool,
-    /// Keep stdin open.
-    pub stdin: bool,
-    /// Every capability.
-    pub privileged: bool,
 }
 
 impl Engine {

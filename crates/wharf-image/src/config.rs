@@ -118,9 +118,9 @@ impl RegistriesConfig {
         if let Some(dir) = &f.registry_config_path {
             // The JSON section's settings come first; hosts.toml's add to them.
             let (hosts, insecure) = crate::hosts_dir::read(dir)?;
-            for (name, h) in hosts {
+            for (name, mirrors) in hosts {
                 let e = registries.entry(name).or_default();
-                for m in h.mirrors {
+                for m in mirrors {
                     if !e.mirrors.contains(&m) {
                         e.mirrors.push(m);
                     }

@@ -27,7 +27,6 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::RegistryHost;
 use crate::error::{Error, Result};
 
 #[derive(Deserialize)]
@@ -56,9 +55,12 @@ fn endpoint_host(url: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
-/// Read every `<dir>/<registry>/hosts.toml`: the registries' settings, and the mirror hosts
+/// What a hosts.toml directory says: each registry's mirrors, in order.
+pub type Mirrors = HashMap<String, Vec<String>>;
+
+/// Read every `<dir>/<registry>/hosts.toml`: each registry's mirrors, and the mirror hosts
 /// that must be allowed plain HTTP. A missing directory is no settings.
-pub fn read(dir: &Path) -> Result<(HashMap<String, RegistryHost>, Vec<String>)> {
+pub fn read(dir: &Path) -> Result<(Mirrors, Vec<String>)> {
     let mut out = HashMap::new();
     let mut insecure = Vec::new();
     let entries = match std::fs::read_dir(dir) {
@@ -76,7 +78,7 @@ pub fn read(dir: &Path) -> Result<(HashMap<String, RegistryHost>, Vec<String>)> 
         };
         let invalid = |msg: String| Error::Invalid(format!("{}: {msg}", path.display()));
         let file: HostsFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let mut host = RegistryHost::default();
+        let mut mirrors = Vec::new();
         for (url, v) in file.host {
             let entry: HostEntry = v
                 .try_into()
@@ -101,7 +103,7 @@ pub fn read(dir: &Path) -> Result<(HashMap<String, RegistryHost>, Vec<String>)> 
             if url.starts_with("http://") || entry.skip_verify {
                 insecure.push(endpoint_host(&url).to_string());
             }
-            host.mirrors.push(url);
+            mirrors.push(url);
         }
         if let Some(server) = file.server
             && endpoint_host(&server) != registry
@@ -110,9 +112,9 @@ pub fn read(dir: &Path) -> Result<(HashMap<String, RegistryHost>, Vec<String>)> 
             if server.starts_with("http://") {
                 insecure.push(endpoint_host(&server).to_string());
             }
-            host.mirrors.push(server);
+            mirrors.push(server);
         }
-        out.insert(registry, host);
+        out.insert(registry, mirrors);
     }
     Ok((out, insecure))
 }
@@ -146,17 +148,14 @@ mod tests {
         );
         let (hosts, insecure) = read(&dir).unwrap();
         assert_eq!(
-            hosts["docker.io"].mirrors,
+            hosts["docker.io"],
             [
                 "https://mirror.example.com",
                 "http://10.0.0.2:5000",
                 "https://registry-1.docker.io"
             ]
         );
-        assert_eq!(
-            hosts["registry.k8s.io"].mirrors,
-            ["https://k8s-mirror.example.com"]
-        );
+        assert_eq!(hosts["registry.k8s.io"], ["https://k8s-mirror.example.com"]);
         assert!(insecure.contains(&"10.0.0.2:5000".to_string()));
         assert!(insecure.contains(&"k8s-mirror.example.com".to_string()));
         assert!(!insecure.contains(&"mirror.example.com".to_string()));
