@@ -85,7 +85,11 @@ impl Engine {
     fn refresh_running(&self, pod: Option<&str>) -> Result<()> {
         for c in self.db.containers(pod)? {
             if c.state == ContainerState::Running {
-                self.refresh(&c)?;
+                match self.refresh(&c) {
+                    // Removed by another process meanwhile: nothing to record.
+                    Ok(_) | Err(Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(())

@@ -154,7 +154,12 @@ impl Engine {
             {
                 continue;
             }
-            let c = self.refresh(&c)?;
+            let c = match self.refresh(&c) {
+                Ok(c) => c,
+                // Removed (with its pod) by another process since the listing began.
+                Err(Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             if (!f.all && c.state != ContainerState::Running)
                 || f.state.is_some_and(|s| s != c.state)
             {
