@@ -37,29 +37,21 @@ fn event(engine: &Engine, e: &Event, kind: ContainerEventType) -> ContainerEvent
             .and_then(|p| p.as_str())
             .map(String::from)
     });
-    let pod = pod_id.and_then(|p| engine.pod(&p).ok()).map(|p| p.row);
+    let pod = pod_id.and_then(|p| engine.pod(&p).ok());
+    // Each of the pod's containers as ContainerStatus shows it (one refresh each).
     let containers_statuses = pod
-        .as_ref()
-        .map(|p| p.id.clone())
-        .and_then(|id| {
-            engine
-                .list_containers(&wharf_engine::ContainerFilter {
-                    all: true,
-                    pod: Some(id),
-                    ..Default::default()
-                })
-                .ok()
-        })
-        .unwrap_or_default()
         .iter()
-        .filter_map(|c| engine.container_status(&c.row.id).ok())
+        .flat_map(|p| &p.containers)
+        .filter_map(|(id, _, _)| engine.container_status(id).ok())
         .map(|st| crate::containers::container_status(&st))
         .collect();
     ContainerEventResponse {
         container_id: e.id.clone(),
         container_event_type: kind as i32,
         created_at: crate::meta::nanos(Some(&e.time)),
-        pod_sandbox_status: pod.as_ref().map(crate::sandboxes::sandbox_status),
+        pod_sandbox_status: pod
+            .as_ref()
+            .map(|p| crate::sandboxes::sandbox_status(&p.row)),
         containers_statuses,
     }
 }

@@ -442,10 +442,6 @@ fn image_spec(row: &ContainerRow) -> ImageSpec {
     }
 }
 
-fn annotations(m: &BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
-    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
 /// A container as ListContainers shows it.
 pub fn container(row: &ContainerRow) -> Container {
     Container {
@@ -457,31 +453,36 @@ pub fn container(row: &ContainerRow) -> Container {
         state: state(row.state),
         created_at: meta::nanos(Some(&row.created_at)),
         labels: meta::user_labels(&row.spec.labels),
-        annotations: annotations(&row.spec.annotations),
+        annotations: meta::to_map(&row.spec.annotations),
         image_id: row.image_id.clone(),
     }
 }
 
-/// ListContainers with its filter (id or prefix, state, sandbox, labels); the CLI's
+/// The containers a CRI filter selects (id or prefix, state, sandbox, labels); the CLI's
 /// containers are left out.
-pub fn list(e: &Engine, req: ListContainersRequest) -> Result<ListContainersResponse, Status> {
-    let f = req.filter.unwrap_or_default();
+pub fn rows(e: &Engine, f: &ContainerFilter) -> Result<Vec<ContainerRow>, Status> {
     let filter = wharf_engine::ContainerFilter {
         all: true,
         id_prefix: Some(f.id.clone()).filter(|s| !s.is_empty()),
         ..Default::default()
     };
-    let containers = e
-        .list_containers(&filter)
+    Ok(e.list_containers(&filter)
         .map_err(from_engine)?
         .into_iter()
-        .filter(|c| meta::is_cri(&c.row.spec.labels))
-        .filter(|c| f.pod_sandbox_id.is_empty() || c.row.pod_id.starts_with(&f.pod_sandbox_id))
-        .map(|c| container(&c.row))
-        .filter(|c| f.state.as_ref().is_none_or(|s| s.state == c.state))
-        .filter(|c| meta::selected(&c.labels, &f.label_selector))
-        .collect();
-    Ok(ListContainersResponse { containers })
+        .map(|c| c.row)
+        .filter(|r| meta::is_cri(&r.spec.labels))
+        .filter(|r| f.pod_sandbox_id.is_empty() || r.pod_id.starts_with(&f.pod_sandbox_id))
+        .filter(|r| f.state.as_ref().is_none_or(|s| s.state == state(r.state)))
+        .filter(|r| meta::selected(&meta::user_labels(&r.spec.labels), &f.label_selector))
+        .collect())
+}
+
+/// ListContainers.
+pub fn list(e: &Engine, req: ListContainersRequest) -> Result<ListContainersResponse, Status> {
+    let f = req.filter.unwrap_or_default();
+    Ok(ListContainersResponse {
+        containers: rows(e, &f)?.iter().map(container).collect(),
+    })
 }
 
 fn resources(spec: &ContainerSpec) -> LinuxContainerResources {
@@ -523,7 +524,7 @@ pub fn container_status(st: &wharf_engine::ContainerStatus) -> ContainerStatus {
         reason: reason.to_string(),
         message: st.exit_message.clone().or(message).unwrap_or_default(),
         labels: meta::user_labels(&row.spec.labels),
-        annotations: annotations(&row.spec.annotations),
+        annotations: meta::to_map(&row.spec.annotations),
         mounts: row
             .spec
             .mounts

@@ -297,10 +297,7 @@ impl ImageService for Images {
                 let root = store.root().to_path_buf();
                 let (bytes, inodes) = usage(&root);
                 Ok(FilesystemUsage {
-                    timestamp: std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_nanos() as i64)
-                        .unwrap_or(0),
+                    timestamp: crate::meta::now_nanos(),
                     fs_id: Some(FilesystemIdentifier {
                         mountpoint: root.display().to_string(),
                     }),

@@ -31,6 +31,11 @@ pub fn user_labels(labels: &BTreeMap<String, String>) -> HashMap<String, String>
         .collect()
 }
 
+/// A map of the engine's (annotations) as the CRI's messages hold it.
+pub fn to_map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 /// Whether a pod or container was made through the CRI.
 pub fn is_cri(labels: &BTreeMap<String, String>) -> bool {
     labels.contains_key(NAME)

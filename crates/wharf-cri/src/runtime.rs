@@ -172,6 +172,7 @@ impl RuntimeService for Runtime {
         };
         let mut info = std::collections::HashMap::new();
         if verbose {
+            let engine = self.engines.options();
             info.insert(
                 "config".to_string(),
                 serde_json::json!({
@@ -181,9 +182,9 @@ impl RuntimeService for Runtime {
                     "metricsAddress": self.config.metrics_address,
                     "restrictOOMScoreAdj": self.config.restrict_oom_score_adj.unwrap_or(false),
                     "engine": {
-                        "root": self.engines.options().root,
-                        "run": self.engines.options().run,
-                        "cgroupParent": self.engines.options().cgroup_parent,
+                        "root": engine.root,
+                        "run": engine.run,
+                        "cgroupParent": engine.cgroup_parent,
                     },
                 })
                 .to_string(),

@@ -184,10 +184,6 @@ fn namespace_options(spec: &PodSpec) -> NamespaceOption {
     }
 }
 
-fn annotations(m: &BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
-    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
 /// A pod as ListPodSandbox shows it.
 pub fn sandbox(pod: &wharf_engine::db::PodRow) -> PodSandbox {
     PodSandbox {
@@ -196,7 +192,7 @@ pub fn sandbox(pod: &wharf_engine::db::PodRow) -> PodSandbox {
         state: state(pod.state),
         created_at: meta::nanos(Some(&pod.created_at)),
         labels: meta::user_labels(&pod.spec.labels),
-        annotations: annotations(&pod.spec.annotations),
+        annotations: meta::to_map(&pod.spec.annotations),
         runtime_handler: handler(pod),
     }
 }
@@ -231,7 +227,7 @@ pub fn sandbox_status(pod: &wharf_engine::db::PodRow) -> PodSandboxStatus {
             }),
         }),
         labels: meta::user_labels(&pod.spec.labels),
-        annotations: annotations(&pod.spec.annotations),
+        annotations: meta::to_map(&pod.spec.annotations),
         runtime_handler: handler(pod),
     }
 }
@@ -275,22 +271,27 @@ pub fn status(
     })
 }
 
-/// ListPodSandbox with its filter (id or id prefix, state, labels); pods made by the CLI
-/// are not kubelet's and are left out.
-pub fn list(e: &Engine, req: ListPodSandboxRequest) -> Result<ListPodSandboxResponse, Status> {
-    let f = req.filter.unwrap_or_default();
+/// The pods a CRI filter selects (id or id prefix, state, labels); pods made by the CLI are
+/// not kubelet's and are left out.
+pub fn rows(e: &Engine, f: &PodSandboxFilter) -> Result<Vec<wharf_engine::db::PodRow>, Status> {
     let filter = wharf_engine::PodFilter {
         id_prefix: Some(f.id.clone()).filter(|s| !s.is_empty()),
         ..Default::default()
     };
-    let items = e
-        .list_pods(&filter)
+    Ok(e.list_pods(&filter)
         .map_err(from_engine)?
         .into_iter()
-        .filter(|p| meta::is_cri(&p.row.spec.labels))
-        .map(|p| sandbox(&p.row))
-        .filter(|s| f.state.as_ref().is_none_or(|st| st.state == s.state))
-        .filter(|s| meta::selected(&s.labels, &f.label_selector))
-        .collect();
-    Ok(ListPodSandboxResponse { items })
+        .map(|p| p.row)
+        .filter(|p| meta::is_cri(&p.spec.labels))
+        .filter(|p| f.state.as_ref().is_none_or(|st| st.state == state(p.state)))
+        .filter(|p| meta::selected(&meta::user_labels(&p.spec.labels), &f.label_selector))
+        .collect())
+}
+
+/// ListPodSandbox.
+pub fn list(e: &Engine, req: ListPodSandboxRequest) -> Result<ListPodSandboxResponse, Status> {
+    let f = req.filter.unwrap_or_default();
+    Ok(ListPodSandboxResponse {
+        items: rows(e, &f)?.iter().map(sandbox).collect(),
+    })
 }

@@ -82,12 +82,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
             id: row.id.clone(),
             metadata: Some(meta::container_metadata(&row.spec.labels)),
             labels: meta::user_labels(&row.spec.labels),
-            annotations: row
-                .spec
-                .annotations
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            annotations: meta::to_map(&row.spec.annotations),
         }),
         cpu: Some(cpu),
         memory: Some(mem),
@@ -121,12 +116,7 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
             id: pod.id.clone(),
             metadata: Some(meta::pod_metadata(&pod.spec.labels)),
             labels: meta::user_labels(&pod.spec.labels),
-            annotations: pod
-                .spec
-                .annotations
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            annotations: meta::to_map(&pod.spec.annotations),
         }),
         linux: Some(LinuxPodSandboxStats {
             cpu: Some(CpuUsage {
@@ -147,50 +137,40 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
     })
 }
 
+/// Whether a listed object was removed before its stats were read (then it is left out).
+fn gone<T>(r: &Result<T, Status>) -> bool {
+    r.as_ref().is_err_and(|s| s.code() == tonic::Code::NotFound)
+}
+
 /// Stats of the running containers a filter selects (ListContainerStats and its stream).
 pub fn list_containers(e: &Engine, f: ContainerStatsFilter) -> Result<Vec<ContainerStats>, Status> {
-    let list = crate::containers::list(
-        e,
-        ListContainersRequest {
-            filter: Some(ContainerFilter {
-                id: f.id,
-                pod_sandbox_id: f.pod_sandbox_id,
-                label_selector: f.label_selector,
-                state: Some(ContainerStateValue {
-                    state: crate::api::ContainerState::ContainerRunning as i32,
-                }),
-            }),
-        },
-    )?;
-    let mut stats = Vec::new();
-    for c in list.containers {
-        // Gone since it was listed: not an error.
-        if let Ok(row) = crate::containers::row(e, &c.id) {
-            stats.push(container_stats(e, &row)?);
-        }
-    }
-    Ok(stats)
+    let filter = ContainerFilter {
+        id: f.id,
+        pod_sandbox_id: f.pod_sandbox_id,
+        label_selector: f.label_selector,
+        state: Some(ContainerStateValue {
+            state: crate::api::ContainerState::ContainerRunning as i32,
+        }),
+    };
+    crate::containers::rows(e, &filter)?
+        .iter()
+        .map(|row| container_stats(e, row))
+        .filter(|r| !gone(r))
+        .collect()
 }
 
 /// Stats of the ready pods a filter selects (ListPodSandboxStats and its stream).
 pub fn list_pods(e: &Engine, f: PodSandboxStatsFilter) -> Result<Vec<PodSandboxStats>, Status> {
-    let list = crate::sandboxes::list(
-        e,
-        ListPodSandboxRequest {
-            filter: Some(PodSandboxFilter {
-                id: f.id,
-                label_selector: f.label_selector,
-                state: Some(PodSandboxStateValue {
-                    state: PodSandboxState::SandboxReady as i32,
-                }),
-            }),
-        },
-    )?;
-    let mut stats = Vec::new();
-    for p in list.items {
-        if let Ok(pod) = e.pod(&p.id) {
-            stats.push(pod_stats(e, &pod.row)?);
-        }
-    }
-    Ok(stats)
+    let filter = PodSandboxFilter {
+        id: f.id,
+        label_selector: f.label_selector,
+        state: Some(PodSandboxStateValue {
+            state: PodSandboxState::SandboxReady as i32,
+        }),
+    };
+    crate::sandboxes::rows(e, &filter)?
+        .iter()
+        .map(|pod| pod_stats(e, pod))
+        .filter(|r| !gone(r))
+        .collect()
 }
