@@ -91,9 +91,14 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
-/// Create IPC and/or UTS namespaces (per `flags`) and pin them at `ipc` / `uts`: a child
-/// unshares them (and sets the pod's hostname), the engine bind-mounts the child's nsfs
-/// files, the child exits.
+/// Create IPC and/or UTS namespaces (per `flags`) and pin them at `ipc` / `uts`: a
+/// short-lived thread unshares them (IPC and UTS namespaces belong to a thread, and a
+/// multi-threaded process may unshare them), sets the pod's hostname there and bind-mounts
+/// its own nsfs files, then ends.
+///
+/// A thread rather than a forked helper: a child would inherit the engine's open files,
+/// among them the pod's lock, and keep that lock held for a moment after a killed CLI is
+/// gone, so that a reconciling process would take the half-made pod for one still at work.
 fn pin_namespaces(
     flags: i32,
     ipc: Option<&Path>,
@@ -105,79 +110,46 @@ fn pin_namespaces(
     }
     let host =
         CString::new(hostname).map_err(|_| Error::Invalid(format!("hostname {hostname:?}")))?;
-    let (ready_r, ready_w) = rustix::pipe::pipe().ctx(|| "pipe".into())?;
-    let (go_r, go_w) = rustix::pipe::pipe().ctx(|| "pipe".into())?;
-    // SAFETY: the child only makes async-signal-safe syscalls before _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // The answer: b'1', or the failing step (b'u' unshare, b'h' sethostname) and its
-        // errno, so that the parent can say which failed and why.
-        // SAFETY: unshare(2) changes only this (forked, single-threaded) child.
-        let answer = if unsafe { libc::unshare(flags) } != 0 {
-            Some(b'u')
-        } else if flags & libc::CLONE_NEWUTS != 0
-            // SAFETY: a valid C string and its length; the child's own UTS namespace.
-            && unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } != 0
-        {
-            Some(b'h')
-        } else {
-            None
-        };
-        let mut msg = [b'1', 0, 0, 0, 0];
-        if let Some(step) = answer {
-            msg[0] = step;
-            msg[1..].copy_from_slice(
-                &std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(0)
-                    .to_ne_bytes(),
-            );
-        }
-        let _ = rustix::io::write(&ready_w, &msg);
-        let mut b = [0u8; 1];
-        let _ = rustix::io::read(&go_r, &mut b);
-        // SAFETY: _exit(2) ends the forked child without running the parent's atexit code.
-        unsafe { libc::_exit(0) };
-    }
-    if pid < 0 {
-        return Err(Error::Os {
-            what: "fork to create the pod's namespaces".into(),
-            err: std::io::Error::last_os_error(),
-        });
-    }
-    drop(ready_w);
-    drop(go_r);
-    let mut b = [0u8; 5];
-    let res = (|| {
-        let step = match rustix::io::read(&ready_r, &mut b) {
-            Ok(5) if b[0] == b'1' => None,
-            Ok(5) if b[0] == b'h' => Some(format!("set the pod's hostname {hostname:?}")),
-            Ok(5) => Some("unshare the pod's IPC/UTS namespaces".to_string()),
-            _ => {
-                return Err(Error::Other(
-                    "could not create the pod's IPC/UTS namespaces: the helper process died".into(),
-                ));
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            // SAFETY: unshare(2) of IPC/UTS changes only the calling thread, which ends here.
+            if unsafe { libc::unshare(flags) } != 0 {
+                return Err(Error::Os {
+                    what: "unshare the pod's IPC/UTS namespaces".into(),
+                    err: std::io::Error::last_os_error(),
+                });
             }
-        };
-        if let Some(what) = step {
-            let errno = i32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
-            return Err(Error::Os {
-                what,
-                err: std::io::Error::from_raw_os_error(errno),
-            });
-        }
-        for (name, path) in [("ipc", ipc), ("uts", uts)] {
-            let Some(path) = path else { continue };
-            let src = PathBuf::from(format!("/proc/{pid}/ns/{name}"));
-            wharf_runtime::sys::mount(Some(&cstr(&src)), &cstr(path), None, libc::MS_BIND, None)
+            if flags & libc::CLONE_NEWUTS != 0
+                // SAFETY: a valid C string and its length; this thread's own UTS namespace.
+                && unsafe { libc::sethostname(host.as_ptr(), host.as_bytes().len()) } != 0
+            {
+                return Err(Error::Os {
+                    what: format!("set the pod's hostname {hostname:?}"),
+                    err: std::io::Error::last_os_error(),
+                });
+            }
+            crate::hooks::step("pinning ipc/uts");
+            for (name, path) in [("ipc", ipc), ("uts", uts)] {
+                let Some(path) = path else { continue };
+                let src = PathBuf::from(format!("/proc/thread-self/ns/{name}"));
+                wharf_runtime::sys::mount(
+                    Some(&cstr(&src)),
+                    &cstr(path),
+                    None,
+                    libc::MS_BIND,
+                    None,
+                )
                 .ctx(|| format!("pin the pod's {name} namespace at {}", path.display()))?;
-        }
-        Ok(())
-    })();
-    let _ = rustix::io::write(&go_w, b"1");
-    // SAFETY: reap our child.
-    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-    res
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(Error::Other(
+                "could not create the pod's IPC/UTS namespaces: the helper thread panicked".into(),
+            ))
+        })
+    })
 }
 
 fn unpin(path: &str) -> Result<()> {

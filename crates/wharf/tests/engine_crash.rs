@@ -526,6 +526,9 @@ fn a_container_that_exits_while_no_cli_runs_shows_its_exit_code() {
 const CREATE_STEPS: &[&str] = &[
     "pod row inserted",
     "cgroup",
+    // Killed while its IPC/UTS namespaces are being made (a helper process once made them,
+    // inherited the pod lock and outlived the CLI, so the pod looked still at work).
+    "pinning ipc/uts",
     "pinned ipc/uts",
     "shm",
     "netns",

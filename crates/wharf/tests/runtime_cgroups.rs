@@ -56,7 +56,9 @@ fn stats(env: &Env, id: &str) -> Value {
 /// Wait (bounded, for liveness only) until the container wrote `file` into its rootfs.
 fn wait_for_file(path: &Path) -> String {
     assert!(
-        wait_until(Duration::from_secs(30), || path.exists()),
+        // The shell creates the file before it writes to it: wait for the whole line.
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(path)
+            .is_ok_and(|s| s.ends_with('\n'))),
         "{} did not appear",
         path.display()
     );
