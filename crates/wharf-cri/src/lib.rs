@@ -18,6 +18,7 @@ mod images;
 pub mod log;
 mod meta;
 mod metrics;
+mod pod_metrics;
 mod runtime;
 mod sandboxes;
 mod spdy;

@@ -96,15 +96,6 @@ fn one<T: Send + 'static>(item: T) -> Response<Stream<T>> {
     Response::new(Box::pin(tokio_stream::once(Ok(item))))
 }
 
-/// The CRI's metrics endpoints (cAdvisor's metric set) are not served: kubelet then reads
-/// the stats calls, as it does with containerd 1.6.
-fn no_metrics(method: &str) -> Status {
-    Status::unimplemented(format!(
-        "{method}: Wharf serves no CRI metrics; the stats calls (ContainerStats, \
-         PodSandboxStats) report usage"
-    ))
-}
-
 fn condition(kind: &str, ready: bool, reason: &str, message: &str) -> RuntimeCondition {
     RuntimeCondition {
         r#type: kind.to_string(),
@@ -500,14 +491,21 @@ impl RuntimeService for Runtime {
         request: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
         let _ = request;
-        Err(no_metrics("ListMetricDescriptors"))
+        Ok(Response::new(ListMetricDescriptorsResponse {
+            descriptors: crate::pod_metrics::descriptors(),
+        }))
     }
     async fn list_pod_sandbox_metrics(
         &self,
         request: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
         let _ = request;
-        Err(no_metrics("ListPodSandboxMetrics"))
+        self.call("ListPodSandboxMetrics", |e| {
+            Ok(ListPodSandboxMetricsResponse {
+                pod_metrics: crate::pod_metrics::list(e)?,
+            })
+        })
+        .await
     }
     async fn update_pod_sandbox_resources(
         &self,
@@ -606,6 +604,12 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        Err(no_metrics("StreamPodSandboxMetrics"))
+        let metrics = self
+            .call("StreamPodSandboxMetrics", crate::pod_metrics::list)
+            .await?
+            .into_inner();
+        Ok(one(StreamPodSandboxMetricsResponse {
+            pod_sandbox_metrics: metrics,
+        }))
     }
 }

@@ -15,6 +15,16 @@ fn value(v: u64) -> Option<UInt64Value> {
     Some(UInt64Value { value: v })
 }
 
+/// The working set: usage less inactive file pages, as cAdvisor and containerd count it
+/// (what kubelet evicts by).
+pub fn working_set(s: &wharf_runtime::cgroups::Stats) -> u64 {
+    let inactive = ["total_inactive_file", "inactive_file"]
+        .iter()
+        .find_map(|k| s.memory.raw.get(*k).copied())
+        .unwrap_or(0);
+    s.memory.usage.usage.saturating_sub(inactive)
+}
+
 /// One container's usage (zeros once it stopped: its cgroup is gone).
 pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats, Status> {
     let now = meta::now_nanos();
@@ -27,10 +37,6 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
     let (cpu, mem) = match &cg {
         Some(s) => {
             let usage = s.memory.usage.usage;
-            let inactive = ["total_inactive_file", "inactive_file"]
-                .iter()
-                .find_map(|k| s.memory.raw.get(*k).copied())
-                .unwrap_or(0);
             let rss = ["total_rss", "anon"]
                 .iter()
                 .find_map(|k| s.memory.raw.get(*k).copied())
@@ -44,7 +50,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
                 },
                 MemoryUsage {
                     timestamp: now,
-                    working_set_bytes: value(usage.saturating_sub(inactive)),
+                    working_set_bytes: value(working_set(s)),
                     usage_bytes: value(usage),
                     rss_bytes: value(rss),
                     page_faults: faults(&["total_pgfault", "pgfault"]).and_then(value),

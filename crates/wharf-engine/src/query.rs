@@ -4,7 +4,7 @@
 //! No front end reads the store, a shim's records, a log file or a runtime's state itself.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::db::{ContainerRow, PodRow};
@@ -288,6 +288,33 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
         Ok(rt.stats(&row.id).ok())
+    }
+
+    /// The limits a running container's cgroup holds now and its OOM-kill count (None
+    /// once the cgroup is gone).
+    pub fn container_limits(&self, key: &str) -> Result<Option<wharf_runtime::cgroups::Limits>> {
+        let row = self.db.find_container(key)?;
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        Ok(rt.limits(&row.id).ok())
+    }
+
+    /// The pids of a running container's processes (none once it is gone).
+    pub fn container_pids(&self, key: &str) -> Result<Vec<i32>> {
+        let row = self.db.find_container(key)?;
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        Ok(rt.pids(&row.id).unwrap_or_default())
+    }
+
+    /// The traffic counters of a pod's interfaces (none for a pod on the host's network).
+    pub fn pod_network_counters(
+        &self,
+        key: &str,
+    ) -> Result<Vec<wharf_net::counters::InterfaceCounters>> {
+        let pod = self.db.find_pod(key)?;
+        match &pod.sandbox.netns {
+            Some(ns) => Ok(wharf_net::counters::read(Path::new(ns))?),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The processes of a running container.

@@ -79,6 +79,7 @@
 
 pub mod builtin;
 pub mod cni;
+pub mod counters;
 pub mod dns;
 pub mod error;
 pub mod ipnet;

@@ -645,6 +645,11 @@ impl Runtime {
         self.store.load(id)?.cgroup.stats()
     }
 
+    /// The limits the container's cgroup holds now, and its OOM-kill counter.
+    pub fn limits(&self, id: &str) -> Result<cgroups::Limits> {
+        self.store.load(id)?.cgroup.limits()
+    }
+
     /// Pids of every process in the container's cgroup.
     pub fn pids(&self, id: &str) -> Result<Vec<i32>> {
         let st = self.store.load(id)?;

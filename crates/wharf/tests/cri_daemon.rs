@@ -387,6 +387,20 @@ async fn run_pod_with(
     (pod, ctr)
 }
 
+/// StopPodSandbox then RemovePodSandbox, as kubelet ends a pod.
+async fn stop_and_remove_pod(rt: &mut RuntimeServiceClient<Channel>, pod: &str) {
+    rt.stop_pod_sandbox(StopPodSandboxRequest {
+        pod_sandbox_id: pod.to_string(),
+    })
+    .await
+    .unwrap();
+    rt.remove_pod_sandbox(RemovePodSandboxRequest {
+        pod_sandbox_id: pod.to_string(),
+    })
+    .await
+    .unwrap();
+}
+
 /// Stop the daemon (no client left connected) and check that nothing is left but
 /// kubelet's pod cgroups, which are kubelet's to remove.
 async fn stop_and_check_clean(mut d: Daemon) {
@@ -946,16 +960,7 @@ async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it
         .into_inner();
     assert_eq!(out.stdout, b"still here\n");
     for pod in &pods {
-        rt.stop_pod_sandbox(StopPodSandboxRequest {
-            pod_sandbox_id: pod.clone(),
-        })
-        .await
-        .unwrap();
-        rt.remove_pod_sandbox(RemovePodSandboxRequest {
-            pod_sandbox_id: pod.clone(),
-        })
-        .await
-        .unwrap();
+        stop_and_remove_pod(&mut rt, pod).await;
     }
     drop(rt);
     stop_and_check_clean(d).await;
@@ -1988,6 +1993,172 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     .await
     .unwrap();
     let _ = Command::new("umount").arg(vol.join("sub")).status();
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
+
+/// A metric's value by name and the values of the labels after the six base ones (the
+/// first one matching).
+fn metric(ms: &[Metric], name: &str, extra: &[&str]) -> Option<u64> {
+    ms.iter()
+        .find(|m| m.name == name && m.label_values[6..] == *extra)
+        .and_then(|m| m.value.as_ref())
+        .map(|v| v.value)
+}
+
+async fn pod_metrics(rt: &mut RuntimeServiceClient<Channel>) -> Vec<PodSandboxMetrics> {
+    rt.list_pod_sandbox_metrics(ListPodSandboxMetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_metrics
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_describe_and_measure_a_running_pod() {
+    let d = Daemon::start("cri-metrics");
+    let mut rt = runtime_with_busybox(&d).await;
+    let descs = rt
+        .list_metric_descriptors(ListMetricDescriptorsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .descriptors;
+    // cAdvisor's families kubelet's /metrics/cadvisor serves, with their labels.
+    for name in [
+        "container_cpu_usage_seconds_total",
+        "container_memory_working_set_bytes",
+        "container_fs_usage_bytes",
+        "container_network_transmit_packets_total",
+        "container_oom_events_total",
+        "container_spec_cpu_quota",
+        "container_threads_max",
+    ] {
+        let d = descs.iter().find(|d| d.name == name).expect(name);
+        assert!(!d.help.is_empty());
+        assert_eq!(
+            d.label_keys[..6],
+            ["container", "id", "image", "name", "namespace", "pod"]
+        );
+    }
+
+    // A container with limits that writes 512 KiB into its writable layer and sends a
+    // datagram off the pod (an ARP request at least leaves eth0).
+    let mut cfg = container_config(
+        "worker",
+        "mkdir /data && dd if=/dev/zero of=/data/f bs=1024 count=512 2>/dev/null && \
+         echo x | nc -u -w1 192.0.2.1 9; touch /tmp/ready; sleep 1000",
+    );
+    let linux = cfg.linux.as_mut().unwrap();
+    linux.security_context.as_mut().unwrap().readonly_rootfs = false;
+    linux.security_context.as_mut().unwrap().run_as_user = Some(Int64Value { value: 0 });
+    linux.resources = Some(LinuxContainerResources {
+        cpu_period: 100_000,
+        cpu_quota: 20_000,
+        cpu_shares: 512,
+        memory_limit_in_bytes: 64 << 20,
+        memory_swap_limit_in_bytes: 64 << 20,
+        ..Default::default()
+    });
+    let (pod, ctr) = run_pod_with(&mut rt, &d, "metered", cfg).await;
+    assert!(futures_ready_wait(&rt, &ctr, "test -e /tmp/ready").await);
+    let all = pod_metrics(&mut rt).await;
+    let pm = all
+        .iter()
+        .find(|m| m.pod_sandbox_id == pod)
+        .expect("the pod");
+    // Every metric names a family and carries a value for each of its label keys.
+    let keys = |name: &str| {
+        descs
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| d.label_keys.len())
+    };
+    for m in pm
+        .metrics
+        .iter()
+        .chain(pm.container_metrics.iter().flat_map(|c| &c.metrics))
+    {
+        assert_eq!(keys(&m.name), Some(m.label_values.len()), "{m:?}");
+    }
+    // The pod's network: its interface and the traffic it sent.
+    let net = &pm.metrics;
+    assert_eq!(net[0].label_values[1], pod);
+    assert_eq!(net[0].label_values[4..6], ["default", "metered"]);
+    assert!(
+        metric(net, "container_network_transmit_packets_total", &["eth0"]).unwrap() > 0,
+        "{net:?}"
+    );
+    assert!(metric(net, "container_network_transmit_bytes_total", &["eth0"]).unwrap() > 0);
+
+    assert_eq!(pm.container_metrics.len(), 1);
+    let cm = &pm.container_metrics[0];
+    assert_eq!(cm.container_id, ctr);
+    let m = &cm.metrics;
+    assert_eq!(m[0].label_values[0], "worker");
+    assert_eq!(m[0].label_values[1], ctr);
+    assert_eq!(m[0].label_values[4..6], ["default", "metered"]);
+    let get = |name: &str| metric(m, name, &[]).unwrap_or_else(|| panic!("{name}: {m:?}"));
+    // What the kernel holds for the container's limits.
+    assert_eq!(get("container_spec_cpu_period"), 100_000);
+    assert_eq!(get("container_spec_cpu_quota"), 20_000);
+    assert_eq!(get("container_spec_cpu_shares"), 512);
+    assert_eq!(get("container_spec_memory_limit_bytes"), 64 << 20);
+    assert_eq!(get("container_spec_memory_swap_limit_bytes"), 64 << 20);
+    // Its usage.
+    assert!(get("container_memory_usage_bytes") > 0);
+    assert!(get("container_memory_working_set_bytes") <= get("container_memory_usage_bytes"));
+    assert_eq!(get("container_oom_events_total"), 0);
+    assert!(get("container_processes") >= 1);
+    assert!(get("container_threads") >= get("container_processes"));
+    assert!(get("container_file_descriptors") >= 3);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let started = get("container_start_time_seconds");
+    assert!(started <= now && started + 120 > now, "{started} vs {now}");
+    assert!(get("container_last_seen") >= started);
+    let fs = m
+        .iter()
+        .find(|x| x.name == "container_fs_usage_bytes")
+        .expect("writable layer usage");
+    assert!(fs.value.as_ref().unwrap().value >= 512 << 10, "{fs:?}");
+    let device = &fs.label_values[6];
+    let limit = metric(m, "container_fs_limit_bytes", &[device]).unwrap();
+    assert!(limit > fs.value.as_ref().unwrap().value);
+    assert!(
+        metric(m, "container_fs_inodes_free", &[device]).unwrap()
+            < metric(m, "container_fs_inodes_total", &[device]).unwrap()
+    );
+    assert!(
+        metric(
+            m,
+            "container_memory_failures_total",
+            &["pgfault", "container"]
+        )
+        .unwrap()
+            > 0
+    );
+    assert!(metric(m, "container_ulimits_soft", &["max_open_files"]).unwrap() > 0);
+
+    // The stream variant says the same in one message; a removed pod is gone from both.
+    let mut s = rt
+        .stream_pod_sandbox_metrics(StreamPodSandboxMetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let first = s.message().await.unwrap().unwrap();
+    assert!(
+        first
+            .pod_sandbox_metrics
+            .iter()
+            .any(|m| m.pod_sandbox_id == pod)
+    );
+    assert!(s.message().await.unwrap().is_none());
+    stop_and_remove_pod(&mut rt, &pod).await;
+    let all = pod_metrics(&mut rt).await;
+    assert!(all.iter().all(|m| m.pod_sandbox_id != pod));
     drop(rt);
     stop_and_check_clean(d).await;
 }

@@ -17,6 +17,7 @@ pub mod devices;
 mod files;
 mod hugetlb;
 pub(crate) mod layout;
+mod limits;
 mod memory;
 mod network;
 mod oom;
@@ -31,6 +32,7 @@ pub use blkio::blkio_weight_to_io_weight;
 pub use cpu::shares_to_weight;
 pub use hugetlb::page_sizes as hugepage_sizes;
 pub use layout::{Layout, detect};
+pub use limits::Limits;
 pub use oom::{OomUpdate, OomWatcher};
 pub use resources::{
     apply as apply_resources, merge as merge_resources, update as update_resources,

@@ -1,0 +1,733 @@
+//! ListMetricDescriptors and ListPodSandboxMetrics: the `container_*` metrics kubelet's
+//! `/metrics/cadvisor` endpoint serves when it takes them from the runtime rather than from
+//! cAdvisor (its PodAndContainerStatsFromCRI mode).
+//!
+//! The names, meanings and label keys are cAdvisor's, so the dashboards and alerts written
+//! for it keep working: every metric carries `container`, `id`, `image`, `name`,
+//! `namespace` and `pod`, plus its own (`interface`, `device`, ...). Values are read live
+//! (timestamp 0) from the container's cgroup, its processes, its writable layer and the
+//! pod's network namespace. The CRI carries whole numbers only, so the `_seconds` ones are
+//! whole seconds, as other runtimes send them.
+//!
+//! Network counters belong to the pod (its containers share its namespace); everything
+//! else to each running container.
+
+use std::path::Path;
+
+use tonic::Status;
+use wharf_engine::Engine;
+use wharf_engine::db::{ContainerRow, PodRow};
+use wharf_engine::model::ContainerState;
+use wharf_runtime::cgroups::{Limits, Stats};
+
+use crate::api::*;
+use crate::meta;
+use crate::status::from_engine;
+
+/// The labels every metric carries, in the order of their values.
+const BASE_LABELS: [&str; 6] = ["container", "id", "image", "name", "namespace", "pod"];
+
+/// One metric family: its name, help, kind and the labels it adds to [`BASE_LABELS`].
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    counter: bool,
+    labels: &'static [&'static str],
+}
+
+const fn gauge(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Family {
+    Family {
+        name,
+        help,
+        counter: false,
+        labels,
+    }
+}
+
+const fn counter(
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+) -> Family {
+    Family {
+        name,
+        help,
+        counter: true,
+        labels,
+    }
+}
+
+const DEVICE: &[&str] = &["device"];
+const INTERFACE: &[&str] = &["interface"];
+
+/// Every family Wharf reports. Not reported: the pressure (PSI) families, which this
+/// layout's cgroups do not keep per container on a v1 host.
+const FAMILIES: &[Family] = &[
+    counter(
+        "container_blkio_device_usage_total",
+        "Block device I/O by device and operation, in bytes.",
+        &["device", "major", "minor", "operation"],
+    ),
+    counter(
+        "container_cpu_cfs_periods_total",
+        "Number of elapsed CFS enforcement periods.",
+        &[],
+    ),
+    counter(
+        "container_cpu_cfs_throttled_periods_total",
+        "Number of CFS periods in which the container was throttled.",
+        &[],
+    ),
+    counter(
+        "container_cpu_cfs_throttled_seconds_total",
+        "Total time the container was throttled, in seconds.",
+        &[],
+    ),
+    counter(
+        "container_cpu_system_seconds_total",
+        "Cumulative CPU time spent in the kernel, in seconds.",
+        &[],
+    ),
+    counter(
+        "container_cpu_usage_seconds_total",
+        "Cumulative CPU time consumed, in seconds.",
+        &["cpu"],
+    ),
+    counter(
+        "container_cpu_user_seconds_total",
+        "Cumulative CPU time spent in user mode, in seconds.",
+        &[],
+    ),
+    gauge(
+        "container_file_descriptors",
+        "Number of open file descriptors of the container's processes.",
+        &[],
+    ),
+    gauge(
+        "container_fs_inodes_free",
+        "Free inodes of the filesystem holding the writable layer.",
+        DEVICE,
+    ),
+    gauge(
+        "container_fs_inodes_total",
+        "Inodes of the filesystem holding the writable layer.",
+        DEVICE,
+    ),
+    gauge(
+        "container_fs_limit_bytes",
+        "Size of the filesystem holding the writable layer, in bytes.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_reads_bytes_total",
+        "Cumulative bytes read from the device.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_reads_total",
+        "Cumulative reads completed on the device.",
+        DEVICE,
+    ),
+    gauge(
+        "container_fs_usage_bytes",
+        "Bytes the container's writable layer uses.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_writes_bytes_total",
+        "Cumulative bytes written to the device.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_writes_total",
+        "Cumulative writes completed on the device.",
+        DEVICE,
+    ),
+    gauge(
+        "container_hugetlb_max_usage_bytes",
+        "Peak hugepage usage by page size, in bytes.",
+        &["size"],
+    ),
+    gauge(
+        "container_hugetlb_usage_bytes",
+        "Hugepage usage by page size, in bytes.",
+        &["size"],
+    ),
+    gauge(
+        "container_last_seen",
+        "Last time the runtime saw the container, in seconds since the epoch.",
+        &[],
+    ),
+    gauge(
+        "container_memory_cache",
+        "Page cache memory, in bytes.",
+        &[],
+    ),
+    gauge(
+        "container_memory_failcnt",
+        "Number of times memory usage hit the limit.",
+        &[],
+    ),
+    counter(
+        "container_memory_failures_total",
+        "Cumulative page faults by type and scope.",
+        &["failure_type", "scope"],
+    ),
+    gauge(
+        "container_memory_kernel_usage",
+        "Kernel memory charged to the container, in bytes.",
+        &[],
+    ),
+    gauge(
+        "container_memory_mapped_file",
+        "Size of memory-mapped files, in bytes.",
+        &[],
+    ),
+    gauge(
+        "container_memory_max_usage_bytes",
+        "Peak memory usage, in bytes.",
+        &[],
+    ),
+    gauge(
+        "container_memory_rss",
+        "Anonymous and swap cache memory, in bytes.",
+        &[],
+    ),
+    gauge("container_memory_swap", "Swap usage, in bytes.", &[]),
+    gauge(
+        "container_memory_usage_bytes",
+        "Current memory usage, page cache included, in bytes.",
+        &[],
+    ),
+    gauge(
+        "container_memory_working_set_bytes",
+        "Current working set (usage less inactive file pages), in bytes.",
+        &[],
+    ),
+    counter(
+        "container_network_receive_bytes_total",
+        "Cumulative bytes received.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_receive_errors_total",
+        "Cumulative errors while receiving.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_receive_packets_dropped_total",
+        "Cumulative packets dropped while receiving.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_receive_packets_total",
+        "Cumulative packets received.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_transmit_bytes_total",
+        "Cumulative bytes transmitted.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_transmit_errors_total",
+        "Cumulative errors while transmitting.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_transmit_packets_dropped_total",
+        "Cumulative packets dropped while transmitting.",
+        INTERFACE,
+    ),
+    counter(
+        "container_network_transmit_packets_total",
+        "Cumulative packets transmitted.",
+        INTERFACE,
+    ),
+    counter(
+        "container_oom_events_total",
+        "Number of processes the OOM killer killed in the container.",
+        &[],
+    ),
+    gauge(
+        "container_processes",
+        "Number of processes in the container.",
+        &[],
+    ),
+    gauge(
+        "container_sockets",
+        "Number of open sockets of the container's processes.",
+        &[],
+    ),
+    gauge(
+        "container_spec_cpu_period",
+        "CFS period of the container, in microseconds.",
+        &[],
+    ),
+    gauge(
+        "container_spec_cpu_quota",
+        "CFS quota of the container per period, in microseconds.",
+        &[],
+    ),
+    gauge(
+        "container_spec_cpu_shares",
+        "CPU shares of the container.",
+        &[],
+    ),
+    gauge(
+        "container_spec_memory_limit_bytes",
+        "Memory limit of the container, in bytes (0: none).",
+        &[],
+    ),
+    gauge(
+        "container_spec_memory_reservation_limit_bytes",
+        "Memory reservation of the container, in bytes (0: none).",
+        &[],
+    ),
+    gauge(
+        "container_spec_memory_swap_limit_bytes",
+        "Memory plus swap limit of the container, in bytes (0: none).",
+        &[],
+    ),
+    gauge(
+        "container_start_time_seconds",
+        "Start time of the container, in seconds since the epoch.",
+        &[],
+    ),
+    gauge(
+        "container_threads",
+        "Number of threads in the container.",
+        &[],
+    ),
+    gauge(
+        "container_threads_max",
+        "Maximum number of threads allowed in the container (0: no limit).",
+        &[],
+    ),
+    gauge(
+        "container_ulimits_soft",
+        "Soft resource limits of the container's first process.",
+        &["ulimit"],
+    ),
+];
+
+/// ListMetricDescriptors.
+pub fn descriptors() -> Vec<MetricDescriptor> {
+    FAMILIES
+        .iter()
+        .map(|f| MetricDescriptor {
+            name: f.name.to_string(),
+            help: f.help.to_string(),
+            label_keys: BASE_LABELS
+                .iter()
+                .chain(f.labels)
+                .map(|k| k.to_string())
+                .collect(),
+        })
+        .collect()
+}
+
+/// Metrics under construction for one object: its base label values and what was read.
+struct Sink {
+    base: [String; 6],
+    metrics: Vec<Metric>,
+}
+
+impl Sink {
+    fn push(&mut self, name: &str, extra: &[&str], value: u64) {
+        let Some(f) = FAMILIES.iter().find(|f| f.name == name) else {
+            debug_assert!(false, "metric {name} has no family");
+            return;
+        };
+        debug_assert_eq!(f.labels.len(), extra.len(), "labels of {name}");
+        self.metrics.push(Metric {
+            name: name.to_string(),
+            timestamp: 0,
+            metric_type: if f.counter {
+                MetricType::Counter
+            } else {
+                MetricType::Gauge
+            } as i32,
+            label_values: self
+                .base
+                .iter()
+                .cloned()
+                .chain(extra.iter().map(|v| v.to_string()))
+                .collect(),
+            value: Some(UInt64Value { value }),
+        });
+    }
+}
+
+const NANOS: u64 = 1_000_000_000;
+
+/// ListPodSandboxMetrics: every ready pod, with its running containers.
+pub fn list(e: &Engine) -> Result<Vec<PodSandboxMetrics>, Status> {
+    let ready = PodSandboxFilter {
+        state: Some(PodSandboxStateValue {
+            state: PodSandboxState::SandboxReady as i32,
+        }),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    for pod in crate::sandboxes::rows(e, &ready)? {
+        match pod_metrics(e, &pod) {
+            Ok(m) => out.push(m),
+            // Removed meanwhile: left out.
+            Err(s) if s.code() == tonic::Code::NotFound => {}
+            Err(s) => return Err(s),
+        }
+    }
+    Ok(out)
+}
+
+fn pod_metrics(e: &Engine, pod: &PodRow) -> Result<PodSandboxMetrics, Status> {
+    let pm = meta::pod_metadata(&pod.spec.labels);
+    let mut sink = Sink {
+        base: [
+            String::new(),
+            pod.id.clone(),
+            String::new(),
+            pod.name.clone(),
+            pm.namespace.clone(),
+            pm.name.clone(),
+        ],
+        metrics: Vec::new(),
+    };
+    // A namespace that went with a pod removed meanwhile reads as no interfaces.
+    for i in e.pod_network_counters(&pod.id).unwrap_or_default() {
+        let ifc = [i.name.as_str()];
+        for (name, v) in [
+            ("container_network_receive_bytes_total", i.rx_bytes),
+            ("container_network_receive_packets_total", i.rx_packets),
+            ("container_network_receive_errors_total", i.rx_errors),
+            (
+                "container_network_receive_packets_dropped_total",
+                i.rx_dropped,
+            ),
+            ("container_network_transmit_bytes_total", i.tx_bytes),
+            ("container_network_transmit_packets_total", i.tx_packets),
+            ("container_network_transmit_errors_total", i.tx_errors),
+            (
+                "container_network_transmit_packets_dropped_total",
+                i.tx_dropped,
+            ),
+        ] {
+            sink.push(name, &ifc, v);
+        }
+    }
+    let mut containers = Vec::new();
+    let running = e
+        .list_containers(&wharf_engine::ContainerFilter {
+            pod: Some(pod.id.clone()),
+            ..Default::default()
+        })
+        .map_err(from_engine)?;
+    for c in running
+        .iter()
+        .filter(|c| c.row.state == ContainerState::Running)
+    {
+        if let Some(m) = container_metrics(e, &pm, &c.row)? {
+            containers.push(m);
+        }
+    }
+    Ok(PodSandboxMetrics {
+        pod_sandbox_id: pod.id.clone(),
+        metrics: sink.metrics,
+        container_metrics: containers,
+    })
+}
+
+/// A running container's metrics (None when it stopped while being read).
+fn container_metrics(
+    e: &Engine,
+    pod: &PodSandboxMetadata,
+    row: &ContainerRow,
+) -> Result<Option<ContainerMetrics>, Status> {
+    let (Some(s), Some(l)) = (
+        e.container_stats(&row.id).map_err(from_engine)?,
+        e.container_limits(&row.id).map_err(from_engine)?,
+    ) else {
+        return Ok(None);
+    };
+    let pids = e.container_pids(&row.id).map_err(from_engine)?;
+    let mut sink = Sink {
+        base: [
+            meta::container_metadata(&row.spec.labels).name,
+            row.id.clone(),
+            row.image_name.clone(),
+            row.name.clone(),
+            pod.namespace.clone(),
+            pod.name.clone(),
+        ],
+        metrics: Vec::new(),
+    };
+    cpu(&mut sink, &s);
+    memory(&mut sink, &s, &l);
+    processes(&mut sink, &s, &l, &pids);
+    blkio(&mut sink, &s);
+    for (size, h) in &s.hugetlb {
+        sink.push("container_hugetlb_usage_bytes", &[size], h.usage);
+        sink.push("container_hugetlb_max_usage_bytes", &[size], h.max);
+    }
+    if let Ok(r) = e.images().container_rootfs(&row.id) {
+        writable_layer(&mut sink, &r.upper_dir);
+    }
+    let secs = |ns: i64| (ns.max(0) as u64) / NANOS;
+    sink.push("container_last_seen", &[], secs(meta::now_nanos()));
+    sink.push(
+        "container_start_time_seconds",
+        &[],
+        secs(meta::nanos(row.started_at.as_deref())),
+    );
+    for (name, v) in [
+        ("container_spec_cpu_period", l.cpu_period),
+        ("container_spec_cpu_quota", l.cpu_quota),
+        ("container_spec_cpu_shares", l.cpu_shares),
+        ("container_spec_memory_limit_bytes", l.memory),
+        (
+            "container_spec_memory_reservation_limit_bytes",
+            l.memory_reservation,
+        ),
+        ("container_spec_memory_swap_limit_bytes", l.memory_swap),
+    ] {
+        sink.push(name, &[], v);
+    }
+    Ok(Some(ContainerMetrics {
+        container_id: row.id.clone(),
+        metrics: sink.metrics,
+    }))
+}
+
+fn cpu(sink: &mut Sink, s: &Stats) {
+    let u = &s.cpu.usage;
+    let t = &s.cpu.throttling;
+    sink.push(
+        "container_cpu_usage_seconds_total",
+        &["total"],
+        u.total / NANOS,
+    );
+    sink.push("container_cpu_user_seconds_total", &[], u.user / NANOS);
+    sink.push("container_cpu_system_seconds_total", &[], u.kernel / NANOS);
+    sink.push("container_cpu_cfs_periods_total", &[], t.periods);
+    sink.push(
+        "container_cpu_cfs_throttled_periods_total",
+        &[],
+        t.throttled_periods,
+    );
+    sink.push(
+        "container_cpu_cfs_throttled_seconds_total",
+        &[],
+        t.throttled_time / NANOS,
+    );
+}
+
+fn memory(sink: &mut Sink, s: &Stats, l: &Limits) {
+    let m = &s.memory;
+    // v1 names the hierarchy's totals `total_*`; v2 has one set of names.
+    let raw = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| m.raw.get(*k).copied())
+            .unwrap_or(0)
+    };
+    sink.push("container_memory_usage_bytes", &[], m.usage.usage);
+    sink.push(
+        "container_memory_working_set_bytes",
+        &[],
+        crate::stats::working_set(s),
+    );
+    sink.push("container_memory_max_usage_bytes", &[], m.usage.max);
+    sink.push("container_memory_failcnt", &[], m.usage.failcnt);
+    sink.push("container_memory_cache", &[], m.cache);
+    sink.push("container_memory_rss", &[], raw(&["total_rss", "anon"]));
+    sink.push(
+        "container_memory_mapped_file",
+        &[],
+        raw(&["total_mapped_file", "file_mapped"]),
+    );
+    sink.push("container_memory_swap", &[], raw(&["total_swap", "swap"]));
+    let kernel = if m.kernel.usage > 0 {
+        m.kernel.usage
+    } else {
+        raw(&["kernel"])
+    };
+    sink.push("container_memory_kernel_usage", &[], kernel);
+    for (kind, own, total) in [
+        ("pgfault", "pgfault", "total_pgfault"),
+        ("pgmajfault", "pgmajfault", "total_pgmajfault"),
+    ] {
+        sink.push(
+            "container_memory_failures_total",
+            &[kind, "container"],
+            raw(&[own]),
+        );
+        sink.push(
+            "container_memory_failures_total",
+            &[kind, "hierarchy"],
+            raw(&[total, own]),
+        );
+    }
+    sink.push("container_oom_events_total", &[], l.oom_kills);
+}
+
+fn processes(sink: &mut Sink, s: &Stats, l: &Limits, pids: &[i32]) {
+    let (mut fds, mut sockets) = (0u64, 0u64);
+    for pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            fds += 1;
+            if std::fs::read_link(e.path())
+                .is_ok_and(|t| t.as_os_str().as_encoded_bytes().starts_with(b"socket:"))
+            {
+                sockets += 1;
+            }
+        }
+    }
+    sink.push("container_processes", &[], pids.len() as u64);
+    sink.push("container_threads", &[], s.pids.current);
+    sink.push("container_threads_max", &[], l.pids);
+    sink.push("container_file_descriptors", &[], fds);
+    sink.push("container_sockets", &[], sockets);
+    if let Some(soft) = pids.first().and_then(|p| open_files_soft_limit(*p)) {
+        sink.push("container_ulimits_soft", &["max_open_files"], soft);
+    }
+}
+
+/// The soft RLIMIT_NOFILE of process `pid`, from /proc/<pid>/limits.
+fn open_files_soft_limit(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn blkio(sink: &mut Sink, s: &Stats) {
+    use std::collections::BTreeMap;
+    // Per device: bytes read, bytes written, reads, writes.
+    let mut per_dev: BTreeMap<(u64, u64), [u64; 4]> = BTreeMap::new();
+    for b in &s.blkio.io_service_bytes_recursive {
+        let name = block_device_name(b.major, b.minor);
+        let (major, minor) = (b.major.to_string(), b.minor.to_string());
+        sink.push(
+            "container_blkio_device_usage_total",
+            &[&name, &major, &minor, &b.op],
+            b.value,
+        );
+        let d = per_dev.entry((b.major, b.minor)).or_default();
+        match b.op.as_str() {
+            "Read" | "read" => d[0] += b.value,
+            "Write" | "write" => d[1] += b.value,
+            _ => {}
+        }
+    }
+    for b in &s.blkio.io_serviced_recursive {
+        let d = per_dev.entry((b.major, b.minor)).or_default();
+        match b.op.as_str() {
+            "Read" | "read" => d[2] += b.value,
+            "Write" | "write" => d[3] += b.value,
+            _ => {}
+        }
+    }
+    for ((major, minor), [rb, wb, r, w]) in per_dev {
+        let dev = [block_device_name(major, minor)];
+        let dev = [dev[0].as_str()];
+        sink.push("container_fs_reads_bytes_total", &dev, rb);
+        sink.push("container_fs_writes_bytes_total", &dev, wb);
+        sink.push("container_fs_reads_total", &dev, r);
+        sink.push("container_fs_writes_total", &dev, w);
+    }
+}
+
+/// `/dev/<name>` of a block device, as its uevent names it (else "major:minor").
+fn block_device_name(major: u64, minor: u64) -> String {
+    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+        .ok()
+        .and_then(|u| {
+            u.lines()
+                .find_map(|l| l.strip_prefix("DEVNAME="))
+                .map(|n| format!("/dev/{n}"))
+        })
+        .unwrap_or_else(|| format!("{major}:{minor}"))
+}
+
+/// The writable layer: its usage, and the size and inodes of the filesystem holding it.
+fn writable_layer(sink: &mut Sink, upper: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::metadata(upper) else {
+        return;
+    };
+    let device = mount_source(md.dev()).unwrap_or_else(|| {
+        format!(
+            "{}:{}",
+            rustix::fs::major(md.dev()),
+            rustix::fs::minor(md.dev())
+        )
+    });
+    let dev = [device.as_str()];
+    let (bytes, _) = crate::images::usage(upper);
+    sink.push("container_fs_usage_bytes", &dev, bytes);
+    if let Ok(v) = rustix::fs::statvfs(upper) {
+        sink.push("container_fs_limit_bytes", &dev, v.f_blocks * v.f_frsize);
+        sink.push("container_fs_inodes_total", &dev, v.f_files);
+        sink.push("container_fs_inodes_free", &dev, v.f_ffree);
+    }
+}
+
+/// The source of the mount whose device is `dev` (e.g. /dev/vda1), from mountinfo.
+fn mount_source(dev: u64) -> Option<String> {
+    let want = format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev));
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let mut f = l.split(' ');
+        (f.nth(2)? == want).then_some(())?;
+        let (_, after) = l.split_once(" - ")?;
+        after.split(' ').nth(1).map(str::to_string)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_named_once_with_help_and_cadvisor_labels() {
+        let d = descriptors();
+        let mut names: Vec<_> = d.iter().map(|d| d.name.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), d.len());
+        for m in &d {
+            assert!(!m.help.is_empty(), "{}", m.name);
+            assert_eq!(
+                m.label_keys[..6],
+                BASE_LABELS.map(String::from),
+                "{}",
+                m.name
+            );
+            assert_eq!(
+                m.name.ends_with("_total"),
+                FAMILIES.iter().any(|f| f.name == m.name && f.counter),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_metric_carries_the_base_and_its_own_label_values() {
+        let mut s = Sink {
+            base: ["c", "id", "img", "n", "ns", "p"].map(String::from),
+            metrics: Vec::new(),
+        };
+        s.push("container_network_receive_bytes_total", &["eth0"], 42);
+        let m = &s.metrics[0];
+        assert_eq!(m.label_values, ["c", "id", "img", "n", "ns", "p", "eth0"]);
+        assert_eq!(m.metric_type, MetricType::Counter as i32);
+        assert_eq!(m.value, Some(UInt64Value { value: 42 }));
+    }
+}
