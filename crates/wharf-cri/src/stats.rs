@@ -136,10 +136,33 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
                 usage_bytes: value(usage),
                 ..Default::default()
             }),
+            network: network(e, pod, now),
             containers,
             ..Default::default()
         }),
         ..Default::default()
+    })
+}
+
+/// The pod's interfaces: eth0 (what CNI plugins and the built-in bridge name the pod's
+/// interface) as the default, the others besides. None on the host's network.
+fn network(e: &Engine, pod: &PodRow, now: i64) -> Option<NetworkUsage> {
+    let counters = e.pod_network_counters(&pod.id).ok()?;
+    let mut all: Vec<NetworkInterfaceUsage> = counters
+        .into_iter()
+        .map(|i| NetworkInterfaceUsage {
+            name: i.name,
+            rx_bytes: value(i.rx_bytes),
+            rx_errors: value(i.rx_errors),
+            tx_bytes: value(i.tx_bytes),
+            tx_errors: value(i.tx_errors),
+        })
+        .collect();
+    let default = all.iter().position(|i| i.name == "eth0").unwrap_or(0);
+    (!all.is_empty()).then(|| NetworkUsage {
+        timestamp: now,
+        default_interface: Some(all.remove(default)),
+        interfaces: all,
     })
 }
 

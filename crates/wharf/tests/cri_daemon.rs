@@ -2142,6 +2142,26 @@ async fn metrics_describe_and_measure_a_running_pod() {
     );
     assert!(metric(m, "container_ulimits_soft", &["max_open_files"]).unwrap() > 0);
 
+    // PodSandboxStats reports the same interface.
+    let stats = rt
+        .pod_sandbox_stats(PodSandboxStatsRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    let eth0 = stats
+        .linux
+        .unwrap()
+        .network
+        .unwrap()
+        .default_interface
+        .unwrap();
+    assert_eq!(eth0.name, "eth0");
+    assert!(eth0.tx_bytes.unwrap().value > 0);
+
     // The stream variant says the same in one message; a removed pod is gone from both.
     let mut s = rt
         .stream_pod_sandbox_metrics(StreamPodSandboxMetricsRequest {})
