@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install Wharf on Debian/Ubuntu (as root) and run a first container.
 #   - installs the build dependencies (apt) and a Rust toolchain if cargo is missing
-#   - builds the release binary and installs it as /usr/local/bin/wharf
+#   - builds the release binaries and installs them as /usr/local/bin/wharf and
+#     /usr/local/bin/wharf-shim (the per-pod shim, smaller than the whole of wharf)
 #     (plus /usr/local/bin/wharf-runc, the runc-compatible name engines can point at)
 #   - installs systemd units for `wharf daemon` (the CRI server) and starts them where
 #     systemd runs
@@ -15,6 +16,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 cargo build --release --locked -p wharf
 target="${CARGO_TARGET_DIR:-target}/release/wharf"
 install -m 0755 "$target" /usr/local/bin/wharf
+install -m 0755 "$target-shim" /usr/local/bin/wharf-shim
 ln -sf wharf /usr/local/bin/wharf-runc
 echo "installed $(/usr/local/bin/wharf --version) to /usr/local/bin/wharf"
 

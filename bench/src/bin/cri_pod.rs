@@ -960,13 +960,14 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
 
     // Memory: one engine at a time, `pods` pods running.
     for e in engines.iter_mut() {
-        // Idle: three seconds without a request (Wharf's engine threads go after two).
+        // Idle: three seconds without a request (Wharf's engine threads go after two, and it
+        // trims its memory after two and a half).
         std::thread::sleep(Duration::from_secs(3));
         let idle = daemon_usage(e)?;
         for j in 0..pods {
             rt.block_on(e.pod_up(b, &format!("mem{j}")))?;
         }
-        // Let the shims settle (Wharf's trims its memory when it goes back to sleep).
+        // Let the shims settle (Wharf's trims its memory once it has been quiet for 200 ms).
         std::thread::sleep(Duration::from_secs(2));
         let loaded = daemon_usage(e)?;
         let (shims, pause) = e.helpers(b, &processes());

@@ -213,7 +213,7 @@ fn wharf_shim_sample(
     let state = dir.join("pod");
     let root = dir.join("runtime");
     let mut opts = SpawnOptions::new(format!("bench-{n}"), &state, &root);
-    opts.binary = wharf.to_path_buf();
+    opts.binary = wharf_shim::shim_binary(wharf);
     let shim = wharf_shim::spawn(&opts).map_err(|e| e.to_string())?;
     let shim_pid = shim.ping().map_err(|e| e.to_string())?;
     let result = (|| {
@@ -237,7 +237,8 @@ fn wharf_shim_sample(
         std::thread::sleep(Duration::from_millis(300));
         // One more request, so the shim has served a few (state as an engine polls it).
         shim.state().map_err(|e| e.to_string())?;
-        std::thread::sleep(Duration::from_millis(100));
+        // The shim trims its memory once its work has been quiet for 200 ms.
+        std::thread::sleep(Duration::from_millis(500));
         let s = sample("wharf shim (one per pod)", n, vec![shim_pid])?;
         Ok((s, mappings(shim_pid)))
     })();

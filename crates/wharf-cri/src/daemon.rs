@@ -138,7 +138,8 @@ async fn serve(
         log(Level::Info, "serving metrics", &[("address", &local)]);
         tokio::spawn(crate::metrics::serve(l, engines.clone()));
     }
-    tokio::spawn(crate::idle::trimmer(std::time::Duration::from_secs(2)));
+    // After the engine threads' keep-alive (2 s), so that what they held is given back too.
+    tokio::spawn(crate::idle::trimmer(std::time::Duration::from_millis(2500)));
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }

@@ -20,15 +20,26 @@ pub fn touch() {
     LAST.store(now_ms().max(1), Ordering::Relaxed);
 }
 
-/// Trim after `quiet` without requests, once per busy spell, until the daemon stops.
+/// Trim once `quiet` has passed without requests, once per busy spell, until the daemon
+/// stops. It sleeps until the last request's time plus `quiet` (not in fixed steps, which
+/// would trim anywhere between one and two `quiet`s after the last request).
 pub async fn trimmer(quiet: Duration) {
+    let quiet_ms = quiet.as_millis() as u64;
     loop {
-        tokio::time::sleep(quiet).await;
         let last = LAST.load(Ordering::Relaxed);
-        if last != 0 && now_ms().saturating_sub(last) >= quiet.as_millis() as u64 {
-            LAST.store(0, Ordering::Relaxed);
-            let _ = tokio::task::spawn_blocking(trim).await;
-        }
+        let wait = if last == 0 {
+            // Trimmed, and no request since: look again a `quiet` later.
+            quiet_ms
+        } else {
+            let since = now_ms().saturating_sub(last);
+            if since >= quiet_ms {
+                LAST.store(0, Ordering::Relaxed);
+                let _ = tokio::task::spawn_blocking(trim).await;
+                continue;
+            }
+            quiet_ms - since
+        };
+        tokio::time::sleep(Duration::from_millis(wait)).await;
     }
 }
 

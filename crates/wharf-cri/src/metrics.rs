@@ -145,7 +145,12 @@ fn shims(run: &std::path::Path) -> (u64, u64) {
             continue;
         };
         let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-        let is_shim = args.get(1).is_some_and(|a| *a == b"shim")
+        // `wharf-shim ...`, or the multi-call `wharf shim ...`.
+        let own_binary = args[0]
+            .rsplit(|b| *b == b'/')
+            .next()
+            .is_some_and(|n| n == b"wharf-shim");
+        let is_shim = (own_binary || args.get(1).is_some_and(|a| *a == b"shim"))
             && String::from_utf8_lossy(&cmd).contains(&needle);
         if !is_shim {
             continue;

@@ -111,7 +111,7 @@ impl Engine {
         }
         let mut opts = wharf_shim::SpawnOptions::new(&pod.id, &dir, self.paths.runtime_root());
         if let Some(bin) = &self.opts.wharf_bin {
-            opts.binary = bin.clone();
+            opts.binary = wharf_shim::shim_binary(bin);
         }
         Ok(wharf_shim::spawn(&opts)?)
     }

@@ -31,7 +31,8 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How to start a shim.
 #[derive(Debug, Clone)]
 pub struct SpawnOptions {
-    /// The `wharf` binary (default `/proc/self/exe`, i.e. the calling binary).
+    /// The binary to run: `wharf-shim`, or a multi-call `wharf` (run as `wharf shim`).
+    /// Default: [`shim_binary`] of the calling binary.
     pub binary: PathBuf,
     /// Pod id.
     pub pod: String,
@@ -55,7 +56,7 @@ impl SpawnOptions {
         runtime_root: impl Into<PathBuf>,
     ) -> Self {
         SpawnOptions {
-            binary: PathBuf::from("/proc/self/exe"),
+            binary: shim_binary(Path::new("/proc/self/exe")),
             pod: pod.into(),
             state_dir: state_dir.into(),
             runtime_root: runtime_root.into(),
@@ -64,6 +65,26 @@ impl SpawnOptions {
             timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// The shim binary that goes with the `wharf` binary `wharf`: `wharf-shim` installed beside
+/// it, else `wharf` itself (its `shim` subcommand).
+pub fn shim_binary(wharf: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(wharf).unwrap_or_else(|_| wharf.to_path_buf());
+    let beside = real.with_file_name(SHIM_BINARY);
+    if real.file_name().is_some_and(|n| n == SHIM_BINARY) || is_executable(&beside) {
+        beside
+    } else {
+        wharf.to_path_buf()
+    }
+}
+
+/// The file name of the shim's own binary.
+pub const SHIM_BINARY: &str = "wharf-shim";
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Start a shim for a pod and return a client once its socket accepts connections. The
@@ -77,8 +98,10 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| err(format!("pipe: {e}")))?;
     let mut cmd = Command::new(&opts.binary);
-    cmd.arg("shim")
-        .arg("--pod")
+    if opts.binary.file_name().is_none_or(|n| n != SHIM_BINARY) {
+        cmd.arg("shim");
+    }
+    cmd.arg("--pod")
         .arg(&opts.pod)
         .arg("--state-dir")
         .arg(&opts.state_dir)
@@ -757,4 +780,36 @@ fn resize(s: &mut UnixStream, rows: u16, cols: u16) -> std::io::Result<()> {
     let r = rows.to_be_bytes();
     let c = cols.to_be_bytes();
     frame::write(s, frame::RESIZE, &[r[0], r[1], c[0], c[1]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shim_binary_beside_wharf_is_preferred_and_wharf_itself_is_the_fallback() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let exe = |p: &Path, mode: u32| {
+            std::fs::write(p, "").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let wharf = t.path().join("wharf");
+        exe(&wharf, 0o755);
+        let real = std::fs::canonicalize(&wharf).unwrap();
+        // Alone: `wharf shim`.
+        assert_eq!(shim_binary(&wharf), wharf);
+        // A file that cannot be run does not count.
+        let shim = t.path().join(SHIM_BINARY);
+        exe(&shim, 0o644);
+        assert_eq!(shim_binary(&wharf), wharf);
+        // Installed beside it: that one, also when `wharf` is reached through a link
+        // (wharf-runc).
+        exe(&shim, 0o755);
+        assert_eq!(shim_binary(&wharf), real.with_file_name(SHIM_BINARY));
+        let link = t.path().join("wharf-runc");
+        std::os::unix::fs::symlink(&wharf, &link).unwrap();
+        assert_eq!(shim_binary(&link), real.with_file_name(SHIM_BINARY));
+        assert_eq!(shim_binary(&shim), real.with_file_name(SHIM_BINARY));
+    }
 }

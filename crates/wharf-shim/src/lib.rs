@@ -26,7 +26,8 @@ pub mod reap;
 pub mod records;
 
 pub use client::{
-    Attach, AttachInput, Events, EventsCloser, Output, ShimClient, SpawnOptions, spawn,
+    Attach, AttachInput, Events, EventsCloser, Output, SHIM_BINARY, ShimClient, SpawnOptions,
+    shim_binary, spawn,
 };
 pub use error::{Result, ShimError};
 pub use protocol::{

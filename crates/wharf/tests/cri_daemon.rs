@@ -2062,6 +2062,19 @@ async fn metrics_describe_and_measure_a_running_pod() {
     });
     let (pod, ctr) = run_pod_with(&mut rt, &d, "metered", cfg).await;
     assert!(futures_ready_wait(&rt, &ctr, "test -e /tmp/ready").await);
+    // The pod's shim is the small `wharf-shim` built beside `wharf`.
+    let shim_exe = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| {
+            let cmd = std::fs::read(p.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd)
+                .contains(&format!("--pod\0{pod}"))
+                .then(|| std::fs::read_link(p.path().join("exe")).ok())?
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(shim_exe.len(), 1, "{shim_exe:?}");
+    assert_eq!(shim_exe[0].file_name().unwrap(), "wharf-shim");
     let all = pod_metrics(&mut rt).await;
     let pm = all
         .iter()

@@ -255,42 +255,52 @@ pub fn reap(pid: i32) -> Option<i32> {
 /// - malloc's free memory goes back to the kernel;
 /// - stack pages below the current frame (the runtime's create path runs deep) are
 ///   discarded (anonymous: they read back as zeros if ever used again, as fresh stack);
-/// - the binary's code and read-only data are dropped from the page tables (private file
-///   mappings that are never written: they fault back in from the page cache when used
-///   again, at the cost of a minor fault). The RELRO segment (relocated, so private state
-///   although read-only) and every writable mapping are left alone.
+/// - code and read-only data of the binary and its libraries (libc, the loader) are dropped
+///   from the page tables: private file mappings none of whose pages was ever written (no
+///   anonymous copy-on-write page in them, as smaps counts), so they fault back in,
+///   unchanged, from the page cache when used again, at the cost of a minor fault.
+///   Relocated data (RELRO) and every writable mapping hold such private pages and are
+///   left alone.
 pub fn trim_memory() {
     let ranges = discardable();
     // Freed memory back to the kernel, after the buffers above were dropped.
     // SAFETY: malloc_trim has no preconditions.
     unsafe { libc::malloc_trim(0) };
     // Last, so that little code runs between this and going to sleep.
-    for (lo, hi) in ranges.into_iter().flatten() {
-        // SAFETY: our own stack below the live frames, or our own never-written code and
-        // read-only data (see above); both may be discarded.
+    for (lo, hi) in ranges {
+        // SAFETY: our own stack below the live frames, or our own never-written file
+        // mappings (see above); both may be discarded.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
     }
 }
 
-/// The ranges [`trim_memory`] discards: the stack below this frame, and the binary's
-/// read-only mappings outside its RELRO segment.
-fn discardable() -> [Option<(usize, usize)>; 4] {
-    let mut out = [None; 4];
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+/// The ranges [`trim_memory`] discards: the stack below this frame, and the read-only
+/// private file mappings without a written page.
+fn discardable() -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(16);
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return out;
     };
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let relro = relro_range();
     let page = 4096usize;
     let marker = 0u8;
     let sp = std::hint::black_box(&marker) as *const u8 as usize;
-    let mut n = 0;
-    for line in maps.lines() {
+    // The read-only file mapping being read, if any: its "Anonymous:" line decides.
+    let mut current: Option<(usize, usize)> = None;
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Anonymous:") {
+            if let Some(range) = current.take()
+                && kb.trim().trim_end_matches("kB").trim() == "0"
+            {
+                out.push(range);
+            }
+            continue;
+        }
+        // Mapping headers are "start-end perms offset dev inode [path]"; the other lines
+        // are "Name: value".
         let mut f = line.split_whitespace();
         let (Some(range), Some(perms)) = (f.next(), f.next()) else {
             continue;
         };
-        let path = f.nth(3).unwrap_or("");
         let Some((start, end)) = range.split_once('-') else {
             continue;
         };
@@ -300,52 +310,18 @@ fn discardable() -> [Option<(usize, usize)>; 4] {
         ) else {
             continue;
         };
-        let (lo, hi) = if path == "[stack]" {
+        let path = f.nth(3).unwrap_or("");
+        current = None;
+        if path == "[stack]" {
             // Leave this frame's page and a margin below it alone (the callers of
             // madvise use a little more stack than this frame).
-            (start, (sp & !(page - 1)).saturating_sub(4 * page))
-        } else if (perms == "r-xp" || perms == "r--p")
-            && !exe.as_os_str().is_empty()
-            && std::path::Path::new(path) == exe
-            && relro.is_none_or(|(rs, re)| end <= rs || start >= re)
-        {
-            (start, end)
-        } else {
-            continue;
-        };
-        if hi > lo && n < out.len() {
-            out[n] = Some((lo, hi));
-            n += 1;
-        }
-    }
-    out
-}
-
-/// The main program's PT_GNU_RELRO range (page-aligned), if it has one.
-fn relro_range() -> Option<(usize, usize)> {
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: the loader passes a valid info; data is our Option below. The first object
-        // visited is the main program.
-        unsafe {
-            let out = &mut *(data as *mut Option<(usize, usize)>);
-            let info = &*info;
-            for i in 0..info.dlpi_phnum as usize {
-                let ph = &*info.dlpi_phdr.add(i);
-                if ph.p_type == libc::PT_GNU_RELRO {
-                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                    let end = start + ph.p_memsz as usize;
-                    *out = Some((start & !4095, (end + 4095) & !4095));
-                }
+            let hi = (sp & !(page - 1)).saturating_sub(4 * page);
+            if hi > start {
+                out.push((start, hi));
             }
+        } else if path.starts_with('/') && matches!(perms, "r-xp" | "r--p") {
+            current = Some((start, end));
         }
-        1
     }
-    let mut out: Option<(usize, usize)> = None;
-    // SAFETY: the callback only reads the loader's structures and writes `out`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut _ as *mut libc::c_void) };
     out
 }

@@ -141,6 +141,12 @@ enum Src {
     Oom(u64),
 }
 
+/// How long the shim's work must have been quiet before it trims its memory.
+const TRIM_AFTER: rustix::time::Timespec = rustix::time::Timespec {
+    tv_sec: 0,
+    tv_nsec: 200_000_000,
+};
+
 impl Shim {
     /// A shim serving `listener`.
     pub fn new(cfg: Config, listener: OwnedFd, sigfd: OwnedFd, timerfd: OwnedFd) -> Shim {
@@ -184,23 +190,31 @@ impl Shim {
             sys::arm_timer(&self.timerfd, self.next_deadline());
             let (srcs, revents) = {
                 let (srcs, mut fds) = self.poll_set();
-                // The shim is idle almost all the time: after requests, exits and timers,
-                // give back what the work left behind, right before going to sleep (not
-                // after every chunk of container output).
-                if trim {
-                    sys::trim_memory();
-                }
-                match rustix::event::poll(&mut fds, None) {
-                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                    Err(e) => {
-                        log(&format!("poll: {e}"));
-                        return 1;
+                // The shim is idle almost all the time: once requests, exits and timers
+                // (not chunks of container output) have been quiet for TRIM_AFTER, it gives
+                // back what their work left behind. Not at once: reading its own smaps
+                // and faulting its code back in cost about half a millisecond, which a
+                // burst of requests (a pod being started) would pay at every step.
+                loop {
+                    let timeout = trim.then_some(&TRIM_AFTER);
+                    match rustix::event::poll(&mut fds, timeout) {
+                        Ok(0) if trim => {
+                            // Quiet since the last work: give back what it left behind,
+                            // and sleep on the same set (running little code in between,
+                            // which would fault its pages back in).
+                            sys::trim_memory();
+                            trim = false;
+                        }
+                        Ok(_) | Err(rustix::io::Errno::INTR) => break,
+                        Err(e) => {
+                            log(&format!("poll: {e}"));
+                            return 1;
+                        }
                     }
                 }
                 let revents: Vec<PollFlags> = fds.iter().map(|f| f.revents()).collect();
                 (srcs, revents)
             };
-            trim = false;
             for (src, ev) in srcs.into_iter().zip(revents) {
                 if !ev.is_empty() {
                     trim |= !matches!(src, Src::Out(..) | Src::Stdin(..));
