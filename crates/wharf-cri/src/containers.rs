@@ -185,9 +185,9 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         pid_target,
         devices,
         strict_groups: sc.supplemental_groups_policy == SupplementalGroupsPolicy::Strict as i32,
+        apparmor_profile: apparmor(&sc, name)?,
         ..Default::default()
     })
-    .and_then(|spec| apparmor(&sc, name).map(|()| spec))
 }
 
 /// `user[:group]` from the security context.
@@ -257,26 +257,42 @@ fn localhost(file: &str, name: &str) -> Result<SeccompMode, Status> {
     Ok(SeccompMode::Localhost(path))
 }
 
-fn apparmor(sc: &LinuxContainerSecurityContext, name: &str) -> Result<(), Status> {
-    let Some(p) = &sc.apparmor else {
-        return Ok(());
+/// The AppArmor profile to run under: a Localhost one by name (from `apparmor`, or the
+/// deprecated `apparmor_profile` string, "localhost/NAME"), refused clearly on a host
+/// without AppArmor. RuntimeDefault and Unconfined run unconfined: Wharf loads no default
+/// profile of its own (containerd loads one, cri-containerd.apparmor.d).
+fn apparmor(sc: &LinuxContainerSecurityContext, name: &str) -> Result<Option<String>, Status> {
+    let localhost = match &sc.apparmor {
+        Some(p) if p.profile_type == security_profile::ProfileType::Localhost as i32 => {
+            Some(p.localhost_ref.clone())
+        }
+        Some(_) => None,
+        #[allow(deprecated)]
+        None => sc
+            .apparmor_profile
+            .strip_prefix("localhost/")
+            .map(str::to_string),
     };
-    let enabled = Path::new("/sys/kernel/security/apparmor").exists();
-    if p.profile_type == security_profile::ProfileType::Localhost as i32 && !enabled {
+    let Some(profile) = localhost else {
+        return Ok(None);
+    };
+    // kubelet sends the name; a "localhost/" prefix is accepted as well.
+    let profile = profile
+        .strip_prefix("localhost/")
+        .unwrap_or(&profile)
+        .to_string();
+    if profile.is_empty() {
+        return Err(invalid(name, "AppArmor Localhost profile without a name"));
+    }
+    if !wharf_runtime::lsm::apparmor_enabled() {
         return Err(invalid(
             name,
             format!(
-                "AppArmor profile {:?} asked for, but AppArmor is not enabled on this host",
-                p.localhost_ref
+                "AppArmor profile {profile:?} asked for, but AppArmor is not enabled on this host"
             ),
         ));
     }
-    if p.profile_type == security_profile::ProfileType::Localhost as i32 {
-        return Err(Status::unimplemented(format!(
-            "container {name}: AppArmor profiles are not applied yet"
-        )));
-    }
-    Ok(())
+    Ok(Some(profile))
 }
 
 fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {

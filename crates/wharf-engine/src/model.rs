@@ -231,6 +231,11 @@ pub struct ContainerSpec {
     /// Host devices made available in the container (the CRI's devices).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceMapping>,
+    /// The AppArmor profile (loaded on the host) the process runs under: the CRI's
+    /// Localhost profile, docker's `--security-opt apparmor=NAME`. None: what the kernel
+    /// gives an exec'd process (Wharf loads no default profile of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apparmor_profile: Option<String>,
     /// Join the pid namespace of this running container of the same pod (an ephemeral
     /// debug container's target: the CRI's NamespaceMode TARGET).
     #[serde(default, skip_serializing_if = "Option::is_none")]

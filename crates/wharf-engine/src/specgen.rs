@@ -380,8 +380,9 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     process.set_capabilities(Some(capability_sets(&caps, name)?));
     process.set_no_new_privileges(Some(spec.no_new_privileges));
     // None of the defaults oci-spec fills in (rlimits, an AppArmor profile): the
-    // runtime's and the kernel's own apply, as with docker.
+    // runtime's and the kernel's own apply, as with docker; a profile asked for by name.
     process.set_rlimits(None);
+    process.set_apparmor_profile(spec.apparmor_profile.clone());
     if let Some(adj) = spec.oom_score_adj {
         let adj = if i.restrict_oom_score_adj {
             adj.max(0)

@@ -1815,6 +1815,31 @@ async fn failed_requests_roll_back_and_name_their_cause() {
     let e = rt.create_container(create(not_a_device)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("not a device node"), "{e:?}");
+    // An AppArmor profile by name: applied where the host has AppArmor (and the profile
+    // is loaded there), a clear refusal here, where it has not.
+    let mut confined = container_config("confined", "true");
+    confined
+        .linux
+        .as_mut()
+        .unwrap()
+        .security_context
+        .as_mut()
+        .unwrap()
+        .apparmor = Some(SecurityProfile {
+        profile_type: security_profile::ProfileType::Localhost as i32,
+        localhost_ref: "wharf-test-profile".into(),
+    });
+    let e = rt.create_container(create(confined)).await.unwrap_err();
+    if std::path::Path::new("/sys/module/apparmor/parameters/enabled").exists() {
+        assert!(e.message().contains("wharf-test-profile"), "{e:?}");
+    } else {
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(
+            e.message()
+                .contains("\"wharf-test-profile\" asked for, but AppArmor is not enabled"),
+            "{e:?}"
+        );
+    }
     let mut rro_rw = container_config("rrorw", "true");
     rro_rw.mounts = vec![Mount {
         container_path: "/data".into(),

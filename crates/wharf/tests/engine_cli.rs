@@ -438,6 +438,54 @@ fn memory_pids_cpu_limits_and_capabilities() {
         "CapEff",
     );
     assert_eq!(all_dropped, 0);
+    // Seccomp off, and an AppArmor profile by name (docker's --security-opt spellings):
+    // the profile reaches the runtime, which applies it where the host has AppArmor and
+    // refuses clearly where it has not.
+    let status = w.ok(&[
+        "run",
+        "--rm",
+        "--security-opt",
+        "seccomp=unconfined",
+        &busybox(),
+        "cat",
+        "/proc/self/status",
+    ]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.split_whitespace().eq(["Seccomp:", "0"])),
+        "{status}"
+    );
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--security-opt",
+        "apparmor=wharf-test-profile",
+        &busybox(),
+        "true",
+    ]);
+    if !std::path::Path::new("/sys/module/apparmor/parameters/enabled").exists() {
+        assert_eq!(out.code, 125, "{out:?}");
+        assert!(
+            out.stderr
+                .contains("\"wharf-test-profile\" is set, but AppArmor is not enabled"),
+            "{out:?}"
+        );
+    }
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--security-opt",
+        "label=x",
+        &busybox(),
+        "true",
+    ]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("unsupported --security-opt \"label=x\""),
+        "{out:?}"
+    );
     w.assert_clean();
 }
 

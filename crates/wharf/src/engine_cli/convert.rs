@@ -167,13 +167,19 @@ pub fn kv(s: &str) -> (String, String) {
 /// The container spec of `wharf run`.
 pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
     let mut seccomp = SeccompMode::RuntimeDefault;
+    let mut apparmor = None;
     for o in &a.security_opt {
         match o.split_once('=').or_else(|| o.split_once(':')) {
             Some(("seccomp", "unconfined")) => seccomp = SeccompMode::Unconfined,
             Some(("seccomp", path)) => seccomp = SeccompMode::Localhost(path.into()),
+            Some(("apparmor", "unconfined")) => apparmor = None,
+            Some(("apparmor", profile)) if !profile.is_empty() => {
+                apparmor = Some(profile.to_string())
+            }
             Some(("no-new-privileges", "true")) | None if o == "no-new-privileges" => {}
             _ => bail!(
-                "unsupported --security-opt {o:?} (seccomp=unconfined|<file>, no-new-privileges)"
+                "unsupported --security-opt {o:?} (seccomp=unconfined|<file>, \
+                 apparmor=unconfined|<profile>, no-new-privileges)"
             ),
         }
     }
@@ -209,6 +215,7 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
             .iter()
             .any(|o| o.starts_with("no-new-privileges")),
         seccomp,
+        apparmor_profile: apparmor,
         stop_signal: a.stop_signal.clone(),
         stop_timeout: a.stop_timeout,
         ..Default::default()
