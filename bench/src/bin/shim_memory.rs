@@ -230,6 +230,8 @@ fn wharf_shim_sample(
                 restart: RestartPolicy::Never,
                 backoff: Default::default(),
                 init: false,
+                max_restarts: None,
+                exit_command: Vec::new(),
             };
             shim.create(&spec).map_err(|e| e.to_string())?;
             shim.start(&spec.id).map_err(|e| e.to_string())?;

@@ -57,6 +57,9 @@ pub enum RestartPolicy {
     Always,
     /// Only after a non-zero exit.
     OnFailure,
+    /// Whatever the exit, like Always; unlike it, a container the user stopped is not
+    /// brought back when Wharf restores containers at boot (docker's `unless-stopped`).
+    UnlessStopped,
     /// Never.
     #[default]
     Never,
@@ -89,6 +92,10 @@ pub struct PodSpec {
     pub resources: Option<oci_spec::runtime::LinuxResources>,
     /// Restart policy of its containers.
     pub restart: RestartPolicy,
+    /// At most this many restarts of each container under OnFailure (docker's
+    /// `on-failure:N`); None: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<u32>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// Kubernetes namespace (for `wharf play` and the downward API).
@@ -240,6 +247,10 @@ pub struct ContainerSpec {
     /// debug container's target: the CRI's NamespaceMode TARGET).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_target: Option<String>,
+    /// Removed (with its own pod) once it has exited for good, by its shim, with no CLI
+    /// running: `run -d --rm`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_remove: bool,
 }
 
 /// Lifecycle state of a pod. The CRI's sandbox states follow from it: see

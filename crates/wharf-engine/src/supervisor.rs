@@ -70,7 +70,7 @@ pub(crate) fn exit_info(e: &proto::ExitRecord) -> ExitInfo {
 
 fn restart(p: RestartPolicy) -> proto::RestartPolicy {
     match p {
-        RestartPolicy::Always => proto::RestartPolicy::Always,
+        RestartPolicy::Always | RestartPolicy::UnlessStopped => proto::RestartPolicy::Always,
         RestartPolicy::OnFailure => proto::RestartPolicy::OnFailure,
         RestartPolicy::Never => proto::RestartPolicy::Never,
     }
@@ -173,7 +173,36 @@ impl Engine {
             },
             backoff: backoff.unwrap_or_default(),
             init: row.spec.init,
+            max_restarts: pod.spec.max_restarts,
+            exit_command: if row.spec.auto_remove {
+                self.removal_command(&row.id)
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// `wharf rm -f ID` on this engine's state: what a container's shim runs to remove it
+    /// once it has exited for good (the wharf binary is this process's, or the one the
+    /// options name; the shim inherits the rest of the environment, as it does the
+    /// configuration of the engine that started it).
+    fn removal_command(&self, id: &str) -> Vec<String> {
+        let bin = self
+            .opts
+            .wharf_bin
+            .clone()
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("wharf"));
+        vec![
+            bin.display().to_string(),
+            "--root".into(),
+            self.paths.root.display().to_string(),
+            "--run-dir".into(),
+            self.paths.run.display().to_string(),
+            "rm".into(),
+            "-f".into(),
+            id.to_string(),
+        ]
     }
 
     /// Create a container in its pod's shim (runtime create), ready to start.

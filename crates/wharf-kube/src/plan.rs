@@ -505,6 +505,7 @@ impl<'a> Planner<'a> {
             shm_size: None,
             resources: None,
             restart,
+            max_restarts: None,
             labels: self.pp.pod.metadata.labels.clone(),
             namespace: Some(self.namespace.clone()),
             cgroup_parent: None,

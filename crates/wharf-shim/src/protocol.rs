@@ -179,6 +179,14 @@ pub struct ContainerSpec {
     /// An init container (runs to completion before the app containers of a [`PodPlan`]).
     #[serde(default)]
     pub init: bool,
+    /// At most this many restarts (docker's `on-failure:N`); None: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<u32>,
+    /// A command the shim runs (detached, its output to the shim's log) once the container
+    /// has exited for good, no restart following: the engine's removal of a container that
+    /// removes itself (`run -d --rm`), as podman's conmon runs its exit command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exit_command: Vec<String>,
 }
 
 /// A process's stdio.

@@ -83,6 +83,13 @@ fn detached_container_lifecycle() {
     assert_eq!(c["State"]["Status"], "running");
     assert!(c["State"]["StartedAt"].is_string(), "{c}");
     assert_eq!(c["State"]["ExitCode"], serde_json::Value::Null);
+    // State.Pid is the container's init on the host, as `nsenter -t` wants it.
+    let pid = c["State"]["Pid"].as_i64().unwrap();
+    assert!(pid > 1, "{c}");
+    assert_eq!(c["State"]["Running"], true);
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    // (sh exec'd its last command.)
+    assert_eq!(cmdline, b"sleep\x001000\x00");
     assert_eq!(
         c["Config"]["command"],
         serde_json::json!(["sh", "-c", "echo started; sleep 1000"])
@@ -98,6 +105,10 @@ fn detached_container_lifecycle() {
     // after the timeout (docker reports 137 too).
     assert_eq!(w.ok(&["stop", "-t", "1", "web"]), "web\n");
     let c = w.inspect("web");
+    assert_eq!(
+        (&c["State"]["Pid"], &c["State"]["Running"]),
+        (&serde_json::json!(0), &serde_json::json!(false))
+    );
     assert_eq!(c["State"]["Status"], "exited");
     assert_eq!(c["State"]["ExitCode"], 137, "{c}");
     assert_eq!(c["State"]["Signal"], 9, "{c}");

@@ -238,3 +238,103 @@ fn oom_kill_is_reported_by_exit_code_inspect_and_events() {
     w.ok(&["rm", "hog"]);
     w.assert_clean();
 }
+
+#[test]
+fn on_failure_with_a_limit_stops_after_that_many_restarts() {
+    let w = quick_restarts("policy-limit");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "twice",
+        "--restart",
+        "on-failure:2",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo run; exit 3",
+    ]);
+    // Restarted twice, then left exited with its code (docker's on-failure:N).
+    assert!(wait_until(Duration::from_secs(30), || {
+        let c = w.inspect("twice");
+        c["State"]["Status"] == "exited" && restart_count(&c) == 2
+    }));
+    std::thread::sleep(Duration::from_millis(300));
+    let c = w.inspect("twice");
+    assert_eq!(
+        (restart_count(&c), c["State"]["ExitCode"].as_i64()),
+        (2, Some(3)),
+        "{c:#}"
+    );
+    assert_eq!(runs(&w, "twice"), 3);
+    // unless-stopped restarts like always; a bad policy or count is refused.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "back",
+        "--restart",
+        "unless-stopped",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo run; exit 0",
+    ]);
+    assert!(wait_until(Duration::from_secs(30), || restart_count(
+        &w.inspect("back")
+    ) >= 2));
+    for (policy, why) in [
+        ("on-failure:x", "max-retries must be a whole number"),
+        ("always:3", "only on-failure takes a max-retries"),
+        ("sometimes", "invalid --restart \"sometimes\""),
+    ] {
+        let err = w.fails(125, &["run", "-d", "--restart", policy, &busybox(), "true"]);
+        assert!(err.contains(why), "{policy}: {err}");
+    }
+    let err = w.fails(
+        125,
+        &["run", "--rm", "--restart", "always", &busybox(), "true"],
+    );
+    assert!(
+        err.contains("conflicting options: --restart and --rm"),
+        "{err}"
+    );
+    w.ok(&["rm", "-f", "twice", "back"]);
+    w.assert_clean();
+}
+
+#[test]
+fn a_detached_rm_container_is_removed_by_its_shim_when_it_exits() {
+    let w = Wharf::new("policy-auto-rm");
+    w.pull_busybox();
+    let id = w.ok(&["run", "-d", "--rm", "--name", "brief", &busybox(), "true"]);
+    let id = id.trim();
+    // No CLI runs: the shim removes it, and its pod, once it exited.
+    let gone = || {
+        !w.ok(&["ps", "-a", "--format", "json"]).contains(id)
+            && !w.ok(&["pod", "ls", "--format", "json"]).contains("brief")
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), gone),
+        "{}",
+        w.ok(&["ps", "-a"])
+    );
+    // Stopped, it goes too; and the name is free again.
+    w.ok(&[
+        "run",
+        "-d",
+        "--rm",
+        "--name",
+        "brief",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&["stop", "-t", "0", "brief"]);
+    assert!(wait_until(Duration::from_secs(20), || !w
+        .ok(&["ps", "-a"])
+        .contains("brief")));
+    let events = w.ok(&["events"]);
+    assert!(events.contains("container removed"), "{events}");
+    w.assert_clean();
+}

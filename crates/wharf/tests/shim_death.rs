@@ -32,6 +32,8 @@ fn spawner_helper() {
         restart: RestartPolicy::Never,
         backoff: Backoff::default(),
         init: false,
+        max_restarts: None,
+        exit_command: Vec::new(),
     };
     shim.create(&c).unwrap();
     shim.start("c").unwrap();

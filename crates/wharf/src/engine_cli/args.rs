@@ -94,7 +94,7 @@ pub struct RunArgs {
     /// Run in this existing pod instead of a pod of its own.
     #[arg(long)]
     pub pod: Option<String>,
-    /// Restart policy: no, always, on-failure.
+    /// Restart policy: no, always, unless-stopped, on-failure[:max-retries].
     #[arg(long, default_value = "no")]
     pub restart: String,
     /// Pull policy: missing, always, never.

@@ -19,14 +19,30 @@ pub fn network(s: &str) -> NetworkMode {
     }
 }
 
-/// `--restart`.
-pub fn restart(s: &str) -> Result<RestartPolicy> {
-    Ok(match s.split(':').next().unwrap_or("") {
+/// `--restart`: the policy, and for `on-failure:N` the most restarts.
+pub fn restart(s: &str) -> Result<(RestartPolicy, Option<u32>)> {
+    let (name, max) = match s.split_once(':') {
+        Some((n, m)) => (n, Some(m)),
+        None => (s, None),
+    };
+    let policy = match name {
         "no" | "never" | "" => RestartPolicy::Never,
-        "always" | "unless-stopped" => RestartPolicy::Always,
+        "always" => RestartPolicy::Always,
+        "unless-stopped" => RestartPolicy::UnlessStopped,
         "on-failure" => RestartPolicy::OnFailure,
-        other => bail!("invalid --restart {other:?}: no, always or on-failure"),
-    })
+        other => bail!(
+            "invalid --restart {other:?}: no, always, unless-stopped or on-failure[:max-retries]"
+        ),
+    };
+    let max = match (policy, max) {
+        (_, None) => None,
+        (RestartPolicy::OnFailure, Some(m)) => match m.parse::<u32>() {
+            Ok(n) => Some(n),
+            Err(_) => bail!("invalid --restart {s:?}: max-retries must be a whole number"),
+        },
+        (_, Some(_)) => bail!("invalid --restart {s:?}: only on-failure takes a max-retries"),
+    };
+    Ok((policy, max))
 }
 
 /// `-p [ip:]host:container[/proto]`.
@@ -166,6 +182,9 @@ pub fn kv(s: &str) -> (String, String) {
 
 /// The container spec of `wharf run`.
 pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
+    if a.rm && restart(&a.restart)?.0 != RestartPolicy::Never {
+        bail!("conflicting options: --restart and --rm");
+    }
     let mut seccomp = SeccompMode::RuntimeDefault;
     let mut apparmor = None;
     for o in &a.security_opt {
@@ -218,6 +237,8 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
         apparmor_profile: apparmor,
         stop_signal: a.stop_signal.clone(),
         stop_timeout: a.stop_timeout,
+        // Attached, the CLI removes it when it exits; detached, its shim does.
+        auto_remove: a.rm && a.detach,
         ..Default::default()
     })
 }
@@ -229,7 +250,8 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
         hostname: a.hostname.clone(),
         network: network(&a.network),
         ports: a.publish.iter().map(|p| port(p)).collect::<Result<_>>()?,
-        restart: restart(&a.restart)?,
+        restart: restart(&a.restart)?.0,
+        max_restarts: restart(&a.restart)?.1,
         ..Default::default()
     })
 }

@@ -458,7 +458,8 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                     .map(|p| convert::port(p))
                     .collect::<Result<_>>()?,
                 share_pid: *share_pid,
-                restart: convert::restart(restart)?,
+                restart: convert::restart(restart)?.0,
+                max_restarts: convert::restart(restart)?.1,
                 ..Default::default()
             };
             println!("{}", engine.create_pod(&spec)?.id);

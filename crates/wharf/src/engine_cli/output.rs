@@ -293,8 +293,16 @@ pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) ->
     }
     let mut out = Vec::new();
     for o in objects {
-        match engine.container(o) {
-            Ok(v) => out.push(container_json(&v)),
+        match engine.container_status(o) {
+            Ok(st) => {
+                let mut v = container_json(&st.view);
+                // docker's: the container's init on the host, 0 when it is not running
+                // (scripts run `nsenter -t PID`).
+                let running = st.view.row.state == wharf_engine::model::ContainerState::Running;
+                v["State"]["Pid"] = json!(st.pid.filter(|_| running).unwrap_or(0));
+                v["State"]["Running"] = json!(running);
+                out.push(v)
+            }
             Err(wharf_engine::Error::NotFound { .. }) => match engine.pod(o) {
                 Ok(p) => out.push(pod_json(&p)),
                 Err(wharf_engine::Error::NotFound { .. }) => {

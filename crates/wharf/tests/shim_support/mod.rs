@@ -62,6 +62,8 @@ impl Pod {
             restart: RestartPolicy::Never,
             backoff: Backoff::default(),
             init: false,
+            max_restarts: None,
+            exit_command: Vec::new(),
         }
     }
 
@@ -82,6 +84,8 @@ impl Pod {
             restart: RestartPolicy::Never,
             backoff: Backoff::default(),
             init: false,
+            max_restarts: None,
+            exit_command: Vec::new(),
         }
     }
 

@@ -253,7 +253,8 @@ impl Shim {
                 RestartPolicy::Always => true,
                 RestartPolicy::OnFailure => failed,
                 RestartPolicy::Never => false,
-            };
+            }
+            && c.spec.max_restarts.is_none_or(|n| c.restart_count < n);
         let mut pod_failure = None;
         if restart && may_restart {
             let ran = c.run_started.map(|t| t.elapsed()).unwrap_or_default();
@@ -294,5 +295,35 @@ impl Shim {
         }
         self.announce_exit(waiters, attached, &record);
         self.pod_dirty = true;
+        // Not while the shim shuts down: the pod is being removed already.
+        let shutting_down = self.shutting_down;
+        let c = self.find_key_mut(key).expect("exists");
+        let for_good = !(restart && may_restart);
+        if for_good && !shutting_down && !c.spec.exit_command.is_empty() {
+            spawn_exit_command(&c.spec.id, &c.spec.exit_command);
+        }
+    }
+}
+
+/// Run a container's exit command, detached: its own session, stdin from /dev/null, its
+/// output to the shim's log (stderr). The shim reaps it with its other children.
+fn spawn_exit_command(id: &str, argv: &[String]) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
+        .process_group(0);
+    match cmd.spawn() {
+        Ok(child) => log(&format!(
+            "container {id}: exit command {} started (pid {})",
+            argv.join(" "),
+            child.id()
+        )),
+        Err(e) => log(&format!(
+            "container {id}: exit command {}: {e}",
+            argv.join(" ")
+        )),
     }
 }
