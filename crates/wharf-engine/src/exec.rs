@@ -15,7 +15,7 @@ pub struct ExecRequest {
     pub command: Vec<String>,
     /// Variables set or replaced.
     pub env: Vec<(String, String)>,
-    /// `uid[:gid]`, numeric.
+    /// `user[:group]`, names or ids, resolved in the container's /etc/passwd and /etc/group.
     pub user: Option<String>,
     /// Working directory.
     pub workdir: Option<String>,
@@ -44,9 +44,14 @@ pub(crate) fn container_process(bundle: &Path, name: &str) -> Result<Process> {
         .ok_or_else(|| Error::Other(format!("container {name}: its config.json has no process")))
 }
 
-/// `base` with the request's command, terminal, working directory, environment, user and
-/// capabilities.
-pub(crate) fn process(mut p: Process, req: &ExecRequest, name: &str) -> Result<Process> {
+/// `base` with the request's command, terminal, working directory, environment, user (looked
+/// up below `rootfs`, the running container's root) and capabilities.
+pub(crate) fn process(
+    mut p: Process,
+    req: &ExecRequest,
+    name: &str,
+    rootfs: &Path,
+) -> Result<Process> {
     if req.command.is_empty() {
         return Err(Error::Invalid(format!(
             "exec in container {name}: no command given"
@@ -64,16 +69,19 @@ pub(crate) fn process(mut p: Process, req: &ExecRequest, name: &str) -> Result<P
     }
     p.set_env(Some(env));
     if let Some(u) = &req.user {
-        let (uid, gid) = parse_user(u).ok_or_else(|| {
-            Error::Invalid(format!(
-                "exec in container {name}: user {u:?} is not uid[:gid] (numbers)"
-            ))
-        })?;
+        // Names and ids as `run -u` takes them, from the container's own /etc/passwd and
+        // /etc/group (a uid it does not know gets gid 0, as with docker).
+        let (uid, gid, _) = crate::specgen::resolve_user(rootfs, u)
+            .map_err(|e| Error::Invalid(format!("exec in container {name}: {e}")))?;
         let mut user = p.user().clone();
         user.set_uid(uid);
-        if let Some(g) = gid {
-            user.set_gid(g);
-        }
+        user.set_gid(gid);
+        user.set_additional_gids(Some(crate::specgen::supplementary_groups(
+            rootfs,
+            uid,
+            gid,
+            &crate::model::ContainerSpec::default(),
+        )));
         p.set_user(user);
     }
     if req.privileged {
@@ -94,16 +102,26 @@ pub(crate) fn process(mut p: Process, req: &ExecRequest, name: &str) -> Result<P
     Ok(p)
 }
 
-fn parse_user(u: &str) -> Option<(u32, Option<u32>)> {
-    match u.split_once(':') {
-        Some((u, g)) => Some((u.parse().ok()?, Some(g.parse().ok()?))),
-        None => Some((u.parse().ok()?, None)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A container root with an /etc/passwd and /etc/group.
+    fn rootfs() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::write(
+            dir.path().join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("etc/group"),
+            "root:x:0:\nwww:x:44:\nstaff:x:50:web\n",
+        )
+        .unwrap();
+        dir
+    }
 
     fn base() -> Process {
         serde_json::from_value(serde_json::json!({
@@ -125,7 +143,8 @@ mod tests {
             tty: true,
             ..Default::default()
         };
-        let p = process(base(), &req, "c").unwrap();
+        let root = rootfs();
+        let p = process(base(), &req, "c", root.path()).unwrap();
         assert_eq!(p.args().as_deref(), Some(&["sh".to_string()][..]));
         assert_eq!(p.cwd(), Path::new("/tmp"));
         assert_eq!(p.terminal(), Some(true));
@@ -147,7 +166,8 @@ mod tests {
             user: Some("9".into()),
             ..Default::default()
         };
-        let p = process(base(), &req, "c").unwrap();
+        let root = rootfs();
+        let p = process(base(), &req, "c", root.path()).unwrap();
         let n = p
             .capabilities()
             .as_ref()
@@ -157,17 +177,48 @@ mod tests {
             .unwrap()
             .len();
         assert_eq!(n, wharf_runtime::caps::last_cap() as usize + 1);
-        assert_eq!((p.user().uid(), p.user().gid()), (9, 6));
-        for bad in ["root", "1:x", ""] {
+        // A uid the container's /etc/passwd does not know gets gid 0 (docker's).
+        assert_eq!((p.user().uid(), p.user().gid()), (9, 0));
+        // Names, from the container's files, with the user's groups.
+        for (user, want) in [
+            ("web", (33, 44, vec![44, 50])),
+            ("web:staff", (33, 50, vec![50])),
+            ("33", (33, 44, vec![44, 50])),
+        ] {
+            let req = ExecRequest {
+                command: vec!["id".into()],
+                user: Some(user.into()),
+                ..Default::default()
+            };
+            let p = process(base(), &req, "c", root.path()).unwrap();
+            let u = p.user();
+            assert_eq!(
+                (u.uid(), u.gid(), u.additional_gids().clone().unwrap()),
+                want,
+                "{user}"
+            );
+        }
+        for (bad, why) in [
+            (
+                "nobody",
+                "user \"nobody\" not found in the image's /etc/passwd",
+            ),
+            ("1:x", "group \"x\" not found in the image's /etc/group"),
+        ] {
             let req = ExecRequest {
                 command: vec!["id".into()],
                 user: Some(bad.into()),
                 ..Default::default()
             };
-            let e = process(base(), &req, "web").unwrap_err().to_string();
-            assert!(e.contains("web") && e.contains("uid[:gid]"), "{e}");
+            let e = process(base(), &req, "web", root.path())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("exec in container web: ") && e.contains(why),
+                "{e}"
+            );
         }
-        let e = process(base(), &ExecRequest::default(), "web").unwrap_err();
+        let e = process(base(), &ExecRequest::default(), "web", root.path()).unwrap_err();
         assert!(e.to_string().contains("no command"), "{e}");
     }
 }

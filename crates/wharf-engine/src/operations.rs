@@ -129,7 +129,7 @@ impl Engine {
         }
         let shim = self.shim_of(&row)?;
         let config = crate::exec::container_process(&self.paths.bundle(&row.id), &row.name)?;
-        let process = crate::exec::process(config, req, &row.name)?;
+        let process = crate::exec::process(config, req, &row.name, &self.paths.rootfs(&row.id))?;
         let exec_id = format!("exec-{}", &crate::paths::new_id()[..12]);
         let stdio = wharf_shim::protocol::StdioSpec {
             terminal: req.tty,

@@ -286,7 +286,12 @@ pub fn resolve_user(rootfs: &Path, user: &str) -> Result<(u32, u32, Option<Strin
 
 /// The first process's supplementary groups: its primary group, the spec's, and (unless the
 /// spec is strict) the groups the image's /etc/group lists its user in, sorted.
-fn supplementary_groups(rootfs: &Path, uid: u32, gid: u32, spec: &ContainerSpec) -> Vec<u32> {
+pub(crate) fn supplementary_groups(
+    rootfs: &Path,
+    uid: u32,
+    gid: u32,
+    spec: &ContainerSpec,
+) -> Vec<u32> {
     let mut groups = vec![gid];
     groups.extend(&spec.groups);
     if !spec.strict_groups {

@@ -452,7 +452,20 @@ fn cstrings<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<CString>> {
 
 /// The working directory must exist (checked as root, before the user switch; a cwd that
 /// only the target user cannot enter fails at exec time, as in runc).
+/// The working directory must be a directory; a missing one is made (0755, root's), as
+/// runc and docker make it. This runs inside the container's root, so a symlink on the
+/// way cannot lead out of it.
 fn check_cwd(cwd: &Path) -> Result<()> {
+    if let Err(e) = std::fs::symlink_metadata(cwd)
+        && e.kind() == std::io::ErrorKind::NotFound
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(cwd)
+            .map_err(|e| Error::os(format!("create process.cwd {}", p(cwd)), e))?;
+    }
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(Error::Config(format!(

@@ -163,6 +163,46 @@ fn environment_user_workdir_hostname_and_entrypoint() {
         w.ok(&["run", "--rm", "-u", "nobody", &busybox(), "id", "-u"]),
         "65534\n"
     );
+    // A missing working directory is made, as docker makes it.
+    assert_eq!(
+        w.ok(&["run", "--rm", "-w", "/new/dir", &busybox(), "pwd"]),
+        "/new/dir\n"
+    );
+    // exec -u takes names as run -u does, and a uid the image does not know gets gid 0
+    // (as docker gives it, for run and exec alike).
+    w.ok(&["run", "-d", "--name", "execu", &busybox(), "sleep", "1000"]);
+    let nobody = w.ok(&["exec", "execu", "grep", "^nobody:", "/etc/passwd"]);
+    let f: Vec<&str> = nobody.trim().split(':').collect();
+    assert_eq!(
+        w.ok(&["exec", "-u", "nobody", "execu", "sh", "-c", "id -u; id -g"]),
+        format!("{}\n{}\n", f[2], f[3])
+    );
+    assert_eq!(
+        w.ok(&["exec", "-u", "1000", "execu", "sh", "-c", "id -u; id -g"]),
+        "1000\n0\n"
+    );
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            "-u",
+            "1000",
+            &busybox(),
+            "sh",
+            "-c",
+            "id -u; id -g"
+        ]),
+        "1000\n0\n"
+    );
+    let out = w.run(&["exec", "-u", "nosuch", "execu", "true"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains(
+            "exec in container execu: user \"nosuch\" not found in the image's /etc/passwd"
+        ),
+        "{out:?}"
+    );
+    w.ok(&["rm", "-f", "execu"]);
     // --entrypoint replaces the image's; the command becomes its arguments.
     assert_eq!(
         w.ok(&[
@@ -606,6 +646,8 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
         "line1\nline2\nline3\nline4\nline5\n"
     );
     assert_eq!(w.ok(&["logs", "--tail", "2", "later"]), "line4\nline5\n");
+    assert_eq!(w.ok(&["logs", "-n", "1", "later"]), "line5\n");
+    assert_eq!(w.ok(&["logs", "-n", "all", "later"]).lines().count(), 5);
     let stamped = w.ok(&["logs", "-t", "--tail", "1", "later"]);
     let (time, line) = stamped.trim_end().split_once(' ').unwrap();
     assert!(wharf_sys::time::parse_rfc3339(time).is_some(), "{stamped}");

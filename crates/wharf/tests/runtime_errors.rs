@@ -150,11 +150,33 @@ fn empty_args_relative_cwd_and_missing_cwd() {
         b.save();
     });
     assert!(err.contains("process.cwd"), "{err}");
+    // A missing working directory is made (as runc makes it), unless the root is
+    // read-only; a file is not a working directory.
     let err = create_fails(&env, |b| {
         b.config["process"]["cwd"] = json!("/no/such/dir");
+        b.config["root"]["readonly"] = json!(true);
         b.save();
     });
-    assert!(err.contains("process.cwd /no/such/dir"), "{err}");
+    assert!(err.contains("create process.cwd /no/such/dir"), "{err}");
+    let err = create_fails(&env, |b| {
+        b.config["process"]["cwd"] = json!("/etc/passwd");
+        b.save();
+    });
+    assert!(
+        err.contains("process.cwd /etc/passwd is not a directory"),
+        "{err}"
+    );
+    let mut b = env.bundle("made", BASE, &["pwd"]);
+    b.config["process"]["cwd"] = json!("/made/here");
+    b.config["root"]["readonly"] = json!(false);
+    b.save();
+    let (code, out, err) = run(&env, &b, "made");
+    assert_eq!((code, out.as_str()), (0, "/made/here\n"), "{err}");
+    use std::os::unix::fs::PermissionsExt;
+    for dir in ["made", "made/here"] {
+        let m = std::fs::metadata(b.rootfs().join(dir)).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o755, "{dir}");
+    }
 }
 
 #[test]

@@ -258,8 +258,8 @@ pub enum Cmd {
         /// Keep following it.
         #[arg(short, long)]
         follow: bool,
-        /// Only the last N lines.
-        #[arg(long)]
+        /// Only the last N lines ("all": every line).
+        #[arg(short = 'n', long, value_parser = parse_tail)]
         tail: Option<usize>,
         /// Only lines since (RFC 3339 time or a duration like 10m).
         #[arg(long)]
@@ -380,4 +380,14 @@ pub enum Cmd {
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },
+}
+
+/// `--tail N` or `--tail all`, as docker takes it.
+fn parse_tail(s: &str) -> Result<usize, String> {
+    match s {
+        "all" => Ok(usize::MAX),
+        n => n
+            .parse()
+            .map_err(|_| format!("{n:?} is not a number of lines or \"all\"")),
+    }
 }
