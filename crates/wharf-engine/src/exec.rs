@@ -108,19 +108,10 @@ mod tests {
 
     /// A container root with an /etc/passwd and /etc/group.
     fn rootfs() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("etc")).unwrap();
-        std::fs::write(
-            dir.path().join("etc/passwd"),
+        crate::specgen::tests::rootfs_with(
             "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("etc/group"),
             "root:x:0:\nwww:x:44:\nstaff:x:50:web\n",
         )
-        .unwrap();
-        dir
     }
 
     fn base() -> Process {

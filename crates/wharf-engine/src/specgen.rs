@@ -803,7 +803,7 @@ fn seccomp(spec: &ContainerSpec, caps: &[String]) -> Result<Option<LinuxSeccomp>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A rootfs with /etc/passwd and /etc/group, and pod name files.
@@ -1068,16 +1068,21 @@ mod tests {
         assert_eq!(stop_signal(&s, &image("SIGQUIT")), libc::SIGUSR1);
     }
 
-    #[test]
-    fn users_resolve_inside_the_rootfs() {
+    /// A container root holding just these /etc/passwd and /etc/group.
+    pub(crate) fn rootfs_with(passwd: &str, group: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("etc")).unwrap();
-        std::fs::write(
-            dir.path().join("etc/passwd"),
+        std::fs::write(dir.path().join("etc/passwd"), passwd).unwrap();
+        std::fs::write(dir.path().join("etc/group"), group).unwrap();
+        dir
+    }
+
+    #[test]
+    fn users_resolve_inside_the_rootfs() {
+        let dir = rootfs_with(
             "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("etc/group"), "root:x:0:\nstaff:x:50:\n").unwrap();
+            "root:x:0:\nstaff:x:50:\n",
+        );
         assert_eq!(
             resolve_user(dir.path(), "web").unwrap(),
             (33, 44, Some("/srv".into()))
@@ -1089,18 +1094,10 @@ mod tests {
 
     #[test]
     fn image_groups_merge_unless_strict() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("etc")).unwrap();
-        std::fs::write(
-            dir.path().join("etc/passwd"),
+        let dir = rootfs_with(
             "root:x:0:0::/root:/bin/sh\nweb:x:33:44::/srv:/bin/sh\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("etc/group"),
             "root:x:0:\nstaff:x:50:root,web\nother:x:60:root\n",
-        )
-        .unwrap();
+        );
         let mut spec = ContainerSpec {
             groups: vec![1234],
             ..Default::default()
