@@ -230,15 +230,34 @@ impl Engine {
         let shim = self.shim(&pod)?;
         // Containers started one by one are docker's: its restart back-off.
         let backoff = self.backoff().unwrap_or(DOCKER_BACKOFF);
-        match shim.create(&self.shim_spec(&pod, &row, stdio, Some(backoff))) {
+        let spec = self.shim_spec(&pod, &row, stdio, Some(backoff));
+        match shim.create(&spec) {
             Ok(_) => {}
-            // Created in the shim by a command that died before starting it: start that.
             Err(ShimError::Remote {
                 kind: proto::ErrorKind::Exists,
                 ..
-            }) if shim
-                .container(&row.id)
-                .is_ok_and(|c| c.status == proto::Status::Created) => {}
+            }) => match shim.container(&row.id).map(|c| c.status) {
+                // Created in the shim by a command that died before starting it: start that.
+                Ok(proto::Status::Created) => {}
+                // It ran and exited: started again as docker starts an exited container,
+                // from its bundle, into the same log.
+                Ok(proto::Status::Exited) => {
+                    shim.delete(&row.id, false)?;
+                    shim.create(&spec)?;
+                }
+                Ok(proto::Status::Running) => {
+                    return Err(Error::Precondition(format!(
+                        "container {} is already running",
+                        row.name
+                    )));
+                }
+                Ok(_) | Err(_) => {
+                    return Err(Error::Precondition(format!(
+                        "container {} is in its pod's shim already and cannot be started now",
+                        row.name
+                    )));
+                }
+            },
             Err(e) => return Err(e.into()),
         }
         crate::hooks::step("container: created in shim");

@@ -292,6 +292,15 @@ pub enum Cmd {
         #[arg(required = true)]
         containers: Vec<String>,
     },
+    /// Restart containers (stop, then start again).
+    Restart {
+        /// Seconds before SIGKILL.
+        #[arg(short = 't', long)]
+        time: Option<u64>,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
     /// Send a signal to containers.
     Kill {
         /// Signal (default KILL).

@@ -255,14 +255,15 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             no_stdin,
             container,
         } => attach(cli, container, detach_keys, !*no_stdin),
-        Cmd::Stop { time, containers } => {
-            let engine = open(cli)?;
-            for c in containers {
-                engine.stop(c, time.map(Duration::from_secs))?;
-                println!("{c}");
-            }
-            Ok(0)
-        }
+        Cmd::Stop { time, containers } => each_in_parallel(cli, containers, |engine, c| {
+            engine.stop(c, time.map(Duration::from_secs))?;
+            Ok(())
+        }),
+        Cmd::Restart { time, containers } => each_in_parallel(cli, containers, |engine, c| {
+            engine.stop(c, time.map(Duration::from_secs))?;
+            engine.start(c, false)?;
+            Ok(())
+        }),
         Cmd::Kill { signal, containers } => {
             let engine = open(cli)?;
             let sig = crate::runtime_cli::parse_signal(signal)?;
@@ -397,13 +398,54 @@ fn start(cli: &Cli, attach: bool, containers: &[String]) -> Result<i32> {
     let engine = open(cli)?;
     let mut code = 0;
     for c in containers {
-        let (_, session) = engine.start(c, attach && containers.len() == 1)?;
+        let attach = attach && containers.len() == 1;
+        // Starting a running container does nothing, as with docker.
+        if !attach && engine.container(c)?.row.state == wharf_engine::model::ContainerState::Running
+        {
+            println!("{c}");
+            continue;
+        }
+        let (_, session) = engine.start(c, attach)?;
         match session {
             Some(mut session) => {
                 let end = relay::relay(&mut session, true, &relay::parse_keys("ctrl-p,ctrl-q")?)?;
                 code = engine.session_exit(&session, end);
             }
             None => println!("{c}"),
+        }
+    }
+    Ok(code)
+}
+
+/// Do `f` to each container at once, each on a thread with an engine of its own (stopping
+/// twenty containers takes one grace period, not twenty), then name each that succeeded
+/// and report each failure, in the order given: exit 1 if any failed, as docker does.
+fn each_in_parallel(
+    cli: &Cli,
+    containers: &[String],
+    f: impl Fn(&Engine, &str) -> Result<()> + Sync,
+) -> Result<i32> {
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = containers
+            .iter()
+            .map(|c| s.spawn(|| f(&open(cli)?, c)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
+            .collect()
+    });
+    let mut code = 0;
+    for (c, r) in containers.iter().zip(results) {
+        match r {
+            Ok(()) => println!("{c}"),
+            Err(e) => {
+                eprintln!("wharf: {e:#}");
+                code = 1;
+            }
         }
     }
     Ok(code)
