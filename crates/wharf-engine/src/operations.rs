@@ -251,6 +251,41 @@ impl Engine {
         Ok(rt.update(&row.id, res)?)
     }
 
+    /// Freeze a running container's processes (its cgroup's freezer), or thaw a paused
+    /// one: docker's `pause` and `unpause`. The shim is not involved: its container stays
+    /// running to it, and a stop reaches the frozen processes (SIGKILL thaws them).
+    pub fn set_paused(&self, key: &str, paused: bool) -> Result<ContainerRow> {
+        let row = self.refresh(&self.db.find_container(key)?)?;
+        let (from, to, event) = if paused {
+            (ContainerState::Running, ContainerState::Paused, "paused")
+        } else {
+            (ContainerState::Paused, ContainerState::Running, "unpaused")
+        };
+        if row.state != from {
+            return Err(Error::Precondition(format!(
+                "container {} is {}, not {from}",
+                row.name, row.state
+            )));
+        }
+        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
+        if paused {
+            rt.pause(&row.id)?;
+        } else {
+            rt.resume(&row.id)?;
+        }
+        self.db.transaction(|db| {
+            db.update_container(&row.id, to, None, row.exit.as_ref(), row.restart_count)?;
+            db.event(
+                event,
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({}),
+            )
+        })?;
+        self.db.find_container(&row.id)
+    }
+
     /// The directory of a pod's manifest volumes (see [`crate::pod_volumes`]).
     pub fn pod_volumes_dir(&self, pod_id: &str) -> std::path::PathBuf {
         self.paths.pod_dir(pod_id).join("volumes")

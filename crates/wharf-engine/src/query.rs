@@ -160,7 +160,8 @@ impl Engine {
                 Err(Error::NotFound { .. }) => continue,
                 Err(e) => return Err(e),
             };
-            if (!f.all && c.state != ContainerState::Running)
+            // Without `all`: what runs, paused ones too (docker's ps).
+            if (!f.all && !matches!(c.state, ContainerState::Running | ContainerState::Paused))
                 || f.state.is_some_and(|s| s != c.state)
             {
                 continue;

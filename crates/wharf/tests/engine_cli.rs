@@ -693,6 +693,45 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
         took < Duration::from_millis(2500),
         "stop of three took {took:?}"
     );
+    // pause freezes a container's processes, unpause thaws them; a paused one stops.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "tick",
+        &busybox(),
+        "sh",
+        "-c",
+        "while :; do echo t; sleep 0.05; done",
+    ]);
+    w.wait_for_log("tick", "t");
+    assert_eq!(w.ok(&["pause", "tick"]), "tick\n");
+    assert_eq!(w.inspect("tick")["State"]["Status"], "paused");
+    assert!(w.ok(&["ps"]).contains("Paused"));
+    let frozen = w.ok(&["logs", "tick"]).lines().count();
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(w.ok(&["logs", "tick"]).lines().count(), frozen);
+    let err = w.fails(1, &["pause", "tick"]);
+    assert!(
+        err.contains("container tick is paused, not running"),
+        "{err}"
+    );
+    assert_eq!(w.ok(&["unpause", "tick"]), "tick\n");
+    assert_eq!(w.inspect("tick")["State"]["Status"], "running");
+    assert!(wait_until(Duration::from_secs(5), || w
+        .ok(&["logs", "tick"])
+        .lines()
+        .count()
+        > frozen));
+    w.ok(&["pause", "tick"]);
+    w.ok(&["stop", "-t", "1", "tick"]);
+    assert_eq!(w.inspect("tick")["State"]["Status"], "exited");
+    let events = w.ok(&["events"]);
+    assert!(
+        events.contains("container paused") && events.contains("container unpaused"),
+        "{events}"
+    );
+    w.ok(&["rm", "tick"]);
     let out = w.run(&["stop", "s1", "ghost"]);
     assert_eq!((out.code, out.stdout.as_str()), (1, "s1\n"), "{out:?}");
     assert!(out.stderr.contains("no such container: ghost"), "{out:?}");

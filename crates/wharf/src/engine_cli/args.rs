@@ -301,6 +301,18 @@ pub enum Cmd {
         #[arg(required = true)]
         containers: Vec<String>,
     },
+    /// Pause containers (freeze their processes).
+    Pause {
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// Unpause paused containers.
+    Unpause {
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
     /// Send a signal to containers.
     Kill {
         /// Signal (default KILL).

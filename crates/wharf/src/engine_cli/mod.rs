@@ -264,6 +264,14 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             engine.start(c, false)?;
             Ok(())
         }),
+        Cmd::Pause { containers } => each_in_parallel(cli, containers, |engine, c| {
+            engine.set_paused(c, true)?;
+            Ok(())
+        }),
+        Cmd::Unpause { containers } => each_in_parallel(cli, containers, |engine, c| {
+            engine.set_paused(c, false)?;
+            Ok(())
+        }),
         Cmd::Kill { signal, containers } => {
             let engine = open(cli)?;
             let sig = crate::runtime_cli::parse_signal(signal)?;

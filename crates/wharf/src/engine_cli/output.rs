@@ -64,7 +64,10 @@ fn status(c: &ContainerRow) -> String {
             None => "Exited".into(),
         },
         ContainerState::Created => "Created".into(),
-        ContainerState::Paused => "Paused".into(),
+        ContainerState::Paused => format!(
+            "Up {} (Paused)",
+            c.started_at.as_deref().map(ago).unwrap_or_default()
+        ),
         ContainerState::Unknown => "Unknown".into(),
     }
 }
