@@ -1045,3 +1045,130 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
 fn parse_time(s: &str) -> std::time::SystemTime {
     wharf_sys::time::parse_rfc3339(s).unwrap_or_else(|| panic!("time {s:?}"))
 }
+
+#[test]
+fn run_flags_for_mounts_devices_labels_dns_hosts_sysctls_and_init() {
+    let w = Wharf::new("cli-run-flags");
+    w.pull_busybox();
+    let sh = |flags: &[&str], script: &str| {
+        let image = busybox();
+        let mut args = vec!["run", "--rm"];
+        args.extend_from_slice(flags);
+        args.extend([image.as_str(), "sh", "-c", script]);
+        w.ok(&args)
+    };
+    // --tmpfs: docker's defaults (noexec), the size asked for.
+    let m = sh(
+        &["--tmpfs", "/scratch:size=1m"],
+        "grep ' /scratch ' /proc/mounts",
+    );
+    assert!(
+        m.starts_with("tmpfs /scratch tmpfs rw,nosuid,nodev,noexec"),
+        "{m}"
+    );
+    assert!(m.contains("size=1024k"), "{m}");
+    // --mount: a read-only bind and a tmpfs with a mode.
+    let dir = w.path("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f"), "hello\n").unwrap();
+    let bind = format!("type=bind,source={},target=/data,readonly", dir.display());
+    assert_eq!(
+        sh(
+            &[
+                "--mount",
+                &bind,
+                "--mount",
+                "type=tmpfs,target=/t,tmpfs-mode=1770"
+            ],
+            "cat /data/f; touch /data/g 2>/dev/null || echo ro; stat -c %a /t"
+        ),
+        "hello\nro\n1770\n"
+    );
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "--mount",
+            "type=volume,target=/v",
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(err.contains("type \"volume\" is not supported"), "{err}");
+    // --device: the host's node under another name.
+    assert_eq!(
+        sh(
+            &["--device", "/dev/null:/dev/mynull"],
+            "test -c /dev/mynull && echo x > /dev/mynull && echo ok"
+        ),
+        "ok\n"
+    );
+    // --dns, --dns-search, --dns-option, --add-host, --sysctl, --shm-size.
+    let out = sh(
+        &[
+            "--dns",
+            "10.0.0.53",
+            "--dns-search",
+            "example.test",
+            "--dns-option",
+            "ndots:3",
+            "--add-host",
+            "db:10.1.2.3",
+            "--sysctl",
+            "net.ipv4.ip_unprivileged_port_start=0",
+            "--shm-size",
+            "32m",
+        ],
+        "cat /etc/resolv.conf; grep db /etc/hosts; \
+         cat /proc/sys/net/ipv4/ip_unprivileged_port_start; grep ' /dev/shm ' /proc/mounts",
+    );
+    for want in [
+        "nameserver 10.0.0.53",
+        "search example.test",
+        "options ndots:3",
+        "10.1.2.3\tdb",
+        "\n0\n",
+        "size=32768k",
+    ] {
+        assert!(out.contains(want), "{want:?} in {out}");
+    }
+    // --init: the shell is not PID 1 (an init is, reaping and forwarding signals).
+    let pid: u32 = sh(&["--init"], "echo $$").trim().parse().unwrap();
+    assert_ne!(pid, 1);
+    assert_eq!(sh(&[], "echo $$"), "1\n");
+    // --label, seen by inspect.
+    w.ok(&[
+        "create",
+        "--name",
+        "labelled",
+        "-l",
+        "tier=web",
+        &busybox(),
+        "true",
+    ]);
+    assert_eq!(w.inspect("labelled")["Config"]["labels"]["tier"], "web");
+    w.ok(&["rm", "labelled"]);
+    // Bad values, and pod flags with an existing pod, are refused by name.
+    for (flags, why) in [
+        (vec!["--add-host", "db"], "invalid --add-host \"db\""),
+        (
+            vec!["--device", "/dev/null:x"],
+            "permissions are a combination",
+        ),
+        (vec!["--tmpfs", "rel"], "the path must be absolute"),
+        (vec!["--sysctl", "novalue"], "invalid --sysctl \"novalue\""),
+        (
+            vec!["--pod", "p", "--dns", "1.1.1.1"],
+            "--dns set up a container's own pod",
+        ),
+    ] {
+        let mut args = vec!["run", "--rm"];
+        args.extend(flags.iter().copied());
+        let image = busybox();
+        args.extend([image.as_str(), "true"]);
+        let err = w.fails(125, &args);
+        assert!(err.contains(why), "{flags:?}: {err}");
+    }
+    w.assert_clean();
+}

@@ -109,6 +109,40 @@ pub struct RunArgs {
     /// Seccomp: "unconfined" or a profile file (security-opt seccomp=...).
     #[arg(long = "security-opt")]
     pub security_opt: Vec<String>,
+    /// A tmpfs at PATH[:OPTIONS] (docker's defaults: noexec, nosuid, nodev).
+    #[arg(long = "tmpfs")]
+    pub tmpfs: Vec<String>,
+    /// A mount: type=bind,source=S,target=T[,readonly][,bind-propagation=P] or
+    /// type=tmpfs,target=T[,tmpfs-size=N][,tmpfs-mode=M].
+    #[arg(long = "mount")]
+    pub mount: Vec<String>,
+    /// A host device: HOST[:CONTAINER[:PERMISSIONS]].
+    #[arg(long = "device")]
+    pub device: Vec<String>,
+    /// A namespaced kernel parameter of the container's pod (k=v).
+    #[arg(long = "sysctl")]
+    pub sysctl: Vec<String>,
+    /// Size of /dev/shm (e.g. 128m).
+    #[arg(long = "shm-size")]
+    pub shm_size: Option<String>,
+    /// A label (k=v).
+    #[arg(short = 'l', long = "label")]
+    pub label: Vec<String>,
+    /// A DNS server.
+    #[arg(long = "dns")]
+    pub dns: Vec<String>,
+    /// A DNS search domain.
+    #[arg(long = "dns-search")]
+    pub dns_search: Vec<String>,
+    /// A resolv.conf option.
+    #[arg(long = "dns-option")]
+    pub dns_option: Vec<String>,
+    /// An /etc/hosts entry: HOST:IP.
+    #[arg(long = "add-host")]
+    pub add_host: Vec<String>,
+    /// An init as PID 1 that forwards signals and reaps zombies (the pod's own init).
+    #[arg(long)]
+    pub init: bool,
     /// Detach key sequence (default ctrl-p,ctrl-q).
     #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
     pub detach_keys: String,

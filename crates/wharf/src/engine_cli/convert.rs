@@ -1,10 +1,12 @@
 //! From command-line flags to the engine's pod and container specs.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use wharf_engine::model::{
-    ContainerSpec, NetworkMode, PodSpec, PortMapping, RestartPolicy, SeccompMode, VolumeMount,
+    ContainerSpec, DeviceMapping, NetworkMode, PodSpec, PortMapping, RestartPolicy, SeccompMode,
+    VolumeMount,
 };
 
 use super::args::RunArgs;
@@ -123,6 +125,135 @@ pub fn volume(s: &str) -> Result<VolumeMount> {
     })
 }
 
+/// `--tmpfs PATH[:OPTIONS]`: noexec unless `exec` is asked for, as docker mounts it.
+pub fn tmpfs(s: &str) -> Result<VolumeMount> {
+    let (path, opts) = s.split_once(':').unwrap_or((s, ""));
+    if !path.starts_with('/') {
+        bail!("invalid --tmpfs {s:?}: the path must be absolute");
+    }
+    let mut options: Vec<String> = opts
+        .split(',')
+        .filter(|o| !o.is_empty())
+        .map(String::from)
+        .collect();
+    if !options.iter().any(|o| o == "exec" || o == "noexec") {
+        options.push("noexec".into());
+    }
+    let readonly = options.iter().any(|o| o == "ro");
+    options.retain(|o| o != "ro" && o != "rw");
+    Ok(VolumeMount {
+        source: PathBuf::from("tmpfs"),
+        destination: PathBuf::from(path),
+        readonly,
+        kind: "tmpfs".into(),
+        options,
+    })
+}
+
+/// `--mount type=bind|tmpfs,...` (docker's keys; `src`/`dst`/`destination` spellings too).
+pub fn mount(s: &str) -> Result<VolumeMount> {
+    let mut kind = "volume";
+    let (mut source, mut target, mut readonly) = (None, None, false);
+    let mut options = Vec::new();
+    for field in s.split(',').filter(|f| !f.is_empty()) {
+        let (k, v) = field.split_once('=').unwrap_or((field, ""));
+        match (k, v) {
+            ("type", t) => kind = t,
+            ("source" | "src", v) => source = Some(v.to_string()),
+            ("target" | "dst" | "destination", v) => target = Some(v.to_string()),
+            ("readonly" | "ro", "" | "true" | "1") => readonly = true,
+            ("readonly" | "ro", "false" | "0") => readonly = false,
+            (
+                "bind-propagation",
+                p @ ("private" | "rprivate" | "slave" | "rslave" | "shared" | "rshared"),
+            ) => options.push(p.to_string()),
+            ("tmpfs-size", n) => options.push(format!("size={}", size(n)?)),
+            ("tmpfs-mode", m) if u32::from_str_radix(m, 8).is_ok() => {
+                options.push(format!("mode={m}"))
+            }
+            _ => bail!("invalid --mount {s:?}: unknown or bad field {field:?}"),
+        }
+    }
+    let Some(target) = target.filter(|t| t.starts_with('/')) else {
+        bail!("invalid --mount {s:?}: an absolute target= is required");
+    };
+    match kind {
+        "bind" => {
+            let Some(src) = source else {
+                bail!("invalid --mount {s:?}: a bind mount needs source=");
+            };
+            let mut v =
+                volume(&format!("{src}:{target}")).with_context(|| format!("--mount {s:?}"))?;
+            v.readonly = readonly;
+            v.options = options;
+            Ok(v)
+        }
+        "tmpfs" => {
+            if source.is_some() {
+                bail!("invalid --mount {s:?}: a tmpfs has no source");
+            }
+            let mut v = tmpfs(&target)?;
+            v.options.extend(options);
+            v.readonly = readonly;
+            Ok(v)
+        }
+        other => bail!(
+            "invalid --mount {s:?}: type {other:?} is not supported (bind and tmpfs are; named \
+             volumes are not yet)"
+        ),
+    }
+}
+
+/// `--device HOST[:CONTAINER[:PERMISSIONS]]`.
+pub fn device(s: &str) -> Result<DeviceMapping> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, container, perms) = match parts.as_slice() {
+        [h] => (*h, *h, "rwm"),
+        [h, c] if c.starts_with('/') => (*h, *c, "rwm"),
+        [h, p] => (*h, *h, *p),
+        [h, c, p] => (*h, *c, *p),
+        _ => bail!("invalid --device {s:?}: use HOST[:CONTAINER[:PERMISSIONS]]"),
+    };
+    if !host.starts_with('/') || !container.starts_with('/') {
+        bail!("invalid --device {s:?}: device paths must be absolute");
+    }
+    if perms.is_empty() || !perms.chars().all(|c| matches!(c, 'r' | 'w' | 'm')) {
+        bail!("invalid --device {s:?}: permissions are a combination of r, w and m");
+    }
+    Ok(DeviceMapping {
+        host_path: PathBuf::from(host),
+        container_path: PathBuf::from(container),
+        permissions: perms.to_string(),
+    })
+}
+
+/// `--add-host HOST:IP` (docker's spelling; `HOST=IP` too).
+pub fn add_host(s: &str) -> Result<(String, Vec<String>)> {
+    let (host, ip) = s
+        .split_once('=')
+        .or_else(|| s.split_once(':'))
+        .ok_or_else(|| anyhow::anyhow!("invalid --add-host {s:?}: use HOST:IP"))?;
+    if ip == "host-gateway" {
+        bail!("invalid --add-host {s:?}: host-gateway is not supported; give the address");
+    }
+    // An IPv6 address holds colons: HOST:IP splits at the first one.
+    if ip.parse::<std::net::IpAddr>().is_err() || host.is_empty() {
+        bail!("invalid --add-host {s:?}: {ip:?} is not an IP address");
+    }
+    Ok((ip.to_string(), vec![host.to_string()]))
+}
+
+/// `k=v` pairs of a repeated flag, each checked.
+fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|i| match i.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => bail!("invalid {flag} {i:?}: use KEY=VALUE"),
+        })
+        .collect()
+}
+
 /// Check `--oom-score-adj` and say so when this host makes the container's value higher.
 fn oom_score_adj(wanted: i32) -> Result<i32> {
     let got = wharf_engine::oom::effective(wanted)?;
@@ -215,7 +346,15 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
         user: a.user.clone(),
         tty: a.tty,
         stdin: a.interactive,
-        mounts: a.volumes.iter().map(|v| volume(v)).collect::<Result<_>>()?,
+        mounts: a
+            .volumes
+            .iter()
+            .map(|v| volume(v))
+            .chain(a.tmpfs.iter().map(|t| tmpfs(t)))
+            .chain(a.mount.iter().map(|m| mount(m)))
+            .collect::<Result<_>>()?,
+        devices: a.device.iter().map(|d| device(d)).collect::<Result<_>>()?,
+        labels: pairs("--label", &a.label)?,
         memory: a.memory.as_deref().map(size).transpose()?,
         memory_swap: match a.memory_swap.as_deref() {
             Some("-1") => Some(-1),
@@ -252,8 +391,43 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
         ports: a.publish.iter().map(|p| port(p)).collect::<Result<_>>()?,
         restart: restart(&a.restart)?.0,
         max_restarts: restart(&a.restart)?.1,
+        dns: wharf_engine::model::DnsConfig {
+            servers: a.dns.clone(),
+            searches: a.dns_search.clone(),
+            options: a.dns_option.clone(),
+        },
+        extra_hosts: a
+            .add_host
+            .iter()
+            .map(|h| add_host(h))
+            .collect::<Result<_>>()?,
+        sysctls: pairs("--sysctl", &a.sysctl)?,
+        shm_size: a
+            .shm_size
+            .as_deref()
+            .map(|s| size(s).map(|n| n as u64))
+            .transpose()?,
+        share_pid: a.init,
         ..Default::default()
     })
+}
+
+/// The flags that set up a container's own pod, which `--pod` (an existing pod) excludes.
+pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
+    [
+        ("--dns", !a.dns.is_empty()),
+        ("--dns-search", !a.dns_search.is_empty()),
+        ("--dns-option", !a.dns_option.is_empty()),
+        ("--add-host", !a.add_host.is_empty()),
+        ("--sysctl", !a.sysctl.is_empty()),
+        ("--shm-size", a.shm_size.is_some()),
+        ("--init", a.init),
+        ("-p", !a.publish.is_empty()),
+        ("--hostname", a.hostname.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect()
 }
 
 #[cfg(test)]

@@ -365,7 +365,16 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let spec = convert::container_spec(a)?;
     step("run: image resolved");
     let pod = match &a.pod {
-        Some(p) => PodChoice::Existing(p.clone()),
+        Some(p) => {
+            let flags = convert::pod_flags(a);
+            if !flags.is_empty() {
+                bail!(
+                    "{} set up a container's own pod: they cannot be used with --pod {p}",
+                    flags.join(", ")
+                );
+            }
+            PodChoice::Existing(p.clone())
+        }
         None => PodChoice::Own(Box::new(convert::pod_spec(a)?)),
     };
     let row = engine.create(pod, &spec)?;
