@@ -238,6 +238,10 @@ pub struct ContainerSpec {
     /// Host devices made available in the container (the CRI's devices).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceMapping>,
+    /// Resource limits of the process (docker's `--ulimit`): (name as `nofile`, soft,
+    /// hard). Those not given are inherited from the shim, as runc's are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ulimits: Vec<(String, u64, u64)>,
     /// The AppArmor profile (loaded on the host) the process runs under: the CRI's
     /// Localhost profile, docker's `--security-opt apparmor=NAME`. None: what the kernel
     /// gives an exec'd process (Wharf loads no default profile of its own).

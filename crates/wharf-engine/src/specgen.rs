@@ -10,7 +10,8 @@ use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{
     Capabilities, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceCgroup,
     LinuxDeviceType, LinuxMemory, LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources,
-    LinuxSeccomp, Mount, Process, Root, Spec, UserBuilder,
+    LinuxSeccomp, Mount, PosixRlimit, PosixRlimitBuilder, PosixRlimitType, Process, Root, Spec,
+    UserBuilder,
 };
 use serde_json::json;
 
@@ -386,7 +387,7 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     process.set_no_new_privileges(Some(spec.no_new_privileges));
     // None of the defaults oci-spec fills in (rlimits, an AppArmor profile): the
     // runtime's and the kernel's own apply, as with docker; a profile asked for by name.
-    process.set_rlimits(None);
+    process.set_rlimits(rlimits(spec, name)?);
     process.set_apparmor_profile(spec.apparmor_profile.clone());
     if let Some(adj) = spec.oom_score_adj {
         let adj = if i.restrict_oom_score_adj {
@@ -779,6 +780,59 @@ fn resources(i: &Inputs<'_>) -> Result<LinuxResources> {
         r.set_pids(Some(pids));
     }
     Ok(r)
+}
+
+/// The names `--ulimit` takes (docker's), each an RLIMIT_* of setrlimit(2).
+pub const ULIMITS: &[&str] = &[
+    "as",
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+];
+
+/// The process's rlimits: those the spec names (None when it names none: the shim's
+/// own are inherited).
+fn rlimits(spec: &ContainerSpec, name: &str) -> Result<Option<Vec<PosixRlimit>>> {
+    if spec.ulimits.is_empty() {
+        return Ok(None);
+    }
+    spec.ulimits
+        .iter()
+        .map(|(limit, soft, hard)| {
+            let bad =
+                |why: String| Error::Invalid(format!("container {name}: ulimit {limit}: {why}"));
+            if !ULIMITS.contains(&limit.as_str()) {
+                return Err(bad(format!("not one of {}", ULIMITS.join(", "))));
+            }
+            if soft > hard {
+                return Err(bad(format!(
+                    "soft limit {soft} is above the hard limit {hard}"
+                )));
+            }
+            let typ: PosixRlimitType =
+                serde_json::from_value(json!(format!("RLIMIT_{}", limit.to_uppercase())))
+                    .map_err(|e| bad(e.to_string()))?;
+            PosixRlimitBuilder::default()
+                .typ(typ)
+                .soft(*soft)
+                .hard(*hard)
+                .build()
+                .map_err(|e| bad(e.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }
 
 /// The seccomp profile: none privileged or unconfined, the default one (with the rules

@@ -1133,6 +1133,11 @@ fn run_flags_for_mounts_devices_labels_dns_hosts_sysctls_and_init() {
     ] {
         assert!(out.contains(want), "{want:?} in {out}");
     }
+    // --ulimit: soft and hard (below the host's hard limit: no CAP_SYS_RESOURCE here).
+    assert_eq!(
+        sh(&["--ulimit", "nofile=1024:2048"], "ulimit -Sn; ulimit -Hn"),
+        "1024\n2048\n"
+    );
     // --init: the shell is not PID 1 (an init is, reaping and forwarding signals).
     let pid: u32 = sh(&["--init"], "echo $$").trim().parse().unwrap();
     assert_ne!(pid, 1);
@@ -1158,6 +1163,11 @@ fn run_flags_for_mounts_devices_labels_dns_hosts_sysctls_and_init() {
         ),
         (vec!["--tmpfs", "rel"], "the path must be absolute"),
         (vec!["--sysctl", "novalue"], "invalid --sysctl \"novalue\""),
+        (vec!["--ulimit", "nofiles=1"], "\"nofiles\" is not one of"),
+        (
+            vec!["--ulimit", "nofile=9:8"],
+            "the soft limit is above the hard one",
+        ),
         (
             vec!["--pod", "p", "--dns", "1.1.1.1"],
             "--dns set up a container's own pod",

@@ -140,6 +140,9 @@ pub struct RunArgs {
     /// An /etc/hosts entry: HOST:IP.
     #[arg(long = "add-host")]
     pub add_host: Vec<String>,
+    /// A resource limit: NAME=SOFT[:HARD] (e.g. nofile=1024:2048).
+    #[arg(long = "ulimit")]
+    pub ulimit: Vec<String>,
     /// An init as PID 1 that forwards signals and reaps zombies (the pod's own init).
     #[arg(long)]
     pub init: bool,

@@ -48,6 +48,46 @@ pub fn restart(s: &str) -> Result<(RestartPolicy, Option<u32>)> {
 }
 
 /// `-p [ip:]host:container[/proto]`.
+/// `-p`, with docker's ranges: `9000-9001:9000-9001` (as many host as container ports),
+/// one mapping per port.
+pub fn ports(s: &str) -> Result<Vec<PortMapping>> {
+    let (spec, proto) = s.split_once('/').unwrap_or((s, "tcp"));
+    let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
+    let (ctr, host) = match parts.as_slice() {
+        [c, h, ..] => (*c, *h),
+        _ => return Ok(vec![port(s)?]),
+    };
+    let range = |r: &str| -> Result<Option<(u16, u16)>> {
+        let Some((a, b)) = r.split_once('-') else {
+            return Ok(None);
+        };
+        let (a, b): (u16, u16) = (
+            a.parse()
+                .with_context(|| format!("invalid port range {r:?} in {s:?}"))?,
+            b.parse()
+                .with_context(|| format!("invalid port range {r:?} in {s:?}"))?,
+        );
+        if a == 0 || a > b {
+            bail!("invalid port range {r:?} in {s:?}");
+        }
+        Ok(Some((a, b)))
+    };
+    match (range(host)?, range(ctr)?) {
+        (None, None) => Ok(vec![port(s)?]),
+        (Some(h), Some(c)) if h.1 - h.0 == c.1 - c.0 => {
+            let ip = parts.get(2).map(|ip| format!("{ip}:")).unwrap_or_default();
+            (0..=(h.1 - h.0))
+                .map(|i| port(&format!("{ip}{}:{}/{proto}", h.0 + i, c.0 + i)))
+                .collect()
+        }
+        _ => bail!(
+            "invalid port mapping {s:?}: a host port range needs a container port range of \
+             the same length"
+        ),
+    }
+}
+
+/// One `-p [ip:]host:container[/proto]`.
 pub fn port(s: &str) -> Result<PortMapping> {
     let (spec, proto) = match s.split_once('/') {
         Some((a, p)) => (a, p.to_ascii_lowercase()),
@@ -243,6 +283,32 @@ pub fn add_host(s: &str) -> Result<(String, Vec<String>)> {
     Ok((ip.to_string(), vec![host.to_string()]))
 }
 
+/// `--ulimit NAME=SOFT[:HARD]` (-1: unlimited), as docker takes it.
+pub fn ulimit(s: &str) -> Result<(String, u64, u64)> {
+    let bad = || anyhow::anyhow!("invalid --ulimit {s:?}: use NAME=SOFT[:HARD]");
+    let (name, values) = s.split_once('=').ok_or_else(bad)?;
+    let value = |v: &str| -> Result<u64> {
+        match v {
+            "-1" | "unlimited" => Ok(u64::MAX),
+            n => n.parse().map_err(|_| bad()),
+        }
+    };
+    let (soft, hard) = match values.split_once(':') {
+        Some((a, b)) => (value(a)?, value(b)?),
+        None => (value(values)?, value(values)?),
+    };
+    if !wharf_engine::specgen::ULIMITS.contains(&name) {
+        bail!(
+            "invalid --ulimit {s:?}: {name:?} is not one of {}",
+            wharf_engine::specgen::ULIMITS.join(", ")
+        );
+    }
+    if soft > hard {
+        bail!("invalid --ulimit {s:?}: the soft limit is above the hard one");
+    }
+    Ok((name.to_string(), soft, hard))
+}
+
 /// `k=v` pairs of a repeated flag, each checked.
 fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
     items
@@ -355,6 +421,7 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
             .collect::<Result<_>>()?,
         devices: a.device.iter().map(|d| device(d)).collect::<Result<_>>()?,
         labels: pairs("--label", &a.label)?,
+        ulimits: a.ulimit.iter().map(|u| ulimit(u)).collect::<Result<_>>()?,
         memory: a.memory.as_deref().map(size).transpose()?,
         memory_swap: match a.memory_swap.as_deref() {
             Some("-1") => Some(-1),
@@ -388,7 +455,14 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
         name: a.name.clone(),
         hostname: a.hostname.clone(),
         network: network(&a.network),
-        ports: a.publish.iter().map(|p| port(p)).collect::<Result<_>>()?,
+        ports: a
+            .publish
+            .iter()
+            .map(|p| ports(p))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect(),
         restart: restart(&a.restart)?.0,
         max_restarts: restart(&a.restart)?.1,
         dns: wharf_engine::model::DnsConfig {
@@ -444,6 +518,23 @@ mod tests {
         assert_eq!(p.host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(port("80:8080").unwrap().host_ip, None);
         assert!(port("x:80").is_err());
+        // Ranges: one mapping per port, the address and protocol kept.
+        let r = ports("127.0.0.1:9000-9002:8000-8002/udp").unwrap();
+        assert_eq!(
+            r.iter()
+                .map(|p| (p.host_port, p.container_port, p.protocol.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                (9000, 8000, "udp"),
+                (9001, 8001, "udp"),
+                (9002, 8002, "udp")
+            ]
+        );
+        assert!(r.iter().all(|p| p.host_ip.as_deref() == Some("127.0.0.1")));
+        assert_eq!(ports("8080:80").unwrap().len(), 1);
+        for bad in ["9000-9001:80", "9001-9000:80-81", "9000-9001:80-82"] {
+            assert!(ports(bad).is_err(), "{bad}");
+        }
         assert_eq!(size("64m").unwrap(), 64 << 20);
         assert_eq!(size("1.5g").unwrap(), 3 << 29);
         assert_eq!(size("512").unwrap(), 512);

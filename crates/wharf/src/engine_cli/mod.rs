@@ -514,8 +514,11 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                 network: convert::network(network),
                 ports: publish
                     .iter()
-                    .map(|p| convert::port(p))
-                    .collect::<Result<_>>()?,
+                    .map(|p| convert::ports(p))
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect(),
                 share_pid: *share_pid,
                 restart: convert::restart(restart)?.0,
                 max_restarts: convert::restart(restart)?.1,
