@@ -359,6 +359,10 @@ pub struct ExitInfo {
     pub oom_killed: bool,
     /// Why, when it was not the process's own doing (e.g. "shim died").
     pub reason: Option<String>,
+    /// The error, when it never ran or its run failed for the runtime (a start error):
+    /// docker's State.Error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[cfg(test)]

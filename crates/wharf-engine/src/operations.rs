@@ -90,9 +90,60 @@ impl Engine {
             });
             Ok((row, session))
         })();
+        if let Err(e) = &started {
+            self.record_start_error(&row, e);
+        }
         // The pod is complete: other processes may work on it (and reconcile it) again.
         self.release_pod_locks();
         started
+    }
+
+    /// A container that could not be started keeps its state, and shows why where docker
+    /// shows it: State.Error and an exit code (127 not found, 126 not executable, 128
+    /// otherwise), a `start-failed` event, and the error in its log. Best effort: the
+    /// start's own error is what the caller reports.
+    fn record_start_error(&self, row: &ContainerRow, e: &Error) {
+        use crate::error::ErrorKind;
+        if matches!(
+            e.kind(),
+            ErrorKind::NotFound | ErrorKind::FailedPrecondition
+        ) {
+            // Nothing was tried (gone, already running, a stopped pod).
+            return;
+        }
+        let Ok(now) = self.db.find_container(&row.id) else {
+            return;
+        };
+        let message = e.to_string();
+        let exit = crate::model::ExitInfo {
+            code: match e.kind() {
+                ErrorKind::ProgramNotFound => 127,
+                ErrorKind::ProgramNotExecutable => 126,
+                _ => 128,
+            },
+            signal: None,
+            finished_at: wharf_sys::time::now_rfc3339_nano(),
+            oom_killed: false,
+            reason: Some("StartError".into()),
+            message: Some(message.clone()),
+        };
+        let _ = self.db.transaction(|db| {
+            db.update_container(&row.id, now.state, None, Some(&exit), now.restart_count)?;
+            db.event(
+                "start-failed",
+                "container",
+                &row.id,
+                &row.name,
+                serde_json::json!({ "error": message }),
+            )
+        });
+        if let Ok(mut log) = wharf_shim::logs::LogWriter::open(
+            &self.log_path(&now),
+            wharf_shim::logs::DEFAULT_MAX_SIZE,
+            wharf_shim::logs::DEFAULT_MAX_FILES,
+        ) {
+            let _ = log.write_entry("stderr", false, message.as_bytes());
+        }
     }
 
     /// Attach to a running container's main process.

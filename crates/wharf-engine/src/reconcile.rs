@@ -114,6 +114,7 @@ fn lost(reason: &str) -> ExitInfo {
         finished_at: wharf_sys::time::now_rfc3339_nano(),
         oom_killed: false,
         reason: Some(reason.into()),
+        message: None,
     }
 }
 

@@ -65,6 +65,7 @@ pub(crate) fn exit_info(e: &proto::ExitRecord) -> ExitInfo {
         finished_at: e.finished_at.clone(),
         oom_killed: e.oom_killed,
         reason: Some(e.reason.clone()).filter(|r| !r.is_empty()),
+        message: e.message.clone(),
     }
 }
 
@@ -579,6 +580,7 @@ impl Engine {
                         finished_at: wharf_sys::time::now_rfc3339_nano(),
                         oom_killed: false,
                         reason: Some("NotStarted".into()),
+                        message: None,
                     }
                 }
                 None => {

@@ -662,6 +662,36 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     assert_ne!(c["State"]["StartedAt"], first_start, "{c:#}");
     assert_eq!(c["State"]["RestartCount"], 0, "{c:#}");
 
+    // A start that fails shows why: State.Error, the exit code, an event and the log.
+    let id = w.ok(&["create", "--name", "broken", &busybox(), "sleep", "1000"]);
+    let rootfs = w
+        .run_dir()
+        .join("containers")
+        .join(id.trim())
+        .join("rootfs");
+    for f in ["bin/sleep", "bin/busybox"] {
+        std::fs::remove_file(rootfs.join(f)).unwrap();
+    }
+    let err = w.fails(127, &["start", "broken"]);
+    assert!(err.contains("executable file not found"), "{err}");
+    let c = w.inspect("broken");
+    assert_eq!(c["State"]["Status"], "created", "{c:#}");
+    assert_eq!(c["State"]["ExitCode"], 127, "{c:#}");
+    assert!(
+        c["State"]["Error"]
+            .as_str()
+            .unwrap()
+            .contains("\"sleep\": executable file not found"),
+        "{c:#}"
+    );
+    let logs = w.run(&["logs", "broken"]);
+    assert!(
+        logs.stderr.contains("executable file not found"),
+        "{logs:?}"
+    );
+    assert!(w.ok(&["events"]).contains("container start-failed"));
+    w.ok(&["rm", "broken"]);
+
     // stop and restart work on many containers at once: three containers that ignore
     // SIGTERM stop within about one grace period, not three.
     for n in ["s1", "s2", "s3"] {

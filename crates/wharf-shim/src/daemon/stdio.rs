@@ -50,6 +50,16 @@ pub struct Io {
     split_err: LineSplitter,
 }
 
+impl Io {
+    /// Write a line of the shim's own into the process's log as its stderr: an error the
+    /// process never got to print (its start failed), so that `logs` shows it.
+    pub fn log_note(&mut self, line: &str) {
+        if let Some(l) = self.log.as_mut() {
+            let _ = l.write_entry("stderr", false, line.as_bytes());
+        }
+    }
+}
+
 /// The process's side, handed to the runtime.
 pub struct ChildEnds {
     stdio: [OwnedFd; 3],

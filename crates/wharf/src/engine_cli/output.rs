@@ -113,6 +113,7 @@ fn container_json(v: &ContainerView) -> Value {
             "FinishedAt": c.exit.as_ref().map(|e| e.finished_at.clone()),
             "OOMKilled": c.exit.as_ref().is_some_and(|e| e.oom_killed),
             "Reason": c.exit.as_ref().and_then(|e| e.reason.clone()),
+            "Error": c.exit.as_ref().and_then(|e| e.message.clone()).unwrap_or_default(),
             "RestartCount": c.restart_count,
         },
         "Config": c.spec,

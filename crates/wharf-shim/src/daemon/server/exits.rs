@@ -198,6 +198,9 @@ impl Shim {
             self.broadcast(&attached, s.frame_id(), &d);
         }
         let c = self.find_key_mut(key).expect("exists");
+        if let (Some(io), Some((_, msg))) = (c.io.as_mut(), &start_error) {
+            io.log_note(msg);
+        }
         c.io = None;
         if let Some(w) = c.oom.as_mut()
             && let Ok(u) = w.read()
