@@ -392,6 +392,57 @@ fn memory_pids_cpu_limits_and_capabilities() {
     ]);
     let quota: u64 = cpu.split_whitespace().next().unwrap().parse().unwrap();
     assert_eq!(quota, 50_000, "0.5 CPU of a 100 ms period: {cpu}");
+    // update changes them while it runs.
+    assert_eq!(
+        w.ok(&[
+            "update",
+            "--memory",
+            "32m",
+            "--memory-swap",
+            "64m",
+            "--cpus",
+            "1.5",
+            "--pids-limit",
+            "20",
+            "lim"
+        ]),
+        "lim\n"
+    );
+    let value = |v1: &str, v2: &str| {
+        w.ok(&["exec", "lim", "sh", "-c", &cgroup_value_script(v1, v2)])
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        value("memory/memory.limit_in_bytes", "memory.max"),
+        (32u64 << 20).to_string()
+    );
+    assert_eq!(value("cpu/cpu.cfs_quota_us", "cpu.max"), "150000");
+    assert_eq!(value("pids/pids.max", "pids.max"), "20");
+    let err = w.fails(1, &["update", "lim"]);
+    assert!(err.contains("nothing to update"), "{err}");
+    let err = w.fails(
+        1,
+        &["update", "--memory", "64m", "--memory-swap", "32m", "lim"],
+    );
+    assert!(
+        err.contains("--memory-swap must be at least --memory"),
+        "{err}"
+    );
+    w.ok(&[
+        "update",
+        "--memory",
+        "64m",
+        "--memory-swap",
+        "128m",
+        "--cpus",
+        "0.5",
+        "--pids-limit",
+        "50",
+        "lim",
+    ]);
     // The same limits from the host: the container's cgroup lies below its pod's, below
     // the engine's parent.
     let pid = w.pids("lim")[0];

@@ -236,6 +236,14 @@ fn published_port_reachable_from_the_host_and_removed_with_the_container() {
         "mkdir /w && echo hello-port > /w/index.html && exec httpd -f -p 8080 -h /w",
     ]);
     let c = w.inspect("h");
+    // port lists the mapping, docker's way.
+    assert_eq!(w.ok(&["port", "h"]), "8080/tcp -> 0.0.0.0:18080\n");
+    assert_eq!(w.ok(&["port", "h", "8080"]), "0.0.0.0:18080\n");
+    let err = w.fails(1, &["port", "h", "81/udp"]);
+    assert!(
+        err.contains("no public port 81/udp published for h"),
+        "{err}"
+    );
     let ip = c["NetworkSettings"]["IPs"][0].as_str().unwrap().to_string();
     let rules = w.host_nft();
     assert!(

@@ -397,6 +397,34 @@ pub enum Cmd {
         /// Containers (default: all running).
         containers: Vec<String>,
     },
+    /// Change the limits of running containers.
+    Update {
+        /// Memory limit (e.g. 64m).
+        #[arg(short = 'm', long)]
+        memory: Option<String>,
+        /// Memory plus swap limit (-1: unlimited swap).
+        #[arg(long = "memory-swap", allow_hyphen_values = true)]
+        memory_swap: Option<String>,
+        /// CPUs (e.g. 0.5).
+        #[arg(long)]
+        cpus: Option<f64>,
+        /// CPU shares (relative weight).
+        #[arg(long = "cpu-shares")]
+        cpu_shares: Option<u64>,
+        /// Most tasks (-1: unlimited).
+        #[arg(long = "pids-limit", allow_hyphen_values = true)]
+        pids_limit: Option<i64>,
+        /// Containers.
+        #[arg(required = true)]
+        containers: Vec<String>,
+    },
+    /// The published ports of a container (PORT[/PROTO]: just that one's).
+    Port {
+        /// Container.
+        container: String,
+        /// A container port, e.g. 80 or 80/tcp.
+        port: Option<String>,
+    },
     /// A container's processes.
     Top {
         /// Container.

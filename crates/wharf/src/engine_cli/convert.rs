@@ -309,6 +309,65 @@ pub fn ulimit(s: &str) -> Result<(String, u64, u64)> {
     Ok((name.to_string(), soft, hard))
 }
 
+/// The limits `wharf update` sets (what it leaves out stays as it is).
+pub fn update_resources(
+    memory: Option<&str>,
+    memory_swap: Option<&str>,
+    cpus: Option<f64>,
+    cpu_shares: Option<u64>,
+    pids_limit: Option<i64>,
+) -> Result<oci_spec::runtime::LinuxResources> {
+    use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxPids, LinuxResources};
+    if memory.is_none()
+        && memory_swap.is_none()
+        && cpus.is_none()
+        && cpu_shares.is_none()
+        && pids_limit.is_none()
+    {
+        bail!(
+            "nothing to update: give at least one of --memory, --memory-swap, --cpus, --cpu-shares, --pids-limit"
+        );
+    }
+    let mut res = LinuxResources::default();
+    res.set_devices(None);
+    let limit = memory.map(size).transpose()?;
+    let swap = match memory_swap {
+        Some("-1") => Some(-1),
+        Some(s) => Some(size(s)?),
+        None => None,
+    };
+    if let (Some(m), Some(s)) = (limit, swap)
+        && s != -1
+        && s < m
+    {
+        bail!("--memory-swap must be at least --memory");
+    }
+    if limit.is_some() || swap.is_some() {
+        let mut mem = LinuxMemory::default();
+        mem.set_limit(limit);
+        mem.set_swap(swap);
+        res.set_memory(Some(mem));
+    }
+    if cpus.is_some() || cpu_shares.is_some() {
+        let mut cpu = LinuxCpu::default();
+        if let Some(c) = cpus {
+            if c <= 0.0 {
+                bail!("--cpus must be above 0");
+            }
+            cpu.set_period(Some(100_000));
+            cpu.set_quota(Some((c * 100_000.0) as i64));
+        }
+        cpu.set_shares(cpu_shares);
+        res.set_cpu(Some(cpu));
+    }
+    if let Some(p) = pids_limit {
+        let mut pids = LinuxPids::default();
+        pids.set_limit(if p <= 0 { -1 } else { p });
+        res.set_pids(Some(pids));
+    }
+    Ok(res)
+}
+
 /// `k=v` pairs of a repeated flag, each checked.
 fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
     items

@@ -313,6 +313,27 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             containers,
         } => output::stats(&open(cli)?, containers, *no_stream, format),
         Cmd::Top { container, format } => output::top(&open(cli)?, container, format),
+        Cmd::Update {
+            memory,
+            memory_swap,
+            cpus,
+            cpu_shares,
+            pids_limit,
+            containers,
+        } => {
+            let res = convert::update_resources(
+                memory.as_deref(),
+                memory_swap.as_deref(),
+                *cpus,
+                *cpu_shares,
+                *pids_limit,
+            )?;
+            each_in_parallel(cli, containers, |engine, c| {
+                engine.update_resources(c, &res)?;
+                Ok(())
+            })
+        }
+        Cmd::Port { container, port } => output::ports(&open(cli)?, container, port.as_deref()),
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {

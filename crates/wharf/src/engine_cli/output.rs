@@ -478,6 +478,38 @@ fn human(n: u64) -> String {
     }
 }
 
+/// `wharf port`: `80/tcp -> 0.0.0.0:8080` per published port, or the host side of one.
+pub fn ports(engine: &Engine, container: &str, port: Option<&str>) -> Result<i32> {
+    let view = engine.container(container)?;
+    let pod = engine.pod(&view.row.pod_id)?;
+    let want = port.map(|p| {
+        let (n, proto) = p.split_once('/').unwrap_or((p, "tcp"));
+        (n.to_string(), proto.to_ascii_lowercase())
+    });
+    let mut found = false;
+    for m in &pod.row.spec.ports {
+        let host = format!(
+            "{}:{}",
+            m.host_ip.as_deref().unwrap_or("0.0.0.0"),
+            m.host_port
+        );
+        match &want {
+            None => println!("{}/{} -> {host}", m.container_port, m.protocol),
+            Some((n, proto)) if *n == m.container_port.to_string() && *proto == m.protocol => {
+                println!("{host}")
+            }
+            Some(_) => continue,
+        }
+        found = true;
+    }
+    match (want, found) {
+        (Some((n, proto)), false) => {
+            anyhow::bail!("no public port {n}/{proto} published for {container}")
+        }
+        _ => Ok(0),
+    }
+}
+
 /// `wharf top`.
 pub fn top(engine: &Engine, key: &str, format: &str) -> Result<i32> {
     if !matches!(format, "table" | "json") {
