@@ -745,14 +745,51 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
 
     // stop and restart work on many containers at once: three containers that ignore
     // SIGTERM stop within about one grace period, not three.
-    for n in ["s1", "s2", "s3"] {
+    for n in ["s1", "s2"] {
         w.ok(&["run", "-d", "--name", n, &busybox(), "sleep", "1000"]);
     }
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "s3",
+        "-l",
+        "tier=batch",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
     assert_eq!(
         w.ok(&["start", "s1"]),
         "s1\n",
         "starting a running one does nothing"
     );
+    // ps --filter, docker's keys; a status filter sees stopped ones without -a.
+    let names = |filters: &[&str]| {
+        let mut args = vec!["ps", "--format", "json"];
+        for f in filters {
+            args.extend(["--filter", f]);
+        }
+        let v: serde_json::Value = serde_json::from_str(&w.ok(&args)).unwrap();
+        let mut n: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["Name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&["name=s2"]), ["s2"]);
+    assert_eq!(names(&["status=exited"]), ["later"]);
+    assert_eq!(names(&["status=running", "name=s"]), ["s1", "s2", "s3"]);
+    assert_eq!(names(&["label=tier"]), ["s3"]);
+    assert_eq!(names(&["label=tier=batch"]), ["s3"]);
+    assert!(names(&["label=tier=web"]).is_empty());
+    let s2 = w.inspect("s2")["Id"].as_str().unwrap()[..6].to_string();
+    assert_eq!(names(&[&format!("id={s2}")]), ["s2"]);
+    let err = w.fails(1, &["ps", "--filter", "colour=red"]);
+    assert!(err.contains("invalid --filter \"colour=red\""), "{err}");
     let pid = w.inspect("s2")["State"]["Pid"].as_i64().unwrap();
     let t = std::time::Instant::now();
     assert_eq!(

@@ -289,6 +289,10 @@ pub enum Cmd {
         /// Only this pod's.
         #[arg(long)]
         pod: Option<String>,
+        /// Only those matching every filter: id=, name=, label=KEY[=VALUE], ancestor=,
+        /// status=created|running|paused|restarting|exited (docker's).
+        #[arg(short = 'f', long = "filter")]
+        filter: Vec<String>,
     },
     /// Print a container's output.
     Logs {

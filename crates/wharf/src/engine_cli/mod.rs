@@ -234,7 +234,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             quiet,
             format,
             pod,
-        } => output::ps(&open(cli)?, *all, *quiet, format, pod.as_deref()),
+            filter,
+        } => output::ps(&open(cli)?, *all, *quiet, format, pod.as_deref(), filter),
         Cmd::Logs {
             follow,
             tail,

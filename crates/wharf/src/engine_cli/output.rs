@@ -123,13 +123,94 @@ fn container_json(v: &ContainerView) -> Value {
     })
 }
 
+/// One `ps --filter KEY=VALUE`, as docker reads it.
+enum PsFilter {
+    Id(String),
+    Name(String),
+    Label(String, Option<String>),
+    Ancestor(String),
+    Status(String),
+}
+
+impl PsFilter {
+    fn parse(s: &str) -> Result<PsFilter> {
+        let Some((k, v)) = s.split_once('=') else {
+            bail!("invalid --filter {s:?}: use KEY=VALUE");
+        };
+        Ok(match k {
+            "id" => PsFilter::Id(v.to_string()),
+            "name" => PsFilter::Name(v.to_string()),
+            "label" => match v.split_once('=') {
+                Some((k, v)) => PsFilter::Label(k.to_string(), Some(v.to_string())),
+                None => PsFilter::Label(v.to_string(), None),
+            },
+            "ancestor" => PsFilter::Ancestor(v.to_string()),
+            "status" => match v {
+                "created" | "running" | "paused" | "restarting" | "exited" => {
+                    PsFilter::Status(v.to_string())
+                }
+                _ => bail!(
+                    "invalid --filter {s:?}: status is created, running, paused, restarting \
+                     or exited"
+                ),
+            },
+            _ => bail!("invalid --filter {s:?}: id, name, label, ancestor or status"),
+        })
+    }
+
+    fn matches(&self, c: &ContainerRow) -> bool {
+        match self {
+            PsFilter::Id(p) => c.id.starts_with(p.as_str()),
+            // docker matches a part of the name.
+            PsFilter::Name(n) => c.name.contains(n.as_str()),
+            PsFilter::Label(k, v) => c
+                .spec
+                .labels
+                .get(k)
+                .is_some_and(|have| v.as_ref().is_none_or(|v| v == have)),
+            PsFilter::Ancestor(i) => {
+                c.image_name == *i
+                    || c.image_name.split(':').next() == Some(i.as_str())
+                    || c.image_id
+                        .trim_start_matches("sha256:")
+                        .starts_with(i.trim_start_matches("sha256:"))
+            }
+            PsFilter::Status(s) => {
+                let now = if c.restarting {
+                    "restarting".to_string()
+                } else {
+                    c.state.to_string()
+                };
+                now == *s
+            }
+        }
+    }
+}
+
 /// `wharf ps`.
-pub fn ps(engine: &Engine, all: bool, quiet: bool, format: &str, pod: Option<&str>) -> Result<i32> {
-    let rows = engine.list_containers(&ContainerFilter {
-        all,
-        pod: pod.map(str::to_string),
-        ..Default::default()
-    })?;
+pub fn ps(
+    engine: &Engine,
+    all: bool,
+    quiet: bool,
+    format: &str,
+    pod: Option<&str>,
+    filters: &[String],
+) -> Result<i32> {
+    let filters: Vec<PsFilter> = filters
+        .iter()
+        .map(|f| PsFilter::parse(f))
+        .collect::<Result<_>>()?;
+    // A status filter looks at every container, as docker's does without -a.
+    let all = all || filters.iter().any(|f| matches!(f, PsFilter::Status(_)));
+    let rows: Vec<_> = engine
+        .list_containers(&ContainerFilter {
+            all,
+            pod: pod.map(str::to_string),
+            ..Default::default()
+        })?
+        .into_iter()
+        .filter(|v| filters.iter().all(|f| f.matches(&v.row)))
+        .collect();
     let mut out = std::io::stdout().lock();
     if quiet {
         for v in &rows {
