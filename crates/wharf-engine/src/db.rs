@@ -364,6 +364,34 @@ impl Db {
         Ok(rows)
     }
 
+    /// Give container `id` the name `name`; fails with [`Error::NameInUse`] if it is taken.
+    pub fn rename_container(&self, id: &str, name: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE engine_containers SET name = ?2 WHERE id = ?1",
+                params![id, name],
+            )
+            .map_err(|e| {
+                Self::unique(e, "container", name, || {
+                    self.find_container(name).ok().map(|c| c.id)
+                })
+            })?;
+        Ok(())
+    }
+
+    /// Give pod `id` the name `name`; fails with [`Error::NameInUse`] if it is taken.
+    pub fn rename_pod(&self, id: &str, name: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE engine_pods SET name = ?2 WHERE id = ?1",
+                params![id, name],
+            )
+            .map_err(|e| {
+                Self::unique(e, "pod", name, || self.pod_id_by_name(name).ok().flatten())
+            })?;
+        Ok(())
+    }
+
     /// Insert a container; fails with [`Error::NameInUse`] if the name is taken.
     pub fn insert_container(&self, row: &ContainerRow) -> Result<()> {
         self.conn

@@ -302,6 +302,41 @@ impl Engine {
         Ok(rt.update(&row.id, res)?)
     }
 
+    /// Rename a container (docker's `rename`). A standalone container's pod carries its
+    /// name too, so that the old name is free for a new container: the pod is renamed with
+    /// it (its hostname stays what it was).
+    pub fn rename(&self, key: &str, new: &str) -> Result<ContainerRow> {
+        if !crate::paths::valid_name(new) {
+            return Err(Error::Invalid(format!(
+                "invalid container name {new:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} \
+                 characters",
+                crate::paths::MAX_NAME
+            )));
+        }
+        let row = self.db.find_container(key)?;
+        let _lock = self.locks.lock(&row.pod_id)?;
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let standalone = pod.spec.labels.contains_key(STANDALONE_LABEL) && pod.name == row.name;
+        self.db.transaction(|db| {
+            db.rename_container(&row.id, new)?;
+            if standalone {
+                db.rename_pod(&pod.id, new)?;
+            }
+            db.event(
+                "renamed",
+                "container",
+                &row.id,
+                new,
+                serde_json::json!({ "oldName": row.name }),
+            )
+        })?;
+        if standalone {
+            // The pod's record for recovery after a reboot carries the name too.
+            crate::ledger::save_pod(&self.paths, &self.db.find_pod(&pod.id)?)?;
+        }
+        self.db.find_container(&row.id)
+    }
+
     /// Freeze a running container's processes (its cgroup's freezer), or thaw a paused
     /// one: docker's `pause` and `unpause`. The shim is not involved: its container stays
     /// running to it, and a stop reaches the frozen processes (SIGKILL thaws them).

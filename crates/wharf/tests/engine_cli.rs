@@ -790,6 +790,18 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     assert_eq!(names(&[&format!("id={s2}")]), ["s2"]);
     let err = w.fails(1, &["ps", "--filter", "colour=red"]);
     assert!(err.contains("invalid --filter \"colour=red\""), "{err}");
+    // rename: the container and its own pod; the old name is free again; logs stay.
+    w.ok(&["rename", "s2", "s2b"]);
+    assert_eq!(names(&["name=s2"]), ["s2b"]);
+    assert_eq!(w.inspect("s2b")["Pod"], "s2b");
+    let err = w.fails(1, &["rename", "s2b", "s1"]);
+    assert!(err.contains("s1"), "{err}");
+    let err = w.fails(1, &["rename", "s2b", "bad/name"]);
+    assert!(err.contains("invalid container name"), "{err}");
+    w.ok(&["run", "-d", "--name", "s2", &busybox(), "true"]);
+    w.ok(&["rm", "-f", "s2"]);
+    w.ok(&["rename", "s2b", "s2"]);
+    assert!(w.ok(&["events"]).contains("container renamed"));
     let pid = w.inspect("s2")["State"]["Pid"].as_i64().unwrap();
     let t = std::time::Instant::now();
     assert_eq!(

@@ -342,6 +342,13 @@ pub enum Cmd {
         #[arg(required = true)]
         containers: Vec<String>,
     },
+    /// Rename a container.
+    Rename {
+        /// Container.
+        container: String,
+        /// Its new name.
+        new_name: String,
+    },
     /// Pause containers (freeze their processes).
     Pause {
         /// Containers.

@@ -265,6 +265,13 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             engine.start(c, false)?;
             Ok(())
         }),
+        Cmd::Rename {
+            container,
+            new_name,
+        } => {
+            open(cli)?.rename(container, new_name)?;
+            Ok(0)
+        }
         Cmd::Pause { containers } => each_in_parallel(cli, containers, |engine, c| {
             engine.set_paused(c, true)?;
             Ok(())
