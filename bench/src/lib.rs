@@ -144,6 +144,39 @@ pub fn pids_below(dir: &std::path::Path) -> Vec<i32> {
     out
 }
 
+/// A process: pid, parent, command line (arguments joined by spaces).
+pub struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub cmdline: String,
+}
+
+/// Every process of the host (those that go away while being read are left out).
+pub fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+        let cmdline = String::from_utf8_lossy(&cmd)
+            .trim_end_matches('\0')
+            .replace('\0', " ");
+        out.push(Proc { pid, ppid, cmdline });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

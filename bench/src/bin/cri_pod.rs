@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tonic::transport::Channel;
-use wharf_bench::{median, ms, remove_cgroup_tree, unmount_below};
+use wharf_bench::{Proc, median, ms, processes, remove_cgroup_tree, unmount_below};
 use wharf_cri::api::image_service_client::ImageServiceClient;
 use wharf_cri::api::runtime_service_client::RuntimeServiceClient;
 use wharf_cri::api::*;
@@ -714,38 +714,6 @@ fn wharf_daemon(b: &Bench, state: &Path, cni: &Path) -> Result<Daemon, String> {
     })
 }
 
-/// A process: pid, parent, command line (arguments joined by spaces).
-struct Proc {
-    pid: i32,
-    ppid: i32,
-    cmdline: String,
-}
-
-fn processes() -> Vec<Proc> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(0);
-        let cmdline = String::from_utf8_lossy(&cmd)
-            .trim_end_matches('\0')
-            .replace('\0', " ");
-        out.push(Proc { pid, ppid, cmdline });
-    }
-    out
-}
-
 /// VmRSS (from status) and Pss (from smaps_rollup) of a process, in kB.
 fn usage(pid: i32) -> Option<Usage> {
     let field = |text: &str, name: &str| {
@@ -996,40 +964,45 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
         b.image,
         SLEEP.join(" ")
     );
-    println!("  pod ready (RunPodSandbox + CreateContainer + StartContainer, until running):");
-    let mut ready = Vec::new();
-    for e in engines.iter_mut() {
-        let s = &mut e.samples;
-        let m = median(&mut s.ready);
-        ready.push(m);
+    type Pick = fn(&mut Samples) -> &mut Vec<Duration>;
+    // One timed phase: each engine's median total and the medians of its calls, then the
+    // ratio of the totals.
+    let mut phase = |title: &str, total: Pick, calls: [(&str, Pick); 3]| {
+        println!("  {title}:");
+        let mut totals = Vec::new();
+        for e in engines.iter_mut() {
+            let s = &mut e.samples;
+            let m = median(total(s));
+            totals.push(m);
+            let parts: Vec<String> = calls
+                .iter()
+                .map(|(name, pick)| format!("{name} {}", ms(median(pick(s)))))
+                .collect();
+            println!("    {:<12} {:>11}   ({})", e.name, ms(m), parts.join(", "));
+        }
         println!(
-            "    {:<12} {:>11}   (RunPodSandbox {}, CreateContainer {}, StartContainer {})",
-            e.name,
-            ms(m),
-            ms(median(&mut s.sandbox)),
-            ms(median(&mut s.create)),
-            ms(median(&mut s.start))
+            "    wharf / containerd = {:.2}",
+            ratio(totals[0], totals[1])
         );
-    }
-    println!("    wharf / containerd = {:.2}", ratio(ready[0], ready[1]));
-    println!(
-        "  teardown as kubelet does it (StopContainer with timeout 0 + StopPodSandbox + RemovePodSandbox):"
+    };
+    phase(
+        "pod ready (RunPodSandbox + CreateContainer + StartContainer, until running)",
+        |s| &mut s.ready,
+        [
+            ("RunPodSandbox", |s| &mut s.sandbox),
+            ("CreateContainer", |s| &mut s.create),
+            ("StartContainer", |s| &mut s.start),
+        ],
     );
-    let mut down = Vec::new();
-    for e in engines.iter_mut() {
-        let s = &mut e.samples;
-        let m = median(&mut s.teardown);
-        down.push(m);
-        println!(
-            "    {:<12} {:>11}   (StopContainer {}, StopPodSandbox {}, RemovePodSandbox {})",
-            e.name,
-            ms(m),
-            ms(median(&mut s.stop_container)),
-            ms(median(&mut s.stop)),
-            ms(median(&mut s.remove))
-        );
-    }
-    println!("    wharf / containerd = {:.2}", ratio(down[0], down[1]));
+    phase(
+        "teardown as kubelet does it (StopContainer with timeout 0 + StopPodSandbox + RemovePodSandbox)",
+        |s| &mut s.teardown,
+        [
+            ("StopContainer", |s| &mut s.stop_container),
+            ("StopPodSandbox", |s| &mut s.stop),
+            ("RemovePodSandbox", |s| &mut s.remove),
+        ],
+    );
     println!("  StopPodSandbox with the container still running (the warm-up pod, once):");
     for e in engines.iter() {
         println!("    {:<12} {:>11}", e.name, ms(e.stop_running));

@@ -439,19 +439,11 @@ fn podman_sample(
 
 /// Pids whose command line matches.
 fn find_processes(matches: impl Fn(&str) -> bool) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if matches(&cmd) {
-            out.push(pid);
-        }
-    }
+    let mut out: Vec<i32> = wharf_bench::processes()
+        .into_iter()
+        .filter(|p| matches(&p.cmdline))
+        .map(|p| p.pid)
+        .collect();
     out.sort();
     out
 }

@@ -444,13 +444,14 @@ fn container_metrics(
     pod: &PodSandboxMetadata,
     row: &ContainerRow,
 ) -> Result<Option<ContainerMetrics>, Status> {
-    let (Some(s), Some(l)) = (
-        e.container_stats(&row.id).map_err(from_engine)?,
-        e.container_limits(&row.id).map_err(from_engine)?,
-    ) else {
+    let Some(wharf_engine::ContainerUsage {
+        stats: s,
+        limits: l,
+        pids,
+    }) = e.container_usage(&row.id).map_err(from_engine)?
+    else {
         return Ok(None);
     };
-    let pids = e.container_pids(&row.id).map_err(from_engine)?;
     let mut sink = Sink {
         base: [
             meta::container_metadata(&row.spec.labels).name,
@@ -610,8 +611,16 @@ fn blkio(sink: &mut Sink, s: &Stats) {
     use std::collections::BTreeMap;
     // Per device: bytes read, bytes written, reads, writes.
     let mut per_dev: BTreeMap<(u64, u64), [u64; 4]> = BTreeMap::new();
+    // Each device's name, looked up once.
+    let mut names: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let mut name_of = |major: u64, minor: u64| {
+        names
+            .entry((major, minor))
+            .or_insert_with(|| block_device_name(major, minor))
+            .clone()
+    };
     for b in &s.blkio.io_service_bytes_recursive {
-        let name = block_device_name(b.major, b.minor);
+        let name = name_of(b.major, b.minor);
         let (major, minor) = (b.major.to_string(), b.minor.to_string());
         sink.push(
             "container_blkio_device_usage_total",
@@ -634,8 +643,8 @@ fn blkio(sink: &mut Sink, s: &Stats) {
         }
     }
     for ((major, minor), [rb, wb, r, w]) in per_dev {
-        let dev = [block_device_name(major, minor)];
-        let dev = [dev[0].as_str()];
+        let name = name_of(major, minor);
+        let dev = [name.as_str()];
         sink.push("container_fs_reads_bytes_total", &dev, rb);
         sink.push("container_fs_writes_bytes_total", &dev, wb);
         sink.push("container_fs_reads_total", &dev, r);

@@ -41,8 +41,8 @@ pub use exec::ExecRequest;
 pub use operations::PodChoice;
 pub use pod_lock::PodLock;
 pub use query::{
-    ContainerFilter, ContainerStatus, ContainerView, LogEntry, LogOptions, PodFilter, PodView,
-    ProcessInfo,
+    ContainerFilter, ContainerStatus, ContainerUsage, ContainerView, LogEntry, LogOptions,
+    PodFilter, PodView, ProcessInfo,
 };
 pub use session::{Session, SessionEnd, Signaller};
 pub use supervisor::StdioMode;

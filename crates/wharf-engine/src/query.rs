@@ -12,6 +12,17 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::ContainerState;
 
+/// A running container's cgroup as [`Engine::container_usage`] reads it.
+#[derive(Debug, Clone)]
+pub struct ContainerUsage {
+    /// Usage, in runc's shape.
+    pub stats: wharf_runtime::cgroups::Stats,
+    /// Limits it holds now, and its OOM-kill count.
+    pub limits: wharf_runtime::cgroups::Limits,
+    /// Its processes.
+    pub pids: Vec<i32>,
+}
+
 /// A container as it is now: its record, refreshed from its shim's records, with what the
 /// front ends show beside it.
 #[derive(Debug, Clone)]
@@ -291,19 +302,24 @@ impl Engine {
         Ok(rt.stats(&row.id).ok())
     }
 
-    /// The limits a running container's cgroup holds now and its OOM-kill count (None
-    /// once the cgroup is gone).
-    pub fn container_limits(&self, key: &str) -> Result<Option<wharf_runtime::cgroups::Limits>> {
+    /// What a running container's cgroup says, read from one load of its runtime state:
+    /// usage, the limits it holds now (with its OOM-kill count) and its processes (None
+    /// once it is gone).
+    pub fn container_usage(&self, key: &str) -> Result<Option<ContainerUsage>> {
         let row = self.db.find_container(key)?;
         let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
-        Ok(rt.limits(&row.id).ok())
-    }
-
-    /// The pids of a running container's processes (none once it is gone).
-    pub fn container_pids(&self, key: &str) -> Result<Vec<i32>> {
-        let row = self.db.find_container(key)?;
-        let rt = wharf_runtime::Runtime::new(self.paths.runtime_root());
-        Ok(rt.pids(&row.id).unwrap_or_default())
+        let Ok(state) = rt.store().load(&row.id) else {
+            return Ok(None);
+        };
+        let cg = &state.cgroup;
+        Ok(match (cg.stats(), cg.limits()) {
+            (Ok(stats), Ok(limits)) => Some(ContainerUsage {
+                stats,
+                limits,
+                pids: cg.pids().unwrap_or_default(),
+            }),
+            _ => None,
+        })
     }
 
     /// The traffic counters of a pod's interfaces (none for a pod on the host's network).

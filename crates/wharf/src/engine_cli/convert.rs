@@ -510,6 +510,7 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
 
 /// The pod of a standalone `wharf run` container.
 pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
+    let (restart, max_restarts) = restart(&a.restart)?;
     Ok(PodSpec {
         name: a.name.clone(),
         hostname: a.hostname.clone(),
@@ -522,8 +523,8 @@ pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
             .into_iter()
             .flatten()
             .collect(),
-        restart: restart(&a.restart)?.0,
-        max_restarts: restart(&a.restart)?.1,
+        restart,
+        max_restarts,
         dns: wharf_engine::model::DnsConfig {
             servers: a.dns.clone(),
             searches: a.dns_search.clone(),

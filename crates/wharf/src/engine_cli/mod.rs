@@ -537,6 +537,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
             share_pid,
             restart,
         } => {
+            let (restart, max_restarts) = convert::restart(restart)?;
             let spec = wharf_engine::model::PodSpec {
                 name: name.clone(),
                 hostname: hostname.clone(),
@@ -549,8 +550,8 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                     .flatten()
                     .collect(),
                 share_pid: *share_pid,
-                restart: convert::restart(restart)?.0,
-                max_restarts: convert::restart(restart)?.1,
+                restart,
+                max_restarts,
                 ..Default::default()
             };
             println!("{}", engine.create_pod(&spec)?.id);
