@@ -8,15 +8,19 @@ set -euo pipefail
 # (rustls) are compiled into the binary, so that no shared library but libc is loaded by
 # each exec of it; ca-certificates is the CA store registries are verified against.
 BUILD_PKGS="build-essential pkg-config libseccomp-dev curl ca-certificates"
+# Run time: what the wharf binary loads or executes. nftables brings libnftables1 (loaded
+# in-process for the built-in network's NAT and port mappings; the nft command is the
+# fallback); procps is the `ps` that `wharf runtime ps` runs, as runc's does.
+RUN_PKGS="nftables procps"
 # Tests: busybox for test root filesystems; runc and crun for side-by-side tests and
 # benchmarks; containerd (1.6, with ctr) drives `wharf runtime` in an engine test;
 # iproute2 and util-linux (unshare) for namespaces.
 TEST_PKGS="busybox-static runc crun containerd iproute2 procps util-linux"
 
-want="$BUILD_PKGS"
+want="$BUILD_PKGS $RUN_PKGS"
 case "${1:-}" in
-  --test) want="$BUILD_PKGS $TEST_PKGS ${EXTRA_TEST_PKGS:-}" ;;
-  --demo) want="$BUILD_PKGS busybox-static" ;;   # install.sh's first container
+  --test) want="$BUILD_PKGS $RUN_PKGS $TEST_PKGS ${EXTRA_TEST_PKGS:-}" ;;
+  --demo) want="$BUILD_PKGS $RUN_PKGS busybox-static" ;;   # install.sh's first container
 esac
 
 missing=""

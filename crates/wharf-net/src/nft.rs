@@ -137,9 +137,18 @@ fn run_command(bin: &std::path::Path, ns: Option<BorrowedFd<'_>>, script: &str) 
         crate::sys::join_netns_on_spawn(&mut cmd, ns)
             .map_err(|e| Error::Firewall(format!("run {}: {e}", bin.display())))?;
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::Firewall(format!("run {}: {e}", bin.display())))?;
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        // A host without nftables: say what to install rather than "No such file".
+        std::io::ErrorKind::NotFound => Error::Firewall(format!(
+            "neither libnftables.so.1 nor {} is installed (apt-get install nftables)",
+            if bin.components().count() > 1 {
+                bin.display().to_string()
+            } else {
+                format!("the {} command", bin.display())
+            }
+        )),
+        _ => Error::Firewall(format!("run {}: {e}", bin.display())),
+    })?;
     let mut stdin = child.stdin.take().expect("piped stdin");
     let script_owned = script.to_string();
     let writer = std::thread::spawn(move || stdin.write_all(script_owned.as_bytes()));
@@ -175,5 +184,26 @@ pub fn run(backend: &Backend, ns: Option<BorrowedFd<'_>>, script: &str) -> Resul
             run_command(bin, ns, script)
         }
         (None, _) => run_command(std::path::Path::new("nft"), ns, script),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_nft_command_names_the_package_to_install() {
+        let err = run(
+            &Backend::Command("/nonexistent/sbin/nft".into()),
+            None,
+            "list tables",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "nftables: neither libnftables.so.1 nor /nonexistent/sbin/nft is installed \
+             (apt-get install nftables)"
+        );
     }
 }

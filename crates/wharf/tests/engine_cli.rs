@@ -5,6 +5,8 @@
 mod engine_support;
 
 use engine_support::{Wharf, busybox, cap_set, wait_until};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
@@ -661,6 +663,47 @@ fn errors_name_the_object_and_the_cause() {
     assert!(wait_until(Duration::from_secs(10), || w
         .own_processes()
         .is_empty()));
+    w.assert_clean();
+}
+
+/// A host without nftables (a fresh minimal Debian): the built-in network says what to
+/// install, once, and the failed run leaves nothing behind. The test hides libnftables and
+/// the nft command in a mount namespace of its own.
+#[test]
+fn a_host_without_nftables_is_told_what_to_install() {
+    let w = Wharf::new("cli-no-nft");
+    w.pull_busybox();
+    let run = w.cmd(&["run", "--rm", &busybox(), "true"]);
+    let mut hide = String::from("mount -t tmpfs none /usr/sbin && mount -t tmpfs none /sbin");
+    for lib in [
+        "/usr/lib/x86_64-linux-gnu/libnftables.so.1",
+        "/usr/lib/aarch64-linux-gnu/libnftables.so.1",
+        "/lib/x86_64-linux-gnu/libnftables.so.1",
+    ] {
+        if Path::new(lib).exists() {
+            hide.push_str(&format!(" && mount --bind /dev/null {lib}"));
+        }
+    }
+    let mut c = Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!("{hide} && exec \"$0\" \"$@\""))
+        .arg(run.get_program())
+        .args(run.get_args())
+        .stdin(Stdio::null());
+    for (k, v) in run.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert_eq!(
+        err.trim(),
+        "wharf: nftables: network wharf: neither libnftables.so.1 nor the nft command is \
+         installed (apt-get install nftables)"
+    );
     w.assert_clean();
 }
 

@@ -322,6 +322,8 @@ impl BuiltinNetwork {
                 let undo = self.teardown(pod_id, Some(&rec));
                 match undo {
                     Ok(()) => Err(e),
+                    // The same cause (nftables missing, say) is said once.
+                    Err(u) if u.to_string() == e.to_string() => Err(e),
                     Err(u) => Err(Error::Multiple(vec![
                         e.to_string(),
                         format!("undoing the failed attach of pod {pod_id} also failed: {u}"),
@@ -592,7 +594,10 @@ impl BuiltinNetwork {
             None,
             &firewall::ruleset(&self.fw_spec(pods)),
         )
-        .map_err(|e| Error::Firewall(format!("network {}: {e}", self.cfg.name)))?;
+        .map_err(|e| match e {
+            Error::Firewall(m) => Error::Firewall(format!("network {}: {m}", self.cfg.name)),
+            other => other,
+        })?;
         Ok(())
     }
 
