@@ -37,7 +37,10 @@ fi
 
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   echo "deps.sh: installing the Rust toolchain (rustup)"
-  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+  # rustup-init.sh from static.rust-lang.org (what https://sh.rustup.rs serves): the host
+  # rustup and the toolchain are downloaded from anyway, so a firewalled machine needs
+  # only that one (and crates.io) for Rust.
+  curl -sSf https://static.rust-lang.org/rustup/rustup-init.sh | sh -s -- -y --profile minimal >/dev/null
 fi
 
 # Tests: cargo-nextest runs every test in a process of its own (the suite forks and mounts

@@ -11,6 +11,7 @@
 mod cli;
 mod completion;
 mod engine_cli;
+mod format;
 mod image_cli;
 mod net_cli;
 mod raw_mode;

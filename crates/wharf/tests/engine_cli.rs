@@ -59,11 +59,15 @@ fn detached_container_lifecycle() {
         .find(|l| l.starts_with(&id[..12]))
         .unwrap_or_else(|| panic!("web not in ps: {table}"));
     assert!(row.contains("web") && row.contains("Up "), "{row}");
-    let ps: serde_json::Value = serde_json::from_str(&w.ok(&["ps", "--format", "json"])).unwrap();
-    assert_eq!(ps.as_array().unwrap().len(), 1, "{ps}");
-    assert_eq!(ps[0]["Id"], id);
-    assert_eq!(ps[0]["Name"], "web");
-    assert_eq!(ps[0]["State"]["Status"], "running");
+    // docker's JSON lines and keys.
+    let ps = w.ok(&["ps", "--format", "json"]);
+    assert_eq!(ps.lines().count(), 1, "{ps}");
+    let row: serde_json::Value = serde_json::from_str(&ps).unwrap();
+    assert_eq!(row["ID"], &id[..12]);
+    assert_eq!(row["Names"], "web");
+    assert_eq!(row["State"], "running");
+    assert!(row["Status"].as_str().unwrap().starts_with("Up "), "{row}");
+    assert_eq!(row["Command"], "\"sh -c echo started; sleep 1000\"");
 
     // logs, exec (output and exit code).
     w.wait_for_log("web", "started");
@@ -79,12 +83,14 @@ fn detached_container_lifecycle() {
         serde_json::from_str(&w.ok(&["inspect", "web", "--format", "json"])).unwrap();
     let c = &j[0];
     assert_eq!(c["Id"], id);
-    assert_eq!(c["Name"], "web");
-    assert_eq!(c["Image"], busybox().as_str());
-    assert!(c["ImageId"].as_str().unwrap().starts_with("sha256:"), "{c}");
+    // docker's layout: the name with its slash, the image's id and the name asked for.
+    assert_eq!(c["Name"], "/web");
+    assert_eq!(c["Config"]["Image"], busybox().as_str());
+    assert!(c["Image"].as_str().unwrap().starts_with("sha256:"), "{c}");
     assert_eq!(c["State"]["Status"], "running");
     assert!(c["State"]["StartedAt"].is_string(), "{c}");
-    assert_eq!(c["State"]["ExitCode"], serde_json::Value::Null);
+    assert_eq!(c["State"]["ExitCode"], 0);
+    assert_eq!(c["State"]["FinishedAt"], "0001-01-01T00:00:00Z");
     // State.Pid is the container's init on the host, as `nsenter -t` wants it.
     let pid = c["State"]["Pid"].as_i64().unwrap();
     assert!(pid > 1, "{c}");
@@ -93,7 +99,7 @@ fn detached_container_lifecycle() {
     // (sh exec'd its last command.)
     assert_eq!(cmdline, b"sleep\x001000\x00");
     assert_eq!(
-        c["Config"]["command"],
+        c["Config"]["Cmd"],
         serde_json::json!(["sh", "-c", "echo started; sleep 1000"])
     );
     let ip = c["NetworkSettings"]["IPs"][0].as_str().unwrap();
@@ -754,7 +760,7 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     assert_eq!(w.ok(&["logs", "later"]).lines().count(), 10);
     let c = w.inspect("later");
     assert_ne!(c["State"]["StartedAt"], first_start, "{c:#}");
-    assert_eq!(c["State"]["RestartCount"], 0, "{c:#}");
+    assert_eq!(c["RestartCount"], 0, "{c:#}");
 
     // A start that fails shows why: State.Error, the exit code, an event and the log.
     let id = w.ok(&["create", "--name", "broken", &busybox(), "sleep", "1000"]);
@@ -813,12 +819,13 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
         for f in filters {
             args.extend(["--filter", f]);
         }
-        let v: serde_json::Value = serde_json::from_str(&w.ok(&args)).unwrap();
-        let mut n: Vec<String> = v
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["Name"].as_str().unwrap().to_string())
+        let mut n: Vec<String> = w
+            .ok(&args)
+            .lines()
+            .map(|l| {
+                let c: serde_json::Value = serde_json::from_str(l).unwrap();
+                c["Names"].as_str().unwrap().to_string()
+            })
             .collect();
         n.sort();
         n
@@ -926,12 +933,44 @@ fn create_start_wait_kill_logs_tail_stats_and_pod_stop() {
     w.wait_for_log("trap", "got-usr1");
     assert_eq!(w.inspect("trap")["State"]["Status"], "running");
     // stats: one sample of the running container from its cgroup.
-    let stats: serde_json::Value =
-        serde_json::from_str(&w.ok(&["stats", "--no-stream", "--format", "json"])).unwrap();
-    assert_eq!(stats.as_array().unwrap().len(), 1, "{stats}");
-    assert_eq!(stats[0]["name"], "trap");
-    assert!(stats[0]["memory_usage"].as_u64().unwrap() > 0, "{stats}");
-    assert!(stats[0]["pids"].as_u64().unwrap() >= 1, "{stats}");
+    // docker's keys, a line per container; an unlimited container's limit is the host's
+    // memory (not 2^63).
+    let stats = w.ok(&["stats", "--no-stream", "--format", "json"]);
+    assert_eq!(stats.lines().count(), 1, "{stats}");
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["Name"], "trap");
+    let (usage, limit) = stats["MemUsage"]
+        .as_str()
+        .unwrap()
+        .split_once(" / ")
+        .unwrap();
+    assert!(usage.ends_with("iB") && !usage.starts_with("0"), "{stats}");
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kb: f64 = meminfo
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let limit_gib: f64 = limit.trim_end_matches("GiB").parse().unwrap();
+    assert!((limit_gib - total_kb / 1048576.0).abs() < 0.01, "{stats}");
+    assert!(
+        stats["PIDs"].as_str().unwrap().parse::<u32>().unwrap() >= 1,
+        "{stats}"
+    );
+    assert_eq!(
+        w.ok(&[
+            "stats",
+            "--no-stream",
+            "--format",
+            "{{.Name}} {{.PIDs}}",
+            "trap"
+        ]),
+        format!("trap {}\n", stats["PIDs"].as_str().unwrap())
+    );
     let table = w.ok(&["stats", "--no-stream"]);
     assert!(
         table.starts_with("CONTAINER ID") && table.contains("trap"),
@@ -1123,7 +1162,7 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
     let w = Wharf::new("cli-events-push");
     w.pull_busybox();
     let mut follower = w
-        .cmd(&["events", "-f", "--format", "json"])
+        .cmd(&["events", "--follow", "--format", "json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -1157,12 +1196,13 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
         "-c",
         "sleep 1; exit 5",
     ]);
-    let (created, _) = next_matching(&|e| e["type"] == "created" && e["object"] == "pod");
-    assert_eq!(created["name"], "quick");
-    let (exited, heard) = next_matching(&|e| e["type"] == "exited" && e["name"] == "quick");
-    assert_eq!(exited["attrs"]["exitCode"], 5, "{exited}");
+    let (created, _) = next_matching(&|e| e["Action"] == "create" && e["Type"] == "pod");
+    assert_eq!(created["Actor"]["Attributes"]["name"], "quick");
+    let (exited, heard) =
+        next_matching(&|e| e["Action"] == "die" && e["Actor"]["Attributes"]["name"] == "quick");
+    assert_eq!(exited["Actor"]["Attributes"]["exitCode"], "5", "{exited}");
     // Its time is the exit's, and it was heard right after.
-    let at = parse_time(exited["time"].as_str().unwrap());
+    let at = event_time(&exited);
     let late = heard.duration_since(at).unwrap_or_default();
     assert!(
         late < Duration::from_secs(1),
@@ -1178,7 +1218,7 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
     assert!(woken <= 4, "an idle follower woke {woken} times in 2 s");
     // Other commands' changes reach it too (through the store).
     w.ok(&["rm", "quick"]);
-    next_matching(&|e| e["type"] == "removed" && e["object"] == "pod");
+    next_matching(&|e| e["Action"] == "destroy" && e["Type"] == "pod");
     follower.kill().unwrap();
     follower.wait().unwrap();
 
@@ -1203,10 +1243,10 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
     let exited: serde_json::Value = out
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|e| e["type"] == "exited" && e["name"] == "alone")
+        .find(|e| e["Action"] == "die" && e["Actor"]["Attributes"]["name"] == "alone")
         .unwrap_or_else(|| panic!("no exit of alone in {out}"));
-    assert_eq!(exited["attrs"]["exitCode"], 4);
-    let at = parse_time(exited["time"].as_str().unwrap());
+    assert_eq!(exited["Actor"]["Attributes"]["exitCode"], "4");
+    let at = event_time(&exited);
     assert!(
         std::time::SystemTime::now().duration_since(at).unwrap() > Duration::from_millis(500),
         "the event has the exit's time, not the reader's"
@@ -1214,9 +1254,12 @@ fn events_are_pushed_to_followers_and_kept_for_later_readers() {
     w.ok(&["rm", "alone"]);
 }
 
-/// RFC 3339 (UTC, as the engine writes it) to a time.
-fn parse_time(s: &str) -> std::time::SystemTime {
-    wharf_sys::time::parse_rfc3339(s).unwrap_or_else(|| panic!("time {s:?}"))
+/// An event's time (docker's `timeNano`).
+fn event_time(e: &serde_json::Value) -> std::time::SystemTime {
+    let nanos = e["timeNano"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no timeNano in {e}"));
+    std::time::UNIX_EPOCH + Duration::from_nanos(nanos)
 }
 
 #[test]
@@ -1325,7 +1368,7 @@ fn run_flags_for_mounts_devices_labels_dns_hosts_sysctls_and_init() {
         &busybox(),
         "true",
     ]);
-    assert_eq!(w.inspect("labelled")["Config"]["labels"]["tier"], "web");
+    assert_eq!(w.inspect("labelled")["Config"]["Labels"]["tier"], "web");
     w.ok(&["rm", "labelled"]);
     // Bad values, and pod flags with an existing pod, are refused by name.
     for (flags, why) in [
@@ -1353,5 +1396,153 @@ fn run_flags_for_mounts_devices_labels_dns_hosts_sysctls_and_init() {
         let err = w.fails(125, &args);
         assert!(err.contains(why), "{flags:?}: {err}");
     }
+    w.assert_clean();
+}
+
+/// `--format` as docker reads it: Go templates on inspect (containers, pods, images), ps,
+/// images, events, stats and pod ls; `table` templates with headers; docker's keys.
+#[test]
+fn format_templates_read_dockers_keys() {
+    let w = Wharf::new("cli-format");
+    w.pull_busybox();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "fmt",
+        "-l",
+        "tier=web",
+        "-e",
+        "A=1",
+        "-p",
+        "8080:80",
+        "--restart",
+        "on-failure:3",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let f = |object: &str, t: &str| w.ok(&["inspect", "-f", t, object]);
+    assert_eq!(
+        f(
+            "fmt",
+            "{{.Name}} {{.State.Status}} {{.State.Running}} {{.RestartCount}}"
+        ),
+        "/fmt running true 0\n"
+    );
+    let pid: i32 = f("fmt", "{{.State.Pid}}").trim().parse().unwrap();
+    assert!(w.pids("fmt").contains(&pid), "{pid}");
+    assert_eq!(
+        f(
+            "fmt",
+            "{{.HostConfig.RestartPolicy.Name}}:{{.HostConfig.RestartPolicy.MaximumRetryCount}} {{json .Config.Cmd}} {{index .Config.Labels \"tier\"}}"
+        ),
+        "on-failure:3 [\"sleep\",\"1000\"] web\n"
+    );
+    assert!(f("fmt", "{{.Config.Env}}").contains("A=1"));
+    assert_eq!(
+        f(
+            "fmt",
+            "{{range $p, $b := .NetworkSettings.Ports}}{{$p}}->{{(index $b 0).HostPort}}{{end}}"
+        ),
+        "80/tcp->8080\n"
+    );
+    assert!(f("fmt", "{{.NetworkSettings.IPAddress}}").starts_with("10.88."));
+    assert_eq!(
+        f(
+            "fmt",
+            "{{if eq .State.Status \"running\"}}up{{else}}down{{end}}"
+        ),
+        "up\n"
+    );
+    // Images and pods answer inspect too; --type narrows it.
+    assert_eq!(f(&busybox(), "{{.Config.Cmd}} {{.Os}}"), "[sh] linux\n");
+    assert_eq!(f("fmt", "{{.Id}}"), f("fmt", "{{.Id}}"));
+    let err = w.fails(1, &["inspect", "--type", "image", "fmt"]);
+    assert!(
+        err.contains("no such image") && err.contains("fmt"),
+        "{err}"
+    );
+    assert_eq!(
+        w.ok(&[
+            "pod",
+            "inspect",
+            "-f",
+            "{{.Name}} {{len .Containers}}",
+            "fmt"
+        ]),
+        "fmt 1\n"
+    );
+    // A mistake in a template names it.
+    let err = w.fails(1, &["inspect", "-f", "{{.Nope}}", "fmt"]);
+    assert!(err.contains("can't evaluate field Nope"), "{err}");
+    let err = w.fails(1, &["ps", "--format", "{{.Names"]);
+    assert!(
+        err.contains("invalid --format") && err.contains("unclosed action"),
+        "{err}"
+    );
+
+    // ps: docker's fields, `.Label`, and `table` with a header row.
+    assert_eq!(
+        w.ok(&[
+            "ps",
+            "--format",
+            "{{.Names}} {{.Label \"tier\"}} {{.Ports}} {{.State}}"
+        ]),
+        "fmt web 0.0.0.0:8080->80/tcp running\n"
+    );
+    let t = w.ok(&["ps", "--format", r"table {{.Names}}\t{{.Image}}"]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines[0], "NAMES     IMAGE");
+    assert_eq!(lines[1], format!("fmt       {}", busybox()));
+    // images.
+    let images = w.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    assert_eq!(images, format!("{}\n", busybox()));
+    let img: serde_json::Value =
+        serde_json::from_str(&w.ok(&["images", "--format", "json"])).unwrap();
+    assert_eq!(img["Tag"], "latest");
+    assert!(
+        img["CreatedAt"].as_str().unwrap().ends_with(" +0000 UTC"),
+        "{img}"
+    );
+    // events: docker's keys and filters.
+    assert_eq!(
+        w.ok(&[
+            "events",
+            "--format",
+            "{{.Type}} {{.Action}} {{.Actor.Attributes.name}}",
+            "--filter",
+            "container=fmt",
+            "--filter",
+            "event=create",
+            "--filter",
+            "event=start",
+        ]),
+        "container create fmt\ncontainer start fmt\n"
+    );
+    assert_eq!(
+        w.ok(&[
+            "events",
+            "-f",
+            "type=pod",
+            "-f",
+            "event=create",
+            "--format",
+            "{{.Actor.Attributes.name}}"
+        ]),
+        "fmt\n"
+    );
+    assert_eq!(w.ok(&["events", "--until", "1h", "--format", "json"]), "");
+    // pod ls and stats.
+    assert_eq!(
+        w.ok(&[
+            "pod",
+            "ls",
+            "--format",
+            "{{.Name}} {{.Status}} {{.NumberOfContainers}}"
+        ]),
+        "fmt created 1\n"
+    );
+    w.ok(&["rm", "-f", "fmt"]);
     w.assert_clean();
 }

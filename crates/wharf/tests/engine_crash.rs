@@ -118,13 +118,22 @@ impl World {
         );
     }
 
-    /// `wharf ps -a` as JSON, by container name.
+    /// Every container (`wharf ps -a -q`) as `wharf inspect` shows it, by name.
     fn ps(&self) -> BTreeMap<String, Value> {
-        let v: Value = serde_json::from_str(&self.ok(&["ps", "-a", "--format", "json"])).unwrap();
+        let ids = self.ok(&["ps", "-a", "-q"]);
+        if ids.trim().is_empty() {
+            return BTreeMap::new();
+        }
+        let mut args = vec!["inspect", "--type", "container"];
+        args.extend(ids.lines());
+        let v: Value = serde_json::from_str(&self.ok(&args)).unwrap();
         v.as_array()
             .unwrap()
             .iter()
-            .map(|c| (c["Name"].as_str().unwrap().to_string(), c.clone()))
+            .map(|c| {
+                let name = c["Name"].as_str().unwrap().trim_start_matches('/');
+                (name.to_string(), c.clone())
+            })
             .collect()
     }
 

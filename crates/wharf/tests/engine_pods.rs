@@ -358,7 +358,7 @@ fn play_web_example_init_container_shared_volume_host_port_and_down() {
         assert!(
             events.lines().any(|l| {
                 let e: Value = serde_json::from_str(l).unwrap();
-                e["type"] == "started" && e["name"] == name
+                e["Action"] == "start" && e["Actor"]["Attributes"]["name"] == name
             }),
             "no started event for {name}: {events}"
         );

@@ -16,7 +16,7 @@ fn quick_restarts(name: &str) -> Wharf {
 }
 
 fn restart_count(c: &Value) -> i64 {
-    c["State"]["RestartCount"].as_i64().unwrap()
+    c["RestartCount"].as_i64().unwrap()
 }
 
 fn runs(w: &Wharf, container: &str) -> usize {
@@ -209,19 +209,15 @@ fn oom_kill_is_reported_by_exit_code_inspect_and_events() {
     let of_hog: Vec<&str> = events
         .iter()
         .filter(|e| e["id"] == id)
-        .map(|e| e["type"].as_str().unwrap())
+        .map(|e| e["Action"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        of_hog,
-        ["created", "started", "oom", "exited"],
-        "{events:#?}"
-    );
+    assert_eq!(of_hog, ["create", "start", "oom", "die"], "{events:#?}");
     let exited = events
         .iter()
-        .find(|e| e["id"] == id && e["type"] == "exited")
+        .find(|e| e["id"] == id && e["Action"] == "die")
         .unwrap();
-    assert_eq!(exited["attrs"]["exitCode"], 137, "{exited}");
-    assert_eq!(exited["name"], "hog");
+    assert_eq!(exited["Actor"]["Attributes"]["exitCode"], "137", "{exited}");
+    assert_eq!(exited["Actor"]["Attributes"]["name"], "hog");
 
     // Without the limit the same program completes (so the limit did it).
     assert_eq!(
@@ -311,7 +307,7 @@ fn a_detached_rm_container_is_removed_by_its_shim_when_it_exits() {
     let id = id.trim();
     // No CLI runs: the shim removes it, and its pod, once it exited.
     let gone = || {
-        !w.ok(&["ps", "-a", "--format", "json"]).contains(id)
+        !w.ok(&["ps", "-a", "-q", "--no-trunc"]).contains(id)
             && !w.ok(&["pod", "ls", "--format", "json"]).contains("brief")
     };
     assert!(

@@ -20,11 +20,23 @@ fn pull_list_inspect_mount_and_remove() {
             .any(|l| l.starts_with(&repo) && l.contains("latest")),
         "{table}"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&r.ok(&["images", "--format", "json"])).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 1);
-    assert_eq!(json[0]["name"], name.as_str());
-    let id = json[0]["id"].as_str().unwrap().to_string();
+    // docker's JSON lines and keys.
+    let lines = r.ok(&["images", "--format", "json"]);
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    let json: serde_json::Value = serde_json::from_str(&lines).unwrap();
+    assert_eq!(
+        format!(
+            "{}:{}",
+            json["Repository"].as_str().unwrap(),
+            json["Tag"].as_str().unwrap()
+        ),
+        name.as_str()
+    );
+    let id = r
+        .ok(&["image", "inspect", "-f", "{{.Id}}", &name])
+        .trim()
+        .to_string();
+    assert_eq!(json["ID"], &id[7..19]);
     // WHARF_ROOT selects the root as --root does.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wharf"))
         .args(["images", "-q"])
@@ -60,7 +72,7 @@ fn pull_list_inspect_mount_and_remove() {
         out.contains(&format!("Untagged: {name}")) && out.contains(&format!("Deleted: {id}")),
         "{out}"
     );
-    assert_eq!(r.ok(&["images", "--format", "json"]).trim(), "[]");
+    assert_eq!(r.ok(&["images", "--format", "json"]), "");
     let blobs = std::fs::read_dir(r.path().join("image/content/blobs/sha256"))
         .unwrap()
         .count();

@@ -226,7 +226,7 @@ pub enum PodCmd {
     /// List pods.
     #[command(alias = "list", alias = "ps")]
     Ls {
-        /// table or json.
+        /// table, json, or a Go template (`{{.Name}} {{.Status}}`).
         #[arg(long, default_value = "table")]
         format: String,
         /// Ids only.
@@ -235,6 +235,9 @@ pub enum PodCmd {
     },
     /// Show pods as JSON.
     Inspect {
+        /// json, or a Go template.
+        #[arg(short, long)]
+        format: Option<String>,
         /// Pods.
         #[arg(required = true)]
         pods: Vec<String>,
@@ -283,7 +286,11 @@ pub enum Cmd {
         /// Ids only.
         #[arg(short, long)]
         quiet: bool,
-        /// table or json.
+        /// Whole ids and commands.
+        #[arg(long = "no-trunc")]
+        no_trunc: bool,
+        /// table, json (one object per line), or a Go template (`{{.Names}}`, `table
+        /// {{.ID}}\t{{.Status}}`).
         #[arg(long, default_value = "table")]
         format: String,
         /// Only this pod's.
@@ -390,9 +397,13 @@ pub enum Cmd {
         /// The pod as the kernel sees it: processes, namespaces, cgroups, mounts.
         #[arg(long)]
         tree: bool,
-        /// With --tree: JSON instead of a tree.
-        #[arg(long, default_value = "text")]
-        format: String,
+        /// json (the default), or a Go template (`{{.State.Pid}}`); with --tree: json
+        /// instead of a tree.
+        #[arg(short, long)]
+        format: Option<String>,
+        /// Only objects of this type: container, pod or image.
+        #[arg(long = "type")]
+        kind: Option<String>,
         /// Containers or pods.
         #[arg(required = true)]
         objects: Vec<String>,
@@ -402,7 +413,7 @@ pub enum Cmd {
         /// One sample, then exit.
         #[arg(long = "no-stream")]
         no_stream: bool,
-        /// table or json.
+        /// table, json (one object per line), or a Go template (`{{.Name}} {{.MemUsage}}`).
         #[arg(long, default_value = "table")]
         format: String,
         /// Containers (default: all running).
@@ -452,14 +463,21 @@ pub enum Cmd {
     /// Engine events.
     Events {
         /// Keep printing new events.
-        #[arg(short, long)]
+        #[arg(long)]
         follow: bool,
-        /// text or json.
+        /// text, json (docker's keys), or a Go template (`{{.Action}} {{.Actor.ID}}`).
         #[arg(long, default_value = "text")]
         format: String,
-        /// Only events since (RFC 3339 time or duration).
+        /// Only events since (RFC 3339 time, Unix time or duration).
         #[arg(long)]
         since: Option<String>,
+        /// Only events until (RFC 3339 time, Unix time or duration); the command ends there.
+        #[arg(long)]
+        until: Option<String>,
+        /// Only events matching: type=container|pod|image, event=ACTION, container=NAME,
+        /// pod=NAME, image=NAME (docker's keys; one key given twice matches either).
+        #[arg(short = 'f', long = "filter")]
+        filter: Vec<String>,
     },
     /// The engine's own state: check it, repair it.
     System {

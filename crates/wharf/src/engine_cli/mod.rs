@@ -7,6 +7,7 @@
 
 pub mod args;
 mod convert;
+pub mod docker_json;
 mod output;
 // Signal masks and sigwait for forwarding signals to the container.
 #[allow(unsafe_code)]
@@ -232,10 +233,18 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::Ps {
             all,
             quiet,
+            no_trunc,
             format,
             pod,
             filter,
-        } => output::ps(&open(cli)?, *all, *quiet, format, pod.as_deref(), filter),
+        } => output::ps(
+            &open(cli)?,
+            *all,
+            (*quiet, *no_trunc),
+            format,
+            pod.as_deref(),
+            filter,
+        ),
         Cmd::Logs {
             follow,
             tail,
@@ -313,8 +322,15 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::Inspect {
             tree,
             format,
+            kind,
             objects,
-        } => output::inspect(&open(cli)?, objects, *tree, format),
+        } => output::inspect(
+            &open(cli)?,
+            objects,
+            *tree,
+            format.as_deref(),
+            kind.as_deref(),
+        ),
         Cmd::Stats {
             no_stream,
             format,
@@ -348,7 +364,16 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             follow,
             format,
             since,
-        } => output::events(&open(cli)?, *follow, format, since.as_deref()),
+            until,
+            filter,
+        } => output::events(
+            &open(cli)?,
+            *follow,
+            format,
+            since.as_deref(),
+            until.as_deref(),
+            filter,
+        ),
         Cmd::Play {
             down,
             network,
@@ -557,7 +582,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
             println!("{}", engine.create_pod(&spec)?.id);
         }
         PodCmd::Ls { format, quiet } => output::pods(&engine, format, *quiet)?,
-        PodCmd::Inspect { pods } => output::inspect_pods(&engine, pods)?,
+        PodCmd::Inspect { pods, format } => output::inspect_pods(&engine, pods, format.as_deref())?,
         PodCmd::Stop { time, pods } => {
             for p in pods {
                 // A pod's containers stop together, within one grace period.

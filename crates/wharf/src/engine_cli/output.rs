@@ -6,11 +6,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use wharf_engine::db::ContainerRow;
+use std::collections::HashMap;
+
+use super::docker_json;
+use crate::format::{self, Format};
+use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::model::ContainerState;
-use wharf_engine::{
-    ContainerFilter, ContainerView, Engine, LogEntry, LogOptions, PodFilter, PodView,
-};
+use wharf_engine::{ContainerFilter, Engine, LogEntry, LogOptions, PodFilter, PodView};
 
 /// Seconds since the epoch of an RFC 3339 time.
 fn epoch(t: &str) -> Option<u64> {
@@ -94,35 +96,6 @@ fn table(rows: &[Vec<String>]) -> String {
     s
 }
 
-fn container_json(v: &ContainerView) -> Value {
-    let c = &v.row;
-    json!({
-        "Id": c.id,
-        "Name": c.name,
-        "Pod": v.pod_name,
-        "PodId": c.pod_id,
-        "Image": c.image_name,
-        "ImageId": c.image_id,
-        "Created": c.created_at,
-        "State": {
-            "Status": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
-            "Restarting": c.restarting,
-            "StartedAt": c.started_at,
-            "ExitCode": c.exit.as_ref().map(|e| e.code),
-            "Signal": c.exit.as_ref().and_then(|e| e.signal),
-            "FinishedAt": c.exit.as_ref().map(|e| e.finished_at.clone()),
-            "OOMKilled": c.exit.as_ref().is_some_and(|e| e.oom_killed),
-            "Reason": c.exit.as_ref().and_then(|e| e.reason.clone()),
-            "Error": c.exit.as_ref().and_then(|e| e.message.clone()).unwrap_or_default(),
-            "RestartCount": c.restart_count,
-        },
-        "Config": c.spec,
-        "Bundle": v.bundle,
-        "LogPath": v.log_path,
-        "NetworkSettings": {"Network": v.network, "IPs": v.ips},
-    })
-}
-
 /// One `ps --filter KEY=VALUE`, as docker reads it.
 enum PsFilter {
     Id(String),
@@ -191,7 +164,7 @@ impl PsFilter {
 pub fn ps(
     engine: &Engine,
     all: bool,
-    quiet: bool,
+    (quiet, no_trunc): (bool, bool),
     format: &str,
     pod: Option<&str>,
     filters: &[String],
@@ -212,62 +185,71 @@ pub fn ps(
         .filter(|v| filters.iter().all(|f| f.matches(&v.row)))
         .collect();
     let mut out = std::io::stdout().lock();
+    let id_len = if no_trunc { usize::MAX } else { 12 };
+    let short = |id: &str| id[..id.len().min(id_len)].to_string();
     if quiet {
         for v in &rows {
-            writeln!(out, "{}", &v.row.id[..12])?;
+            writeln!(out, "{}", short(&v.row.id))?;
         }
         return Ok(0);
     }
-    match format {
-        "json" => {
-            let v: Vec<Value> = rows.iter().map(container_json).collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    let fmt = Format::parse(format)?;
+    if let Format::Table = fmt {
+        let mut t = vec![
+            [
+                "CONTAINER ID",
+                "IMAGE",
+                "COMMAND",
+                "CREATED",
+                "STATUS",
+                "NAMES",
+                "POD",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for v in &rows {
+            let c = &v.row;
+            // What runs: the entrypoint then the command (as docker ps shows it).
+            let cmd = docker_json::argv(c).join(" ");
+            let cmd = if !no_trunc && cmd.chars().count() > 20 {
+                format!("{}…", cmd.chars().take(19).collect::<String>())
+            } else {
+                cmd
+            };
+            t.push(vec![
+                short(&c.id),
+                c.image_name.clone(),
+                format!("\"{cmd}\""),
+                format!("{} ago", ago(&c.created_at)),
+                status(c),
+                c.name.clone(),
+                pod_column(v),
+            ]);
         }
-        "table" => {
-            let mut t = vec![
-                [
-                    "CONTAINER ID",
-                    "IMAGE",
-                    "COMMAND",
-                    "CREATED",
-                    "STATUS",
-                    "NAMES",
-                    "POD",
-                ]
-                .map(String::from)
-                .to_vec(),
-            ];
-            for v in &rows {
-                let c = &v.row;
-                // What runs: the entrypoint then the command (as docker ps shows it).
-                let cmd = c
-                    .spec
-                    .entrypoint
-                    .iter()
-                    .chain(&c.spec.command)
-                    .flatten()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let cmd = if cmd.chars().count() > 20 {
-                    format!("{}…", cmd.chars().take(19).collect::<String>())
-                } else {
-                    cmd
-                };
-                t.push(vec![
-                    c.id[..12].to_string(),
-                    c.image_name.clone(),
-                    format!("\"{cmd}\""),
-                    format!("{} ago", ago(&c.created_at)),
-                    status(c),
-                    c.name.clone(),
-                    pod_column(v),
-                ]);
-            }
-            write!(out, "{}", table(&t))?;
-        }
-        other => bail!("invalid --format {other:?}: table or json"),
+        write!(out, "{}", table(&t))?;
+        return Ok(0);
     }
+    let pods: HashMap<String, PodRow> = engine
+        .list_pods(&PodFilter::default())?
+        .into_iter()
+        .map(|p| (p.row.id.clone(), p.row))
+        .collect();
+    let docs: Vec<Value> = rows
+        .iter()
+        .map(|v| {
+            let mut row = docker_json::ps_row(
+                v,
+                pods.get(&v.row.pod_id),
+                status(&v.row),
+                format!("{} ago", ago(&v.row.created_at)),
+                pod_column(v),
+            );
+            row["ID"] = json!(short(&v.row.id));
+            row
+        })
+        .collect();
+    format::print_rows(&mut out, &fmt, &docker_json::ps_headers(), &docs)?;
     Ok(0)
 }
 
@@ -344,65 +326,101 @@ pub fn logs(
     Ok(0)
 }
 
-/// `wharf inspect`.
-pub fn inspect(engine: &Engine, objects: &[String], tree: bool, format: &str) -> Result<i32> {
+/// `wharf inspect`: containers, else pods, else images (`kind` narrows it, as docker's
+/// `--type`), as docker-shaped JSON or through a template.
+pub fn inspect(
+    engine: &Engine,
+    objects: &[String],
+    tree: bool,
+    format: Option<&str>,
+    kind: Option<&str>,
+) -> Result<i32> {
     if tree {
-        for o in objects {
-            let pod = engine.pod_of(o)?;
-            let t = engine.pod_tree(&pod)?;
-            if format == "json" {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &json!({"pod": pod.name, "id": pod.id, "sandbox": pod.sandbox, "tree": t})
-                    )?
-                );
-            } else {
-                let mut s = format!("pod {} ({})\n", pod.name, &pod.id[..12]);
-                s.push_str(&format!(
-                    "sandbox: net {} ipc {} uts {}{}\n",
-                    pod.sandbox.netns.as_deref().unwrap_or("host"),
-                    pod.sandbox.ipcns.as_deref().unwrap_or("host"),
-                    pod.sandbox.utsns.as_deref().unwrap_or("-"),
-                    match (&pod.sandbox.pidns, pod.sandbox.pause_pid) {
-                        (Some(ns), Some(p)) => format!(" pid {ns} (shared, init pid {p})"),
-                        (Some(ns), None) => format!(" pid {ns} (shared)"),
-                        _ => String::new(),
-                    }
-                ));
-                wharf_engine::tree::render(&t, &mut s, "", true, true);
-                print!("{s}");
-            }
-        }
-        return Ok(0);
+        return inspect_tree(engine, objects, format == Some("json"));
     }
-    let mut out = Vec::new();
+    let fmt = Format::parse(format.unwrap_or("json"))?;
+    if let Some(k) = kind
+        && !matches!(k, "container" | "pod" | "image")
+    {
+        bail!("invalid --type {k:?}: container, pod or image");
+    }
+    let wants = |k: &str| kind.is_none_or(|want| want == k);
+    let mut docs = Vec::new();
     for o in objects {
-        match engine.container_status(o) {
-            Ok(st) => {
-                let mut v = container_json(&st.view);
-                // docker's: the container's init on the host, 0 when it is not running
-                // (scripts run `nsenter -t PID`).
-                let running = st.view.row.state == wharf_engine::model::ContainerState::Running;
-                v["State"]["Pid"] = json!(st.pid.filter(|_| running).unwrap_or(0));
-                v["State"]["Running"] = json!(running);
-                out.push(v)
-            }
-            Err(wharf_engine::Error::NotFound { .. }) => match engine.pod(o) {
-                Ok(p) => out.push(pod_json(&p)),
-                Err(wharf_engine::Error::NotFound { .. }) => {
-                    return Err(wharf_engine::Error::NotFound {
-                        kind: "container or pod",
-                        name: o.clone(),
-                    }
-                    .into());
+        if wants("container") {
+            match engine.container_status(o) {
+                Ok(st) => {
+                    let pod = engine.pod(&st.view.row.pod_id).ok();
+                    docs.push(docker_json::container(
+                        &st.view,
+                        st.pid,
+                        pod.as_ref().map(|p| &p.row),
+                    ));
+                    continue;
                 }
+                Err(wharf_engine::Error::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
+            }
+        }
+        if wants("pod") {
+            match engine.pod(o) {
+                Ok(p) => {
+                    docs.push(pod_json(&p));
+                    continue;
+                }
+                Err(wharf_engine::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if wants("image")
+            && let Ok(doc) = crate::image_cli::inspect_json(engine.images(), o)
+        {
+            docs.push(doc);
+            continue;
+        }
+        return Err(wharf_engine::Error::NotFound {
+            kind: match kind {
+                Some("container") => "container",
+                Some("pod") => "pod",
+                Some(_) => "image",
+                None => "container, pod or image",
             },
-            Err(e) => return Err(e.into()),
+            name: o.clone(),
+        }
+        .into());
+    }
+    format::print_documents(&fmt, &docs)?;
+    Ok(0)
+}
+
+fn inspect_tree(engine: &Engine, objects: &[String], json: bool) -> Result<i32> {
+    for o in objects {
+        let pod = engine.pod_of(o)?;
+        let t = engine.pod_tree(&pod)?;
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &json!({"pod": pod.name, "id": pod.id, "sandbox": pod.sandbox, "tree": t})
+                )?
+            );
+        } else {
+            let mut s = format!("pod {} ({})\n", pod.name, &pod.id[..12]);
+            s.push_str(&format!(
+                "sandbox: net {} ipc {} uts {}{}\n",
+                pod.sandbox.netns.as_deref().unwrap_or("host"),
+                pod.sandbox.ipcns.as_deref().unwrap_or("host"),
+                pod.sandbox.utsns.as_deref().unwrap_or("-"),
+                match (&pod.sandbox.pidns, pod.sandbox.pause_pid) {
+                    (Some(ns), Some(p)) => format!(" pid {ns} (shared, init pid {p})"),
+                    (Some(ns), None) => format!(" pid {ns} (shared)"),
+                    _ => String::new(),
+                }
+            ));
+            wharf_engine::tree::render(&t, &mut s, "", true, true);
+            print!("{s}");
         }
     }
-    println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(0)
 }
 
@@ -420,13 +438,12 @@ fn pod_json(p: &PodView) -> Value {
 }
 
 /// `wharf pod inspect`.
-pub fn inspect_pods(engine: &Engine, pods: &[String]) -> Result<()> {
+pub fn inspect_pods(engine: &Engine, pods: &[String], format: Option<&str>) -> Result<()> {
     let v: Vec<Value> = pods
         .iter()
         .map(|p| engine.pod(p).map(|p| pod_json(&p)))
         .collect::<Result<_, _>>()?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
-    Ok(())
+    format::print_documents(&Format::parse(format.unwrap_or("json"))?, &v)
 }
 
 /// `wharf pod ls`.
@@ -438,12 +455,39 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
         }
         return Ok(());
     }
-    match format {
-        "json" => {
+    match Format::parse(format)? {
+        Format::Json => {
+            // podman's layout: one array.
             let v: Vec<Value> = pods.iter().map(pod_json).collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        "table" => {
+        Format::Template { template, table } => {
+            let rows: Vec<Value> = pods
+                .iter()
+                .map(|p| {
+                    let r = &p.row;
+                    json!({
+                        "ID": &r.id[..12], "Id": r.id, "Name": r.name, "Status": r.state.to_string(),
+                        "Created": format!("{} ago", ago(&r.created_at)),
+                        "CreatedAt": format::docker_time(&r.created_at),
+                        "IP": r.sandbox.ips.join(","), "NumberOfContainers": p.containers.len(),
+                        "Containers": p.containers.iter().map(|c| c.1.clone()).collect::<Vec<_>>(),
+                        "Labels": r.spec.labels, "Networks": r.sandbox.network,
+                    })
+                })
+                .collect();
+            let headers = json!({
+                "ID": "POD ID", "Id": "POD ID", "Name": "NAME", "Status": "STATUS",
+                "Created": "CREATED", "CreatedAt": "CREATED AT", "IP": "IP",
+                "NumberOfContainers": "# OF CONTAINERS", "Containers": "CONTAINERS",
+                "Labels": "LABELS", "Networks": "NETWORKS",
+            });
+            print!(
+                "{}",
+                format::render_items(&template, table, &headers, &rows)?
+            );
+        }
+        Format::Table => {
             let mut t = vec![
                 [
                     "POD ID",
@@ -469,7 +513,6 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
             }
             print!("{}", table(&t));
         }
-        other => bail!("invalid --format {other:?}: table or json"),
     }
     Ok(())
 }
@@ -478,9 +521,14 @@ fn cgroup_stats(engine: &Engine, c: &ContainerRow) -> Option<Value> {
     serde_json::to_value(engine.container_stats(&c.id).ok()??).ok()
 }
 
-/// `wharf stats`.
+/// `wharf stats`: docker's columns (CPU %, memory usage / limit and %, network and block
+/// I/O, pids), a table refreshed each second or one sample; JSON and templates by docker's
+/// key names.
 pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) -> Result<i32> {
-    let mut prev: std::collections::HashMap<String, (u64, std::time::Instant)> = Default::default();
+    let fmt = Format::parse(format)?;
+    // An unlimited container's limit is the machine's memory, as docker shows it.
+    let host_memory = host_memory_bytes();
+    let mut prev: HashMap<String, (u64, std::time::Instant)> = Default::default();
     loop {
         let rows: Vec<ContainerRow> = if keys.is_empty() {
             engine
@@ -493,12 +541,7 @@ pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) ->
                 .map(|k| engine.container(k).map(|v| v.row))
                 .collect::<Result<_, _>>()?
         };
-        let mut t = vec![
-            ["CONTAINER ID", "NAME", "CPU %", "MEM USAGE / LIMIT", "PIDS"]
-                .map(String::from)
-                .to_vec(),
-        ];
-        let mut js = Vec::new();
+        let mut docs = Vec::new();
         for c in &rows {
             let Some(s) = cgroup_stats(engine, c) else {
                 continue;
@@ -514,49 +557,125 @@ pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) ->
             };
             prev.insert(c.id.clone(), (cpu_total, now));
             let usage = s["memory"]["usage"]["usage"].as_u64().unwrap_or(0);
-            let limit = s["memory"]["usage"]["limit"].as_u64().unwrap_or(0);
-            let pids = s["pids"]["current"].as_u64().unwrap_or(0);
-            let lim = if limit == 0 || limit >= 1 << 62 {
-                "max".to_string()
-            } else {
-                human(limit)
+            let limit = match s["memory"]["usage"]["limit"].as_u64().unwrap_or(0) {
+                0 => host_memory,
+                l if l >= 1 << 62 => host_memory,
+                l => l.min(host_memory.max(1)),
             };
-            t.push(vec![
-                c.id[..12].to_string(),
-                c.name.clone(),
-                format!("{cpu_pct:.2}%"),
-                format!("{} / {lim}", human(usage)),
-                pids.to_string(),
-            ]);
-            js.push(json!({"id": c.id, "name": c.name, "cpu_percent": cpu_pct, "memory_usage": usage, "memory_limit": limit, "pids": pids, "raw": s}));
+            let pids = s["pids"]["current"].as_u64().unwrap_or(0);
+            let (rx, tx) = engine
+                .pod_network_counters(&c.pod_id)
+                .unwrap_or_default()
+                .iter()
+                .filter(|i| i.name != "lo")
+                .fold((0, 0), |(r, t), i| (r + i.rx_bytes, t + i.tx_bytes));
+            let io = |op: &str| {
+                s["blkio"]["ioServiceBytesRecursive"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter(|e| {
+                                e["op"].as_str().is_some_and(|o| o.eq_ignore_ascii_case(op))
+                            })
+                            .filter_map(|e| e["value"].as_u64())
+                            .sum::<u64>()
+                    })
+                    .unwrap_or(0)
+            };
+            let mem_pct = if limit > 0 {
+                usage as f64 / limit as f64 * 100.0
+            } else {
+                0.0
+            };
+            docs.push(json!({
+                "Container": c.name,
+                "ID": c.id,
+                "Name": c.name,
+                "CPUPerc": format!("{cpu_pct:.2}%"),
+                "MemUsage": format!("{} / {}", human(usage), human(limit)),
+                "MemPerc": format!("{mem_pct:.2}%"),
+                "NetIO": format!("{} / {}", si(rx), si(tx)),
+                "BlockIO": format!("{} / {}", si(io("read")), si(io("write"))),
+                "PIDs": pids.to_string(),
+            }));
         }
-        if format == "json" {
-            println!("{}", serde_json::to_string(&js)?);
-        } else {
-            if !no_stream {
-                print!("\x1b[2J\x1b[H");
+        let mut out = std::io::stdout().lock();
+        match &fmt {
+            Format::Table => {
+                let mut t = vec![
+                    [
+                        "CONTAINER ID",
+                        "NAME",
+                        "CPU %",
+                        "MEM USAGE / LIMIT",
+                        "MEM %",
+                        "NET I/O",
+                        "BLOCK I/O",
+                        "PIDS",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                ];
+                for d in &docs {
+                    let cell = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+                    t.push(vec![
+                        cell("ID")[..12].to_string(),
+                        cell("Name"),
+                        cell("CPUPerc"),
+                        cell("MemUsage"),
+                        cell("MemPerc"),
+                        cell("NetIO"),
+                        cell("BlockIO"),
+                        cell("PIDs"),
+                    ]);
+                }
+                if !no_stream {
+                    write!(out, "\x1b[2J\x1b[H")?;
+                }
+                write!(out, "{}", table(&t))?;
             }
-            print!("{}", table(&t));
+            fmt => {
+                let headers = json!({
+                    "Container": "CONTAINER", "ID": "CONTAINER ID", "Name": "NAME",
+                    "CPUPerc": "CPU %", "MemUsage": "MEM USAGE / LIMIT", "MemPerc": "MEM %",
+                    "NetIO": "NET I/O", "BlockIO": "BLOCK I/O", "PIDs": "PIDS",
+                });
+                format::print_rows(&mut out, fmt, &headers, &docs)?;
+            }
         }
-        std::io::stdout().flush()?;
+        out.flush()?;
         if no_stream {
             return Ok(0);
         }
+        drop(out);
         std::thread::sleep(Duration::from_secs(1));
     }
 }
 
+/// MemTotal of /proc/meminfo, in bytes.
+fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Memory as docker shows it (`1.355MiB`).
 fn human(n: u64) -> String {
-    let f = n as f64;
-    if f >= 1_073_741_824.0 {
-        format!("{:.2}GiB", f / 1_073_741_824.0)
-    } else if f >= 1_048_576.0 {
-        format!("{:.2}MiB", f / 1_048_576.0)
-    } else if f >= 1024.0 {
-        format!("{:.2}KiB", f / 1024.0)
-    } else {
-        format!("{n}B")
-    }
+    format::size(n, true, 4)
+}
+
+/// I/O as docker shows it (`1.05kB`).
+fn si(n: u64) -> String {
+    format::size(n, false, 3)
 }
 
 /// `wharf port`: `80/tcp -> 0.0.0.0:8080` per published port, or the host side of one.
@@ -628,27 +747,121 @@ fn cpu_time(secs: u64) -> String {
     format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
-/// `wharf events`: what the store holds (since a time), then, with `follow`, each new
-/// event as the engine pushes it.
-pub fn events(engine: &Engine, follow: bool, format: &str, since: Option<&str>) -> Result<i32> {
+/// `wharf events`: what the store holds (since a time, until a time), then, with
+/// `follow`, each new event as the engine pushes it; docker's `--filter` keys and its JSON
+/// and template keys (`{{.Action}} {{.Actor.Attributes.name}}`).
+pub fn events(
+    engine: &Engine,
+    follow: bool,
+    format: &str,
+    since: Option<&str>,
+    until: Option<&str>,
+    filters: &[String],
+) -> Result<i32> {
     let since = since.map(since_time).transpose()?;
+    let until = until.map(since_time).transpose()?;
+    let filters = filters
+        .iter()
+        .map(|f| EventFilter::parse(f))
+        .collect::<Result<Vec<_>>>()?;
+    let fmt = match format {
+        "text" => Format::Table,
+        other => Format::parse(other)?,
+    };
+    // With an end time the command ends there, following or not.
+    let follow = follow && until.is_none_or(|u| u > SystemTime::now());
     let mut feed = engine.events(wharf_engine::EventOptions { since, follow });
     while let Some(batch) = feed.next_batch()? {
+        let mut out = std::io::stdout().lock();
         for e in batch {
-            if format == "json" {
-                println!("{}", serde_json::to_string(&e)?);
-            } else {
-                println!(
+            if let Some(u) = until
+                && wharf_sys::time::parse_rfc3339(&e.time).is_some_and(|t| t > u)
+            {
+                return Ok(0);
+            }
+            // Filters of one key match any of their values; different keys all must match.
+            if !filters
+                .iter()
+                .all(|f| filters.iter().any(|g| g.key() == f.key() && g.matches(&e)))
+            {
+                continue;
+            }
+            match &fmt {
+                Format::Table => writeln!(
+                    out,
                     "{} {} {} {} (name={})",
                     e.time,
                     e.object,
                     e.kind_of_event,
                     &e.id[..12.min(e.id.len())],
                     e.name
-                );
+                )?,
+                Format::Json => {
+                    writeln!(out, "{}", serde_json::to_string(&docker_json::event(&e))?)?
+                }
+                Format::Template { template, .. } => {
+                    writeln!(out, "{}", template.render(&docker_json::event(&e))?)?
+                }
             }
         }
-        std::io::stdout().flush()?;
+        out.flush()?;
+        if until.is_some_and(|u| SystemTime::now() >= u) {
+            return Ok(0);
+        }
     }
     Ok(0)
+}
+
+/// One `events --filter KEY=VALUE` (docker's keys).
+enum EventFilter {
+    Type(String),
+    Event(String),
+    Container(String),
+    Pod(String),
+    Image(String),
+}
+
+impl EventFilter {
+    fn parse(s: &str) -> Result<EventFilter> {
+        let Some((k, v)) = s.split_once('=') else {
+            bail!("invalid --filter {s:?}: use KEY=VALUE");
+        };
+        let v = v.to_string();
+        Ok(match k {
+            "type" => EventFilter::Type(v),
+            "event" | "status" => EventFilter::Event(v),
+            "container" => EventFilter::Container(v),
+            "pod" => EventFilter::Pod(v),
+            "image" => EventFilter::Image(v),
+            _ => bail!("invalid --filter {s:?}: type, event, container, pod or image"),
+        })
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            EventFilter::Type(_) => "type",
+            EventFilter::Event(_) => "event",
+            EventFilter::Container(_) => "container",
+            EventFilter::Pod(_) => "pod",
+            EventFilter::Image(_) => "image",
+        }
+    }
+
+    fn matches(&self, e: &wharf_engine::db::Event) -> bool {
+        let named = |want: &str| e.name == want || (want.len() >= 3 && e.id.starts_with(want));
+        match self {
+            EventFilter::Type(t) => e.object == *t,
+            EventFilter::Event(a) => {
+                e.kind_of_event == *a || docker_json::docker_action(&e.kind_of_event) == a
+            }
+            EventFilter::Container(c) => e.object == "container" && named(c),
+            EventFilter::Pod(p) => {
+                (e.object == "pod" && named(p)) || e.attrs["pod"].as_str() == Some(p.as_str())
+            }
+            EventFilter::Image(i) => {
+                let img = e.attrs["image"].as_str().unwrap_or_default();
+                img == i || img.split(':').next() == Some(i.as_str())
+            }
+        }
+    }
 }

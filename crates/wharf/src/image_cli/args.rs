@@ -40,7 +40,8 @@ pub struct PullArgs {
 /// `wharf images` flags.
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// Output format: table or json.
+    /// table, json (one object per line), or a Go template (`{{.Repository}}:{{.Tag}}`,
+    /// `table {{.ID}}\t{{.Size}}`).
     #[arg(long, default_value = "table")]
     pub format: String,
     /// Print image ids only.
@@ -111,6 +112,9 @@ pub enum Cmd {
 pub enum ImageCmd {
     /// Show images' manifests and configs as JSON.
     Inspect {
+        /// json, or a Go template (`{{.Config.Cmd}}`).
+        #[arg(short, long)]
+        format: Option<String>,
         /// Images.
         #[arg(required = true)]
         images: Vec<String>,

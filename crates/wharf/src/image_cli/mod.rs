@@ -16,6 +16,8 @@ use wharf_image::config::RegistriesConfig;
 use wharf_image::manifest::Platform;
 use wharf_image::{ImageStore, PullOptions};
 
+use crate::format::Format;
+
 use args::{Cli, Cmd, ImageCmd, ListArgs, PullArgs, RmiArgs};
 
 /// Entry point; `argv` is the whole command line (`wharf [--root DIR] pull ...`).
@@ -48,7 +50,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Pull(p) => pull(cli, p),
             ImageCmd::Ls(l) => list(cli, l),
             ImageCmd::Rm(r) => rmi(cli, r),
-            ImageCmd::Inspect { images } => inspect(cli, images),
+            ImageCmd::Inspect { images, format } => inspect(cli, images, format.as_deref()),
             ImageCmd::Prune { all } => {
                 let store = open(cli)?;
                 let (removed, stats) = store.prune(*all)?;
@@ -193,42 +195,62 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    match l.format.as_str() {
-        "json" => println!("{}", serde_json::to_string_pretty(&rows)?),
-        "table" => {
-            let mut out = String::new();
-            if l.digests {
-                out.push_str(&format!(
-                    "{:<50} {:<20} {:<72} {:<14} {:<16} {}\n",
-                    "REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE"
-                ));
-            } else {
-                out.push_str(&format!(
-                    "{:<50} {:<20} {:<14} {:<16} {}\n",
-                    "REPOSITORY", "TAG", "IMAGE ID", "CREATED", "SIZE"
-                ));
-            }
-            for r in &rows {
+    let format = crate::format::Format::parse(&l.format)?;
+    let docker_rows = || {
+        rows.iter()
+            .map(|r| {
                 let (repo, tag) = split_name(r.name.as_deref());
-                let id = &r.id[7..19];
-                let created = ago(r.created_at);
-                if l.digests {
-                    out.push_str(&format!(
-                        "{repo:<50} {tag:<20} {:<72} {id:<14} {created:<16} {}\n",
-                        r.digest,
-                        human(r.size)
-                    ));
-                } else {
-                    out.push_str(&format!(
-                        "{repo:<50} {tag:<20} {id:<14} {created:<16} {}\n",
-                        human(r.size)
-                    ));
-                }
-            }
-            print!("{out}");
-        }
-        other => bail!("unknown --format {other:?} (table or json)"),
+                let created = wharf_sys::time::rfc3339(r.created_at, 0, false);
+                serde_json::json!({
+                    "ID": &r.id[7..19], "Repository": repo, "Tag": tag, "Digest": r.digest,
+                    "CreatedAt": crate::format::docker_time(&created), "CreatedSince": ago(r.created_at),
+                    "Size": human(r.size), "VirtualSize": human(r.size),
+                    "SharedSize": "N/A", "UniqueSize": "N/A", "Containers": "N/A",
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    if !matches!(format, Format::Table) {
+        let headers = serde_json::json!({
+            "ID": "IMAGE ID", "Repository": "REPOSITORY", "Tag": "TAG", "Digest": "DIGEST",
+            "CreatedAt": "CREATED AT", "CreatedSince": "CREATED", "Size": "SIZE",
+            "VirtualSize": "VIRTUAL SIZE", "SharedSize": "SHARED SIZE",
+            "UniqueSize": "UNIQUE SIZE", "Containers": "CONTAINERS",
+        });
+        let mut out = std::io::stdout().lock();
+        crate::format::print_rows(&mut out, &format, &headers, &docker_rows())?;
+        return Ok(0);
     }
+    let mut out = String::new();
+    if l.digests {
+        out.push_str(&format!(
+            "{:<50} {:<20} {:<72} {:<14} {:<16} {}\n",
+            "REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE"
+        ));
+    } else {
+        out.push_str(&format!(
+            "{:<50} {:<20} {:<14} {:<16} {}\n",
+            "REPOSITORY", "TAG", "IMAGE ID", "CREATED", "SIZE"
+        ));
+    }
+    for r in &rows {
+        let (repo, tag) = split_name(r.name.as_deref());
+        let id = &r.id[7..19];
+        let created = ago(r.created_at);
+        if l.digests {
+            out.push_str(&format!(
+                "{repo:<50} {tag:<20} {:<72} {id:<14} {created:<16} {}\n",
+                r.digest,
+                human(r.size)
+            ));
+        } else {
+            out.push_str(&format!(
+                "{repo:<50} {tag:<20} {id:<14} {created:<16} {}\n",
+                human(r.size)
+            ));
+        }
+    }
+    print!("{out}");
     Ok(0)
 }
 
@@ -272,43 +294,68 @@ fn rmi(cli: &Cli, r: &RmiArgs) -> Result<i32> {
     Ok(code)
 }
 
-fn inspect(cli: &Cli, images: &[String]) -> Result<i32> {
+fn inspect(cli: &Cli, images: &[String], format: Option<&str>) -> Result<i32> {
     let store = open(cli)?;
-    let mut out = Vec::new();
-    for name in images {
-        let img = store.resolve(name)?;
-        let layers = store.layer_dirs(&img).unwrap_or_default();
-        out.push(serde_json::json!({
-            "Id": img.id.to_string(),
-            "Names": img.names,
-            "Digest": img.manifest_digest.to_string(),
-            "MediaType": img.manifest_media_type,
-            "Size": img.size,
-            "Created": img.created_at,
-            "Architecture": img.config.architecture().to_string(),
-            "Os": img.config.os().to_string(),
-            "Config": img.config.config(),
-            "RootFS": { "Type": "layers", "DiffIDs": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>() },
-            "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
-            "Manifest": img.manifest,
-            "LayerDirs": layers,
-        }));
-    }
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    let format = crate::format::Format::parse(format.unwrap_or("json"))?;
+    let docs = images
+        .iter()
+        .map(|name| inspect_json(&store, name))
+        .collect::<Result<Vec<_>>>()?;
+    crate::format::print_documents(&format, &docs)?;
     Ok(0)
 }
 
+/// `docker image inspect`'s document (Id, RepoTags, RepoDigests, Created from the image's
+/// config, Config, RootFS...), with Wharf's store details beside it (Digest, ChainID,
+/// Manifest, LayerDirs).
+pub fn inspect_json(store: &ImageStore, name: &str) -> Result<serde_json::Value> {
+    let img = store.resolve(name)?;
+    let layers = store.layer_dirs(&img).unwrap_or_default();
+    let repo_digests: Vec<String> = img
+        .names
+        .iter()
+        .filter_map(|n| {
+            let repo = n.split('@').next()?;
+            let repo = match repo.rfind(':') {
+                Some(i) if !repo[i..].contains('/') => &repo[..i],
+                _ => repo,
+            };
+            Some(format!("{repo}@{}", img.manifest_digest))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let created = img
+        .config
+        .created()
+        .clone()
+        .unwrap_or_else(|| wharf_sys::time::rfc3339(img.created_at, 0, false));
+    Ok(serde_json::json!({
+        "Id": img.id.to_string(),
+        "RepoTags": img.names.iter().filter(|n| !n.contains('@')).collect::<Vec<_>>(),
+        "RepoDigests": repo_digests,
+        "Created": created,
+        "Author": img.config.author().clone().unwrap_or_default(),
+        "Architecture": img.config.architecture().to_string(),
+        "Os": img.config.os().to_string(),
+        "Size": img.size,
+        "Config": img.config.config(),
+        "RootFS": {
+            "Type": "layers",
+            "Layers": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+        },
+        "Names": img.names,
+        "Digest": img.manifest_digest.to_string(),
+        "MediaType": img.manifest_media_type,
+        "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
+        "Manifest": img.manifest,
+        "LayerDirs": layers,
+    }))
+}
+
+/// An image size as docker shows it (`2.13MB`).
 fn human(n: u64) -> String {
-    let f = n as f64;
-    if f >= 1e9 {
-        format!("{:.2}GB", f / 1e9)
-    } else if f >= 1e6 {
-        format!("{:.1}MB", f / 1e6)
-    } else if f >= 1e3 {
-        format!("{:.1}kB", f / 1e3)
-    } else {
-        format!("{n}B")
-    }
+    crate::format::size(n, false, 3)
 }
 
 fn ago(t: i64) -> String {

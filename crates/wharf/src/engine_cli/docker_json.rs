@@ -1,0 +1,357 @@
+//! Containers, `ps` rows and events as docker shows them in JSON and to `--format`
+//! templates: the same key names and layout (`State.Pid`, `Config.Env` as `K=V`,
+//! `HostConfig.RestartPolicy.Name`, `NetworkSettings.Ports`, `Names`, `RunningFor`...), so
+//! that scripts written against `docker inspect -f` and `docker ps --format` read Wharf's
+//! output unchanged. Wharf's own additions (`Pod`, `PodId`, `Bundle`, `NetworkSettings.IPs`)
+//! sit beside them under names docker does not use.
+
+use serde_json::{Map, Value, json};
+use wharf_engine::ContainerView;
+use wharf_engine::db::{Event, PodRow};
+use wharf_engine::model::{ContainerState, NetworkMode, PortMapping, RestartPolicy};
+
+/// Docker's zero time, for times that have not happened.
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// What runs: the entrypoint then the command.
+pub fn argv(c: &wharf_engine::db::ContainerRow) -> Vec<String> {
+    c.spec
+        .entrypoint
+        .iter()
+        .chain(&c.spec.command)
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+fn restart_name(p: RestartPolicy) -> &'static str {
+    match p {
+        RestartPolicy::Always => "always",
+        RestartPolicy::OnFailure => "on-failure",
+        RestartPolicy::UnlessStopped => "unless-stopped",
+        RestartPolicy::Never => "no",
+    }
+}
+
+fn network_mode(pod: Option<&PodRow>) -> String {
+    match pod.map(|p| &p.spec.network) {
+        Some(NetworkMode::None) => "none".into(),
+        Some(NetworkMode::Host) => "host".into(),
+        Some(NetworkMode::Named(n)) => n.clone(),
+        Some(NetworkMode::Default) | None => pod
+            .map(|p| p.sandbox.network.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into()),
+    }
+}
+
+/// `{"80/tcp": [{"HostIp": "0.0.0.0", "HostPort": "8080"}]}`.
+fn port_map(ports: &[PortMapping]) -> Value {
+    let mut m = Map::new();
+    for p in ports {
+        let key = format!("{}/{}", p.container_port, p.protocol.to_lowercase());
+        let entry = json!({
+            "HostIp": p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()),
+            "HostPort": p.host_port.to_string(),
+        });
+        match m.get_mut(&key) {
+            Some(Value::Array(a)) => a.push(entry),
+            _ => {
+                m.insert(key, json!([entry]));
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// docker ps's PORTS: `0.0.0.0:8080->80/tcp, ...`.
+pub fn ports_column(ports: &[PortMapping]) -> String {
+    ports
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{}->{}/{}",
+                p.host_ip.as_deref().unwrap_or("0.0.0.0"),
+                p.host_port,
+                p.container_port,
+                p.protocol.to_lowercase()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `docker inspect` of a container. `pid` is its init's host pid while it runs; `pod` its
+/// pod's record (ports, DNS, restart policy, network live there).
+pub fn container(v: &ContainerView, pid: Option<i32>, pod: Option<&PodRow>) -> Value {
+    let c = &v.row;
+    let s = &c.spec;
+    let running = c.state == ContainerState::Running;
+    let paused = c.state == ContainerState::Paused;
+    let argv = argv(c);
+    let exit = c.exit.as_ref();
+    let etc = pod.and_then(|p| p.sandbox.etc_dir.clone());
+    let etc_file = |f: &str| etc.as_ref().map(|d| format!("{d}/{f}")).unwrap_or_default();
+    let pod_spec = pod.map(|p| &p.spec);
+    let ports = pod_spec.map(|p| p.ports.as_slice()).unwrap_or_default();
+    let binds: Vec<String> = s
+        .mounts
+        .iter()
+        .filter(|m| m.kind == "bind")
+        .map(|m| {
+            format!(
+                "{}:{}{}",
+                m.source.display(),
+                m.destination.display(),
+                if m.readonly { ":ro" } else { "" }
+            )
+        })
+        .collect();
+    let tmpfs: Map<String, Value> = s
+        .mounts
+        .iter()
+        .filter(|m| m.kind == "tmpfs")
+        .map(|m| {
+            (
+                m.destination.display().to_string(),
+                json!(m.options.join(",")),
+            )
+        })
+        .collect();
+    let mounts: Vec<Value> = s
+        .mounts
+        .iter()
+        .map(|m| {
+            json!({
+                "Type": m.kind,
+                "Source": m.source,
+                "Destination": m.destination,
+                "Mode": if m.readonly { "ro" } else { "" },
+                "RW": !m.readonly,
+                "Propagation": if m.kind == "bind" { "rprivate" } else { "" },
+            })
+        })
+        .collect();
+    let env: Vec<String> = s.env.iter().map(|(k, val)| format!("{k}={val}")).collect();
+    let ip = v
+        .ips
+        .iter()
+        .find(|a| !a.contains(':'))
+        .cloned()
+        .unwrap_or_default();
+    let mut networks = Map::new();
+    if !v.network.is_empty() {
+        networks.insert(
+            v.network.clone(),
+            json!({"IPAddress": ip, "NetworkID": v.network}),
+        );
+    }
+    let nano_cpus = s.cpus.map_or(0, |c| (c * 1e9).round() as i64);
+    let state = json!({
+        "Status": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
+        "Running": running,
+        "Paused": paused,
+        "Restarting": c.restarting,
+        "OOMKilled": exit.is_some_and(|e| e.oom_killed),
+        "Dead": false,
+        "Pid": pid.filter(|_| running || paused).unwrap_or(0),
+        "ExitCode": exit.map_or(0, |e| e.code),
+        "Error": exit.and_then(|e| e.message.clone()).unwrap_or_default(),
+        "StartedAt": c.started_at.clone().unwrap_or_else(|| ZERO_TIME.into()),
+        "FinishedAt": exit.map_or_else(|| ZERO_TIME.into(), |e| e.finished_at.clone()),
+        // Wharf's: the signal that ended it and why it ended.
+        "Signal": exit.and_then(|e| e.signal),
+        "Reason": exit.and_then(|e| e.reason.clone()),
+    });
+    let host_config = json!({
+        "Binds": binds,
+        "NetworkMode": network_mode(pod),
+        "PortBindings": port_map(ports),
+        "RestartPolicy": {
+            "Name": restart_name(pod_spec.map(|p| p.restart).unwrap_or_default()),
+            "MaximumRetryCount": pod_spec.and_then(|p| p.max_restarts).unwrap_or(0),
+        },
+        "AutoRemove": s.auto_remove,
+        "Privileged": s.privileged,
+        "CapAdd": s.cap_add,
+        "CapDrop": s.cap_drop,
+        "ReadonlyRootfs": s.read_only,
+        "Memory": s.memory.unwrap_or(0),
+        "MemorySwap": s.memory_swap.unwrap_or(0),
+        "MemoryReservation": s.memory_reservation.unwrap_or(0),
+        "NanoCpus": nano_cpus,
+        "CpuShares": s.cpu_shares.unwrap_or(0),
+        "PidsLimit": s.pids_limit,
+        "OomScoreAdj": s.oom_score_adj.unwrap_or(0),
+        "Init": s.init,
+        "Tmpfs": tmpfs,
+        "ShmSize": pod_spec.and_then(|p| p.shm_size).unwrap_or(64 << 20),
+        "Devices": s.devices.iter().map(|d| json!({
+            "PathOnHost": d.host_path,
+            "PathInContainer": d.container_path,
+            "CgroupPermissions": d.permissions,
+        })).collect::<Vec<_>>(),
+        "Dns": pod_spec.map(|p| p.dns.servers.clone()).unwrap_or_default(),
+        "DnsSearch": pod_spec.map(|p| p.dns.searches.clone()).unwrap_or_default(),
+        "DnsOptions": pod_spec.map(|p| p.dns.options.clone()).unwrap_or_default(),
+        "ExtraHosts": pod_spec.map(|p| p.extra_hosts.iter().flat_map(|(h, ips)| {
+            ips.iter().map(move |ip| format!("{h}:{ip}"))
+        }).collect::<Vec<_>>()).unwrap_or_default(),
+        "Sysctls": pod_spec.map(|p| p.sysctls.clone()).unwrap_or_default(),
+        "Ulimits": s.ulimits.iter().map(|(n, soft, hard)| json!({
+            "Name": n, "Soft": soft, "Hard": hard,
+        })).collect::<Vec<_>>(),
+        "PidMode": if pod_spec.is_some_and(|p| p.host_pid) { "host" } else { "" },
+        "IpcMode": if pod_spec.is_some_and(|p| p.host_ipc) { "host" } else { "private" },
+        "LogConfig": {"Type": "k8s-file", "Config": {}},
+    });
+    json!({
+        "Id": c.id,
+        "Created": c.created_at,
+        "Path": argv.first().cloned().unwrap_or_default(),
+        "Args": argv.get(1..).unwrap_or_default(),
+        "State": state,
+        "Image": c.image_id,
+        "ResolvConfPath": etc_file("resolv.conf"),
+        "HostnamePath": etc_file("hostname"),
+        "HostsPath": etc_file("hosts"),
+        "LogPath": v.log_path,
+        "Name": format!("/{}", c.name),
+        "RestartCount": c.restart_count,
+        "Driver": "overlay",
+        "Platform": "linux",
+        "AppArmorProfile": s.apparmor_profile.clone().unwrap_or_default(),
+        "HostConfig": host_config,
+        "Mounts": mounts,
+        "Config": {
+            "Hostname": pod_spec.and_then(|p| p.hostname.clone()).unwrap_or_else(|| c.id[..12].to_string()),
+            "User": s.user.clone().unwrap_or_default(),
+            "Tty": s.tty,
+            "OpenStdin": s.stdin,
+            "Env": env,
+            "Cmd": s.command,
+            "Image": c.image_name,
+            "WorkingDir": s.workdir.clone().unwrap_or_default(),
+            "Entrypoint": s.entrypoint,
+            "Labels": s.labels,
+            "StopSignal": s.stop_signal.clone().unwrap_or_else(|| "SIGTERM".into()),
+            "StopTimeout": s.stop_timeout,
+        },
+        "NetworkSettings": {
+            "IPAddress": ip,
+            "Ports": port_map(ports),
+            "Networks": networks,
+            "IPs": v.ips,
+        },
+        "Pod": v.pod_name,
+        "PodId": c.pod_id,
+        "Bundle": v.bundle,
+    })
+}
+
+/// One `docker ps` row (JSON and templates): the columns by docker's names, plus
+/// `Label` (a map, for `{{.Label "key"}}`) and Wharf's `Pod`/`PodId`.
+pub fn ps_row(
+    v: &ContainerView,
+    pod: Option<&PodRow>,
+    status: String,
+    running_for: String,
+    pod_column: String,
+) -> Value {
+    let c = &v.row;
+    let cmd = argv(c).join(" ");
+    let labels = c
+        .spec
+        .labels
+        .iter()
+        .map(|(k, val)| format!("{k}={val}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mounts = c
+        .spec
+        .mounts
+        .iter()
+        .map(|m| m.destination.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    json!({
+        "ID": &c.id[..12],
+        "Image": c.image_name,
+        "Command": format!("\"{cmd}\""),
+        "CreatedAt": crate::format::docker_time(&c.created_at),
+        "RunningFor": running_for,
+        "Ports": ports_column(pod.map(|p| p.spec.ports.as_slice()).unwrap_or_default()),
+        "State": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
+        "Status": status,
+        "Size": "0B",
+        "Names": c.name,
+        "Labels": labels,
+        "Label": c.spec.labels,
+        "Mounts": mounts,
+        "Networks": v.network,
+        "LocalVolumes": "0",
+        "Pod": pod_column,
+        "PodId": c.pod_id,
+    })
+}
+
+/// Column titles of ps fields, for `table` templates.
+pub fn ps_headers() -> Value {
+    json!({
+        "ID": "CONTAINER ID", "Image": "IMAGE", "Command": "COMMAND", "CreatedAt": "CREATED AT",
+        "RunningFor": "CREATED", "Ports": "PORTS", "State": "STATE", "Status": "STATUS",
+        "Size": "SIZE", "Names": "NAMES", "Labels": "LABELS", "Label": {}, "Mounts": "MOUNTS",
+        "Networks": "NETWORKS", "LocalVolumes": "LOCAL VOLUMES", "Pod": "POD", "PodId": "POD ID",
+    })
+}
+
+/// docker's action for one of Wharf's event kinds.
+pub fn docker_action(kind: &str) -> &str {
+    match kind {
+        "created" => "create",
+        "started" => "start",
+        "exited" => "die",
+        "removed" => "destroy",
+        "paused" => "pause",
+        "unpaused" => "unpause",
+        "renamed" => "rename",
+        "restarted" => "restart",
+        "stopped" => "stop",
+        "died" => "die",
+        other => other,
+    }
+}
+
+/// An event as `docker events --format json` prints it.
+pub fn event(e: &Event) -> Value {
+    let nanos = wharf_sys::time::parse_rfc3339(&e.time)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let action = docker_action(&e.kind_of_event);
+    let mut attrs = Map::new();
+    attrs.insert("name".into(), json!(e.name));
+    if let Value::Object(m) = &e.attrs {
+        for (k, v) in m {
+            let v = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other.to_string(),
+            };
+            attrs.insert(k.clone(), Value::String(v));
+        }
+    }
+    let mut doc = json!({
+        "status": action,
+        "id": e.id,
+        "Type": e.object,
+        "Action": action,
+        "Actor": {"ID": e.id, "Attributes": &attrs},
+        "scope": "local",
+        "time": (nanos / 1_000_000_000) as u64,
+        "timeNano": nanos as u64,
+    });
+    if let Some(image) = attrs.get("image") {
+        doc["from"] = image.clone();
+    }
+    doc
+}
