@@ -118,6 +118,29 @@ impl Engine {
         }
     }
 
+    /// A network conflict names pods by id (the network knows no names): name them as the
+    /// user does, and drop the new pod's own id, which the user never saw.
+    fn pods_by_name(&self, e: Error) -> Error {
+        let Error::Net(wharf_net::Error::Conflict(msg)) = &e else {
+            return e;
+        };
+        let mut out = msg.clone();
+        if let Some((first, rest)) = out.split_once(": ")
+            && first.starts_with("pod ")
+            && first.len() == 4 + 32
+        {
+            out = rest.to_string();
+        }
+        for word in msg.split(|c: char| !c.is_ascii_hexdigit()) {
+            if word.len() == 32
+                && let Ok(p) = self.db.find_pod(word)
+            {
+                out = out.replace(&format!("pod {word}"), &p.name);
+            }
+        }
+        Error::Exists(out)
+    }
+
     /// Create a pod: reserve its name, then build its sandbox (namespaces, network,
     /// /dev/shm, cgroup, name files). Nothing is left behind when a step fails.
     pub fn create_pod(&self, spec: &PodSpec) -> Result<PodRow> {
@@ -195,7 +218,7 @@ impl Engine {
             Err(e) => {
                 let _ = self.db.delete_pod(&id);
                 self.locks.forget(&id);
-                Err(e)
+                Err(self.pods_by_name(e))
             }
         }
     }

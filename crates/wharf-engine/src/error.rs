@@ -100,6 +100,10 @@ pub enum Error {
         /// The OS error.
         err: std::io::Error,
     },
+    /// The program cannot be run as asked, before it starts (a user the container does not
+    /// know for exec): docker's exit 126.
+    #[error("{0}")]
+    CannotExecute(String),
     /// Anything else, with its full message.
     #[error("{0}")]
     Other(String),
@@ -115,6 +119,7 @@ impl Error {
             Error::Precondition(_) | Error::StoreDamaged(_) => ErrorKind::FailedPrecondition,
             Error::NoSpace { .. } => ErrorKind::ResourceExhausted,
             Error::Shim { kind, .. } => *kind,
+            Error::CannotExecute(_) => ErrorKind::ProgramNotExecutable,
             Error::Image(e) => image_kind(e),
             Error::Net(e) => match e {
                 wharf_net::Error::Invalid(_) => ErrorKind::InvalidArgument,

@@ -72,7 +72,7 @@ pub(crate) fn process(
         // Names and ids as `run -u` takes them, from the container's own /etc/passwd and
         // /etc/group (a uid it does not know gets gid 0, as with docker).
         let (uid, gid, _) = crate::specgen::resolve_user(rootfs, u)
-            .map_err(|e| Error::Invalid(format!("exec in container {name}: {e}")))?;
+            .map_err(|e| Error::CannotExecute(format!("exec in container {name}: {e}")))?;
         let mut user = p.user().clone();
         user.set_uid(uid);
         user.set_gid(gid);
@@ -85,11 +85,15 @@ pub(crate) fn process(
         p.set_user(user);
     }
     if req.privileged {
+        // Every capability the engine holds (as `run --privileged`).
+        let held = crate::specgen::bounding_set();
         let all: std::collections::HashSet<_> = wharf_runtime::caps::NAMES
             [..=wharf_runtime::caps::last_cap() as usize]
             .iter()
+            .enumerate()
+            .filter(|(i, _)| held & (1u64 << i) != 0)
             // By their OCI names (CAP_...), as config.json spells them.
-            .filter_map(|n| serde_json::from_value(serde_json::json!(n)).ok())
+            .filter_map(|(_, n)| serde_json::from_value(serde_json::json!(n)).ok())
             .collect();
         let caps = LinuxCapabilitiesBuilder::default()
             .bounding(all.clone())
@@ -167,7 +171,11 @@ mod tests {
             .as_ref()
             .unwrap()
             .len();
-        assert_eq!(n, wharf_runtime::caps::last_cap() as usize + 1);
+        let held = crate::specgen::bounding_set();
+        let held = (0..=wharf_runtime::caps::last_cap())
+            .filter(|i| held & (1u64 << i) != 0)
+            .count();
+        assert_eq!(n, held);
         // A uid the container's /etc/passwd does not know gets gid 0 (docker's).
         assert_eq!((p.user().uid(), p.user().gid()), (9, 0));
         // Names, from the container's files, with the user's groups.

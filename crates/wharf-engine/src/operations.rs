@@ -187,11 +187,27 @@ impl Engine {
             stdin: req.stdin,
             log: None,
         };
+        // The shim names the exec by its ids; the user named the container.
+        let prefix = format!("exec {exec_id} in {}: ", row.id);
+        let named = |e: wharf_shim::ShimError| match Error::from(e) {
+            Error::Shim { kind, message } => Error::Shim {
+                kind,
+                message: format!(
+                    "exec in container {}: {}",
+                    row.name,
+                    message.strip_prefix(&prefix).unwrap_or(&message)
+                ),
+            },
+            other => other,
+        };
         if !attach {
-            shim.exec(&row.id, &exec_id, &process, &stdio)?;
+            shim.exec(&row.id, &exec_id, &process, &stdio)
+                .map_err(named)?;
             return Ok((exec_id, None));
         }
-        let (_pid, stream) = shim.exec_attach(&row.id, &exec_id, &process, &stdio)?;
+        let (_pid, stream) = shim
+            .exec_attach(&row.id, &exec_id, &process, &stdio)
+            .map_err(named)?;
         let dir = shim.state_dir().to_path_buf();
         let session = Session::new(row, Some(exec_id.clone()), stream, req.tty, req.stdin, dir);
         Ok((exec_id, Some(session)))

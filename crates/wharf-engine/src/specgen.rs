@@ -87,7 +87,7 @@ pub struct Inputs<'a> {
 /// The capabilities in this process's bounding set (/proc/self/status `CapBnd`): no
 /// container gets one the engine cannot pass on (hosts and sandboxes that run Wharf
 /// without CAP_SYS_RESOURCE, for one), since the runtime's capset would fail.
-fn bounding_set() -> u64 {
+pub(crate) fn bounding_set() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

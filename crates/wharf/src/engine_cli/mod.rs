@@ -393,10 +393,10 @@ pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
         other => bail!("invalid --pull {other:?}: missing, always or never"),
     }
     let display = crate::image_cli::progress::Display::on_stderr(std::io::stderr().is_terminal());
+    // The store's error says "pulling <the full reference>" already.
     engine
         .images()
-        .pull(image, &wharf_image::PullOptions::default(), &display)
-        .with_context(|| format!("pulling {image}"))?;
+        .pull(image, &wharf_image::PullOptions::default(), &display)?;
     Ok(())
 }
 
