@@ -118,6 +118,49 @@ impl Engine {
         }
     }
 
+    /// Host ports for the mappings that name none (`-p 80`, `-P`): from the kernel's
+    /// ephemeral range, as docker picks them, mapped by no other pod and free on the host
+    /// now (a listener there would not see its traffic).
+    fn assign_host_ports(&self, spec: &mut PodSpec) -> Result<()> {
+        if spec.ports.iter().all(|p| p.host_port != 0) {
+            return Ok(());
+        }
+        let (lo, hi) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| {
+                let mut it = r.split_whitespace().map(|n| n.parse::<u16>().ok());
+                Some((it.next()??, it.next()??))
+            })
+            .filter(|(lo, hi)| lo <= hi)
+            .unwrap_or((32768, 60999));
+        let mut taken: std::collections::HashSet<(u16, String)> = self
+            .db
+            .pods()?
+            .iter()
+            .flat_map(|p| p.spec.ports.iter())
+            .chain(spec.ports.iter())
+            .map(|p| (p.host_port, p.protocol.clone()))
+            .collect();
+        let span = u32::from(hi - lo) + 1;
+        let start = u32::from_str_radix(&paths::new_id()[..8], 16).unwrap_or(0) % span;
+        for m in spec.ports.iter_mut().filter(|m| m.host_port == 0) {
+            let free = (0..span)
+                .map(|i| lo + ((start + i) % span) as u16)
+                .find(|&port| {
+                    !taken.contains(&(port, m.protocol.clone())) && free_on_host(port, &m.protocol)
+                })
+                .ok_or_else(|| {
+                    Error::Other(format!(
+                        "no free host port in {lo}-{hi} for container port {}/{}",
+                        m.container_port, m.protocol
+                    ))
+                })?;
+            m.host_port = free;
+            taken.insert((free, m.protocol.clone()));
+        }
+        Ok(())
+    }
+
     /// A network conflict names pods by id (the network knows no names): name them as the
     /// user does, and drop the new pod's own id, which the user never saw.
     fn pods_by_name(&self, e: Error) -> Error {
@@ -155,6 +198,9 @@ impl Engine {
                 sandbox::MAX_HOSTNAME
             )));
         }
+        let mut spec = spec.clone();
+        self.assign_host_ports(&mut spec)?;
+        let spec = &spec;
         let id = paths::new_id();
         let name = match &spec.name {
             Some(n) if !paths::valid_name(n) => {
@@ -457,5 +503,15 @@ fn check_cgroup_parent(parent: &str) -> Result<()> {
             "invalid cgroup parent {parent:?}: it must be an absolute cgroup path such as \
              /kubepods/burstable/pod<uid>"
         )))
+    }
+}
+
+/// Whether nothing on the host listens on `port` (tcp/udp; sctp is not checked).
+fn free_on_host(port: u16, protocol: &str) -> bool {
+    let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+    match protocol {
+        "tcp" => std::net::TcpListener::bind(addr).is_ok(),
+        "udp" => std::net::UdpSocket::bind(addr).is_ok(),
+        _ => true,
     }
 }

@@ -29,7 +29,8 @@ pub enum NetworkMode {
 /// A host port mapped to a pod port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortMapping {
-    /// Port on the host.
+    /// Port on the host; 0 asks the engine to pick a free one (`-p 80`, `-P`), which it
+    /// records in its place when the pod is made.
     pub host_port: u16,
     /// Port in the pod.
     pub container_port: u16,

@@ -259,7 +259,7 @@ impl Engine {
                     )));
                 }
             },
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(by_name(e.into(), &row)),
         }
         crate::hooks::step("container: created in shim");
         Ok((row, shim))
@@ -267,7 +267,7 @@ impl Engine {
 
     /// Start a container created with [`Engine::create_in_shim`].
     pub fn start_created(&self, row: &ContainerRow, shim: &ShimClient) -> Result<()> {
-        shim.start(&row.id)?;
+        shim.start(&row.id).map_err(|e| by_name(e.into(), row))?;
         crate::hooks::step("container: started in shim");
         let now = wharf_sys::time::now_rfc3339_nano();
         self.db.transaction(|db| {
@@ -665,5 +665,25 @@ impl Engine {
     /// The shim state directory of a pod.
     pub fn shim_state_dir(&self, pod: &PodRow) -> PathBuf {
         self.shim_dir(pod)
+    }
+}
+
+/// The shim names a container by its id; the user named it (`create container ID: why`
+/// becomes `container NAME: why`).
+fn by_name(e: Error, row: &ContainerRow) -> Error {
+    match e {
+        Error::Shim { kind, message } => {
+            let message = message
+                .replace(
+                    &format!("create container {}: ", row.id),
+                    &format!("container {}: ", row.name),
+                )
+                .replace(
+                    &format!("container {}", row.id),
+                    &format!("container {}", row.name),
+                );
+            Error::Shim { kind, message }
+        }
+        other => other,
     }
 }

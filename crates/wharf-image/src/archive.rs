@@ -282,11 +282,34 @@ impl ImageStore {
     /// Import a root filesystem tarball (plain, gzip or zstd) as a one-layer image, named
     /// `name` if given.
     pub fn import(&self, input: impl Read, name: Option<&str>) -> Result<Image> {
-        self.import_inner(input, name)
+        self.import_with(input, name, &[], None)
+    }
+
+    /// [`ImageStore::import`], with dockerfile instructions applied to the new image's
+    /// config (`--change`, see [`crate::changes`]) and a comment for its history (`-m`).
+    pub fn import_with(
+        &self,
+        input: impl Read,
+        name: Option<&str>,
+        changes: &[String],
+        message: Option<&str>,
+    ) -> Result<Image> {
+        // Refused before anything is read or stored.
+        let mut image_config = serde_json::Map::new();
+        for c in changes {
+            crate::changes::apply(&mut image_config, c)?;
+        }
+        self.import_inner(input, name, image_config, message)
             .map_err(|e| e.context("importing the tarball"))
     }
 
-    fn import_inner(&self, input: impl Read, name: Option<&str>) -> Result<Image> {
+    fn import_inner(
+        &self,
+        input: impl Read,
+        name: Option<&str>,
+        image_config: serde_json::Map<String, serde_json::Value>,
+        message: Option<&str>,
+    ) -> Result<Image> {
         let reference = name.map(Reference::parse).transpose()?;
         let lease = self.lease(24 * 3600)?;
         let staged = self.content.stage(input)?;
@@ -324,10 +347,13 @@ impl ImageStore {
             "created": rfc3339(now),
             "architecture": host.architecture,
             "os": host.os,
-            "config": {},
+            "config": image_config,
             "rootfs": {"type": "layers", "diff_ids": [diff_id.to_string()]},
             "history": [{"created": rfc3339(now), "created_by": "wharf import"}],
         });
+        if let Some(m) = message {
+            config["history"][0]["comment"] = serde_json::Value::String(m.to_string());
+        }
         if let Some(v) = &host.variant {
             config["variant"] = serde_json::Value::String(v.clone());
         }

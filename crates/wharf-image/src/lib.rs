@@ -64,6 +64,7 @@
 
 pub mod archive;
 pub mod auth;
+pub mod changes;
 pub mod config;
 pub mod content;
 pub mod db;

@@ -1598,3 +1598,116 @@ fn format_templates_read_dockers_keys() {
     w.ok(&["rm", "-f", "fmt"]);
     w.assert_clean();
 }
+
+/// `-p 80`, `-p IP::80` and `-P` (with the image's EXPOSE, set by `import --change`): host
+/// ports the engine picks from the ephemeral range, shown by `port` and inspect, reachable.
+#[test]
+fn random_host_ports_and_publish_all() {
+    let w = Wharf::new("cli-random-ports");
+    w.pull_busybox();
+    // An image that exposes 80 and 81/udp: busybox's files, imported with --change.
+    let root = w.ok(&["image", "mount", &busybox()]);
+    let tar = w.path("rootfs.tar");
+    let st = Command::new("tar")
+        .args(["-C", root.trim(), "-cf"])
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    w.ok(&["image", "unmount", &busybox()]);
+    w.ok(&[
+        "import",
+        "-c",
+        "EXPOSE 80 81/udp",
+        "-c",
+        "CMD [\"httpd\", \"-f\", \"-p\", \"80\", \"-h\", \"/etc\"]",
+        "-c",
+        "ENV PATH=/bin:/sbin:/usr/bin:/usr/sbin",
+        "-m",
+        "exposed",
+        tar.to_str().unwrap(),
+        "local/exposed:1",
+    ]);
+    assert_eq!(
+        w.ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{json .Config.ExposedPorts}} {{json .Config.Cmd}}",
+            "local/exposed:1"
+        ]),
+        "{\"80/tcp\":{},\"81/udp\":{}} [\"httpd\",\"-f\",\"-p\",\"80\",\"-h\",\"/etc\"]\n"
+    );
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let bounds: Vec<u16> = range
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let in_range = |p: u16| (bounds[0]..=bounds[1]).contains(&p);
+
+    w.ok(&["run", "-d", "--name", "all", "-P", "local/exposed:1"]);
+    let ports = w.ok(&["port", "all"]);
+    let mut lines: Vec<&str> = ports.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{ports}");
+    let host_port = |line: &str| -> u16 { line.rsplit(':').next().unwrap().parse().unwrap() };
+    assert!(
+        lines[0].starts_with("80/tcp -> 0.0.0.0:") && in_range(host_port(lines[0])),
+        "{ports}"
+    );
+    assert!(
+        lines[1].starts_with("81/udp -> 0.0.0.0:") && in_range(host_port(lines[1])),
+        "{ports}"
+    );
+    let web = host_port(lines[0]);
+    let resp = w.http_get(&format!("127.0.0.1:{web}"));
+    assert!(resp.starts_with("HTTP/1."), "{resp}");
+    assert_eq!(
+        w.ok(&[
+            "inspect",
+            "-f",
+            "{{(index (index .NetworkSettings.Ports \"80/tcp\") 0).HostPort}}",
+            "all"
+        ]),
+        format!("{web}\n")
+    );
+
+    // -p 80 and -p 127.0.0.1::80: other host ports, the address kept.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "one",
+        "-p",
+        "80",
+        "-p",
+        "127.0.0.1::8000",
+        "local/exposed:1",
+    ]);
+    let one = w.ok(&["port", "one", "80"]);
+    let p1 = host_port(one.trim());
+    assert!(in_range(p1) && p1 != web, "{one}");
+    let local = w.ok(&["port", "one", "8000/tcp"]);
+    assert!(
+        local.starts_with("127.0.0.1:") && in_range(host_port(local.trim())),
+        "{local}"
+    );
+    let resp = w.http_get(&format!("127.0.0.1:{p1}"));
+    assert!(resp.starts_with("HTTP/1."), "{resp}");
+    // -P with an image that exposes nothing publishes nothing.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "none",
+        "-P",
+        &busybox(),
+        "sleep",
+        "100",
+    ]);
+    assert_eq!(w.ok(&["port", "none"]), "");
+    w.ok(&["rm", "-f", "all", "one", "none"]);
+    w.ok(&["rmi", "local/exposed:1"]);
+    w.assert_clean();
+}

@@ -45,9 +45,12 @@ pub struct RunArgs {
     /// Bind mounts host:container[:ro].
     #[arg(short = 'v', long = "volume")]
     pub volumes: Vec<String>,
-    /// Published ports [ip:]host:container[/tcp|udp].
+    /// Published ports [ip:][host:]container[/tcp|udp] (no host port: one the engine picks).
     #[arg(short = 'p', long = "publish")]
     pub publish: Vec<String>,
+    /// Publish every port the image exposes on host ports the engine picks.
+    #[arg(short = 'P', long = "publish-all")]
+    pub publish_all: bool,
     /// Network: default, none, host, or a CNI network name.
     #[arg(long, default_value = "default")]
     pub network: String,

@@ -54,7 +54,7 @@ pub fn ports(s: &str) -> Result<Vec<PortMapping>> {
     let (spec, proto) = s.split_once('/').unwrap_or((s, "tcp"));
     let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
     let (ctr, host) = match parts.as_slice() {
-        [c, h, ..] => (*c, *h),
+        [c, h, ..] if !h.is_empty() => (*c, *h),
         _ => return Ok(vec![port(s)?]),
     };
     let range = |r: &str| -> Result<Option<(u16, u16)>> {
@@ -97,17 +97,19 @@ pub fn port(s: &str) -> Result<PortMapping> {
         bail!("invalid port mapping {s:?}: protocol must be tcp, udp or sctp");
     }
     let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
+    // `80` and `ip::80`: a host port the engine picks (docker's ephemeral range).
     let (ip, host, ctr) = match parts.as_slice() {
+        [ctr] => (None, "", *ctr),
         [ctr, host] => (None, *host, *ctr),
         [ctr, host, ip] => (Some(ip.trim_matches(['[', ']']).to_string()), *host, *ctr),
-        _ => bail!("invalid port mapping {s:?}: use [ip:]hostPort:containerPort[/proto]"),
+        _ => bail!("invalid port mapping {s:?}: use [ip:][hostPort:]containerPort[/proto]"),
     };
-    let parse = |p: &str| {
-        p.parse::<u16>()
-            .with_context(|| format!("invalid port {p:?} in {s:?}"))
+    let parse = |p: &str| match p.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("invalid port {p:?} in {s:?}"),
     };
     Ok(PortMapping {
-        host_port: parse(host)?,
+        host_port: if host.is_empty() { 0 } else { parse(host)? },
         container_port: parse(ctr)?,
         protocol: proto,
         host_ip: ip.filter(|i| !i.is_empty()),
@@ -509,20 +511,34 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
 }
 
 /// The pod of a standalone `wharf run` container.
-pub fn pod_spec(a: &RunArgs) -> Result<PodSpec> {
+/// `exposed` are the image's ExposedPorts (`80/tcp`), which `-P` publishes on host ports
+/// the engine picks.
+pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
     let (restart, max_restarts) = restart(&a.restart)?;
+    let mut published: Vec<PortMapping> = a
+        .publish
+        .iter()
+        .map(|p| ports(p))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    if a.publish_all {
+        for e in exposed {
+            let m = port(e).with_context(|| format!("the image's exposed port {e:?}"))?;
+            if !published
+                .iter()
+                .any(|p| p.container_port == m.container_port && p.protocol == m.protocol)
+            {
+                published.push(m);
+            }
+        }
+    }
     Ok(PodSpec {
         name: a.name.clone(),
         hostname: a.hostname.clone(),
         network: network(&a.network),
-        ports: a
-            .publish
-            .iter()
-            .map(|p| ports(p))
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
-            .collect(),
+        ports: published,
         restart,
         max_restarts,
         dns: wharf_engine::model::DnsConfig {
@@ -557,6 +573,7 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
         ("--shm-size", a.shm_size.is_some()),
         ("--init", a.init),
         ("-p", !a.publish.is_empty()),
+        ("-P", a.publish_all),
         ("--hostname", a.hostname.is_some()),
     ]
     .into_iter()
@@ -592,6 +609,13 @@ mod tests {
         );
         assert!(r.iter().all(|p| p.host_ip.as_deref() == Some("127.0.0.1")));
         assert_eq!(ports("8080:80").unwrap().len(), 1);
+        // No host port: the engine picks one (0 here).
+        for (spec, ip) in [("80", None), ("127.0.0.1::80", Some("127.0.0.1"))] {
+            let p = &ports(spec).unwrap()[0];
+            assert_eq!((p.host_port, p.container_port), (0, 80), "{spec}");
+            assert_eq!(p.host_ip.as_deref(), ip, "{spec}");
+        }
+        assert!(port("0:80").is_err());
         for bad in ["9000-9001:80", "9001-9000:80-81", "9000-9001:80-82"] {
             assert!(ports(bad).is_err(), "{bad}");
         }

@@ -429,7 +429,19 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
             }
             PodChoice::Existing(p.clone())
         }
-        None => PodChoice::Own(Box::new(convert::pod_spec(a)?)),
+        None => {
+            let exposed: Vec<String> = if a.publish_all {
+                let img = engine.images().resolve(&a.image)?;
+                img.config
+                    .config()
+                    .as_ref()
+                    .and_then(|c| c.exposed_ports().clone())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            PodChoice::Own(Box::new(convert::pod_spec(a, &exposed)?))
+        }
     };
     let row = engine.create(pod, &spec)?;
     step("run: container created");

@@ -100,6 +100,13 @@ pub enum Cmd {
     },
     /// Create a one-layer image from a root filesystem tarball.
     Import {
+        /// Dockerfile instructions for the image's config: CMD, ENTRYPOINT, ENV, EXPOSE,
+        /// LABEL, USER, WORKDIR, VOLUME, STOPSIGNAL.
+        #[arg(short = 'c', long = "change")]
+        change: Vec<String>,
+        /// A comment for the image's history.
+        #[arg(short = 'm', long)]
+        message: Option<String>,
         /// The tarball (`-` for stdin; gzip or zstd compressed or plain).
         file: String,
         /// Name for the image.

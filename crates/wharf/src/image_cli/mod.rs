@@ -143,13 +143,19 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Import { file, reference } => {
+        Cmd::Import {
+            change,
+            message,
+            file,
+            reference,
+        } => {
             let store = open(cli)?;
+            let (name, msg) = (reference.as_deref(), message.as_deref());
             let img = if file == "-" {
-                store.import(std::io::stdin().lock(), reference.as_deref())?
+                store.import_with(std::io::stdin().lock(), name, change, msg)?
             } else {
                 let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
-                store.import(std::io::BufReader::new(f), reference.as_deref())?
+                store.import_with(std::io::BufReader::new(f), name, change, msg)?
             };
             println!("{}", img.id);
             Ok(0)
