@@ -13,6 +13,7 @@ mod engine;
 pub mod error;
 mod events;
 mod exec;
+pub mod files;
 pub mod hooks;
 pub mod image_volumes;
 pub mod ledger;

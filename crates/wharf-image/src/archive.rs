@@ -357,7 +357,27 @@ impl ImageStore {
         if let Some(v) = &host.variant {
             config["variant"] = serde_json::Value::String(v.clone());
         }
-        let config = serde_json::to_vec(&config).expect("serialisable");
+        let layer = Descriptor {
+            media_type: media_type.to_string(),
+            digest: layer_digest.to_string(),
+            size: layer_size,
+            platform: None,
+            annotations: None,
+            urls: None,
+        };
+        self.image_of(&lease, &config, vec![layer], reference.as_ref())
+    }
+
+    /// Store an image made here (import, commit) of `config` and `layers` (their blobs in
+    /// the store), unpacked, named `reference` when given.
+    pub(crate) fn image_of(
+        &self,
+        lease: &Lease<'_>,
+        config: &serde_json::Value,
+        layers: Vec<Descriptor>,
+        reference: Option<&Reference>,
+    ) -> Result<Image> {
+        let config = serde_json::to_vec(config).expect("serialisable");
         let m = Manifest {
             schema_version: 2,
             media_type: Some(manifest::OCI_MANIFEST.to_string()),
@@ -369,20 +389,13 @@ impl ImageStore {
                 annotations: None,
                 urls: None,
             },
-            layers: vec![Descriptor {
-                media_type: media_type.to_string(),
-                digest: layer_digest.to_string(),
-                size: layer_size,
-                platform: None,
-                annotations: None,
-                urls: None,
-            }],
+            layers,
             annotations: None,
         };
         let mbytes = serde_json::to_vec(&m).expect("serialisable");
         let view = ArchiveView {
             store: self,
-            lease: &lease,
+            lease,
             members: HashMap::new(),
         };
         let id = view.finish_image(&config, &mbytes, &m, manifest::OCI_MANIFEST)?;
@@ -599,7 +612,7 @@ fn docker_familiar(name: &str) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of unix seconds.
-fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     wharf_sys::time::rfc3339(secs as i64, 0, false)
 }
 

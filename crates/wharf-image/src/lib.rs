@@ -65,6 +65,7 @@
 pub mod archive;
 pub mod auth;
 pub mod changes;
+pub mod commit;
 pub mod config;
 pub mod content;
 pub mod db;
@@ -80,6 +81,7 @@ pub mod reference;
 pub mod registry;
 pub mod snapshot;
 pub mod store;
+pub mod tree_tar;
 pub mod unpack;
 
 pub use error::{Error, Result};

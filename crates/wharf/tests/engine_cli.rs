@@ -1711,3 +1711,142 @@ fn random_host_ports_and_publish_all() {
     w.ok(&["rmi", "local/exposed:1"]);
     w.assert_clean();
 }
+
+/// `cp` both ways (files, directories, `-` tar streams, a stopped container), through
+/// the container's symlinks without reaching the host; `diff`, `export` and `commit`.
+#[test]
+fn cp_diff_export_and_commit() {
+    let w = Wharf::new("cli-files");
+    w.pull_busybox();
+    w.ok(&["run", "-d", "--name", "f", &busybox(), "sleep", "1000"]);
+    w.ok(&[
+        "exec",
+        "f",
+        "sh",
+        "-c",
+        "echo new > /tmp/new; rm /bin/vi; mkdir /root/x; ln -s / /tmp/up; echo in > /etc/motd",
+    ]);
+    assert_eq!(
+        w.ok(&["diff", "f"]),
+        "C /bin\nD /bin/vi\nC /etc\nA /etc/motd\nC /root\nA /root/x\nC /tmp\nA /tmp/new\nA /tmp/up\n"
+    );
+    let host = w.path("host");
+    std::fs::create_dir_all(host.join("tree/sub")).unwrap();
+    std::fs::write(host.join("tree/sub/f.txt"), "from the host").unwrap();
+    std::fs::write(host.join("one.txt"), "one").unwrap();
+    let h = |p: &str| host.join(p).to_str().unwrap().to_string();
+    // Host to container: a file into a directory, a file to a new name, a directory.
+    w.ok(&["cp", &h("one.txt"), "f:/tmp"]);
+    w.ok(&["cp", &h("one.txt"), "f:/tmp/renamed.txt"]);
+    w.ok(&["cp", &h("tree"), "f:/root/"]);
+    assert_eq!(
+        w.ok(&[
+            "exec",
+            "f",
+            "sh",
+            "-c",
+            "cat /tmp/one.txt /tmp/renamed.txt /root/tree/sub/f.txt; stat -c %u /tmp/one.txt"
+        ]),
+        "oneonefrom the host0\n"
+    );
+    // Container to host: a file, a directory into an existing one, a directory to a new name.
+    w.ok(&["cp", "f:/tmp/new", &h("got.txt")]);
+    assert_eq!(
+        std::fs::read_to_string(host.join("got.txt")).unwrap(),
+        "new\n"
+    );
+    w.ok(&["cp", "f:/root/tree", &h("")]);
+    assert!(host.join("tree/sub/f.txt").is_file());
+    w.ok(&["cp", "f:/root/tree", &h("copy")]);
+    assert_eq!(
+        std::fs::read_to_string(host.join("copy/sub/f.txt")).unwrap(),
+        "from the host"
+    );
+    // The container's symlink to / is the container's /: reading /etc/passwd through it
+    // gets the container's file, and a copy into it lands in the container's root.
+    w.ok(&["cp", "f:/tmp/up/etc/passwd", &h("passwd")]);
+    assert_eq!(
+        std::fs::read_to_string(host.join("passwd")).unwrap(),
+        w.ok(&["exec", "f", "cat", "/etc/passwd"])
+    );
+    w.ok(&["cp", &h("one.txt"), "f:/tmp/up/planted.txt"]);
+    assert!(!Path::new("/planted.txt").exists());
+    assert_eq!(w.ok(&["exec", "f", "cat", "/planted.txt"]), "one");
+    // Tar streams.
+    let out = w.cmd(&["cp", "f:/tmp/new", "-"]).output().unwrap();
+    assert!(out.status.success());
+    let mut ar = tar::Archive::new(&out.stdout[..]);
+    let names: Vec<String> = ar
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(names, ["new"]);
+    let mut c = w.cmd(&["cp", "-", "f:/tmp"]);
+    c.stdin(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &out.stdout).unwrap();
+    assert!(child.wait().unwrap().success());
+    // Errors name what is missing.
+    let err = w.fails(1, &["cp", "f:/no/such", &h("x")]);
+    assert!(
+        err.contains("f:/no/such") || err.contains("/no/such"),
+        "{err}"
+    );
+    // export: the whole root filesystem.
+    let tar_path = w.path("f.tar");
+    w.ok(&["export", "-o", tar_path.to_str().unwrap(), "f"]);
+    let list = Command::new("tar")
+        .arg("-tf")
+        .arg(&tar_path)
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.lines().any(|l| l == "bin/busybox") && list.lines().any(|l| l == "tmp/new"),
+        "{list}"
+    );
+    assert!(!list.lines().any(|l| l == "bin/vi"), "{list}");
+    // commit: the changes as a new layer, with --change and a message.
+    let id = w.ok(&[
+        "commit",
+        "-c",
+        "CMD [\"cat\", \"/tmp/new\"]",
+        "-m",
+        "kept",
+        "f",
+        "local/committed:1",
+    ]);
+    assert!(id.starts_with("sha256:"), "{id}");
+    assert_eq!(
+        w.ok(&[
+            "image",
+            "inspect",
+            "-f",
+            "{{len .RootFS.Layers}} {{json .Config.Cmd}}",
+            "local/committed:1"
+        ]),
+        "2 [\"cat\",\"/tmp/new\"]\n"
+    );
+    assert_eq!(w.ok(&["run", "--rm", "local/committed:1"]), "new\n");
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            "local/committed:1",
+            "sh",
+            "-c",
+            "ls /bin/vi; cat /etc/motd; cat /etc/hostname"
+        ])
+        .lines()
+        .next(),
+        Some("in")
+    );
+    // A stopped container's files are still there to copy.
+    w.ok(&["stop", "-t", "0", "f"]);
+    w.ok(&["cp", "f:/etc/motd", &h("motd")]);
+    assert_eq!(std::fs::read_to_string(host.join("motd")).unwrap(), "in\n");
+    w.ok(&["rm", "-f", "f"]);
+    w.ok(&["rmi", "local/committed:1"]);
+    w.assert_clean();
+}

@@ -422,6 +422,50 @@ pub enum Cmd {
         /// Containers (default: all running).
         containers: Vec<String>,
     },
+    /// Copy files between a container and the host: `cp CONTAINER:SRC DEST`, `cp SRC
+    /// CONTAINER:DEST` (`-` for a tar stream on stdout or stdin).
+    Cp {
+        /// Keep the files' owners (default: the copier's, root).
+        #[arg(short, long)]
+        archive: bool,
+        /// Source: a host path, CONTAINER:PATH or `-`.
+        src: String,
+        /// Destination: a host path, CONTAINER:PATH or `-`.
+        dest: String,
+    },
+    /// Write a container's root filesystem as a tar archive.
+    Export {
+        /// Write to this file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Container.
+        container: String,
+    },
+    /// Files a container added (A), changed (C) or deleted (D) in its image's.
+    Diff {
+        /// Container.
+        container: String,
+    },
+    /// Make an image of a container's changes.
+    Commit {
+        /// The image's author.
+        #[arg(short, long)]
+        author: Option<String>,
+        /// Dockerfile instructions for its config (CMD, ENTRYPOINT, ENV, EXPOSE, LABEL,
+        /// USER, WORKDIR, VOLUME, STOPSIGNAL).
+        #[arg(short = 'c', long = "change")]
+        change: Vec<String>,
+        /// A comment for its history.
+        #[arg(short, long)]
+        message: Option<String>,
+        /// Freeze the container while its changes are read.
+        #[arg(short, long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+        pause: bool,
+        /// Container.
+        container: String,
+        /// The new image's name (REPOSITORY[:TAG]).
+        reference: Option<String>,
+    },
     /// Change the limits of running containers.
     Update {
         /// Memory limit (e.g. 64m).

@@ -8,6 +8,7 @@
 pub mod args;
 mod convert;
 pub mod docker_json;
+mod files;
 mod output;
 // Signal masks and sigwait for forwarding signals to the container.
 #[allow(unsafe_code)]
@@ -358,6 +359,32 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             })
         }
         Cmd::Port { container, port } => output::ports(&open(cli)?, container, port.as_deref()),
+        Cmd::Cp { archive, src, dest } => files::cp(&open(cli)?, src, dest, *archive),
+        Cmd::Export { output, container } => {
+            files::export(&open(cli)?, container, output.as_deref())
+        }
+        Cmd::Diff { container } => files::diff(&open(cli)?, container),
+        Cmd::Commit {
+            author,
+            change,
+            message,
+            pause,
+            container,
+            reference,
+        } => {
+            let img = open(cli)?.commit(
+                container,
+                &wharf_engine::files::CommitRequest {
+                    name: reference.as_deref(),
+                    changes: change,
+                    comment: message.as_deref(),
+                    author: author.as_deref(),
+                    pause: *pause,
+                },
+            )?;
+            println!("{}", img.id);
+            Ok(0)
+        }
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {

@@ -1,0 +1,378 @@
+//! A container's files from outside it: `cp` in both directions, `export`, `diff` and
+//! `commit`.
+//!
+//! Paths are the container's: resolved with openat2 `RESOLVE_IN_ROOT` against its root, so
+//! a symlink in the container (`/data -> /`) means the container's `/`, never the host's,
+//! and the trees are then walked and written through file descriptors (see
+//! [`wharf_image::tree_tar`]). A running container is reached through `/proc/PID/root`, so
+//! its volumes and tmpfs mounts are seen as it sees them; a stopped one through its root
+//! filesystem's mount.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType};
+use wharf_image::tree_tar::{self, Owners, Walk};
+
+use crate::db::ContainerRow;
+use crate::engine::Engine;
+use crate::error::{Context, Error, Result};
+use crate::model::ContainerState;
+
+/// Files the engine places in every container for its own mounts (name files of the pod):
+/// not the container's changes, so `diff` and `commit` leave them out, as docker does.
+const ENGINE_FILES: [&str; 3] = ["etc/hosts", "etc/hostname", "etc/resolv.conf"];
+
+/// One line of `diff`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// `A` added, `C` changed, `D` deleted.
+    pub kind: char,
+    /// The path in the container.
+    pub path: String,
+}
+
+/// What a path in a container is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// A directory.
+    Dir,
+    /// Anything else.
+    Other,
+}
+
+/// What `commit` records besides the changes.
+#[derive(Debug, Default)]
+pub struct CommitRequest<'a> {
+    /// The new image's name.
+    pub name: Option<&'a str>,
+    /// Dockerfile instructions for its config.
+    pub changes: &'a [String],
+    /// A comment for its history.
+    pub comment: Option<&'a str>,
+    /// Its author.
+    pub author: Option<&'a str>,
+    /// Freeze the container while its changes are read (docker's default).
+    pub pause: bool,
+}
+
+impl Engine {
+    /// The container's root as a directory fd: its init's root while it runs, else its
+    /// root filesystem's mount.
+    fn container_root(&self, row: &ContainerRow) -> Result<OwnedFd> {
+        let pid = match row.state {
+            ContainerState::Running | ContainerState::Paused => self.container_status(&row.id)?.pid,
+            _ => None,
+        };
+        let path = match pid {
+            Some(p) => PathBuf::from(format!("/proc/{p}/root")),
+            None => {
+                let p = self.paths.rootfs(&row.id);
+                if !wharf_image::snapshot::is_mountpoint(&p) {
+                    return Err(Error::Precondition(format!(
+                        "container {}: its root filesystem is not mounted",
+                        row.name
+                    )));
+                }
+                p
+            }
+        };
+        rustix::fs::open(
+            &path,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ctx(|| format!("container {}: opening its root", row.name))
+    }
+
+    /// What `path` is in the container (None: nothing there).
+    pub fn path_kind(&self, key: &str, path: &str) -> Result<Option<PathKind>> {
+        let row = self.db.find_container(key)?;
+        let root = self.container_root(&row)?;
+        match tree_tar::open_in_root(root.as_fd(), path) {
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).ctx(|| format!("{}:{path}", row.name))?;
+                Ok(Some(
+                    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                        PathKind::Dir
+                    } else {
+                        PathKind::Other
+                    },
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Os {
+                what: format!("{}:{path}", row.name),
+                err: e,
+            }),
+        }
+    }
+
+    /// A tar of `path` in the container: its entries named `name` (a directory's below
+    /// `name/`), or, `name` empty, a directory's contents at the top.
+    pub fn copy_out(&self, key: &str, path: &str, name: &str, out: impl Write) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        let root = self.container_root(&row)?;
+        let what = || format!("copying {}:{path}", row.name);
+        let fd = open_named(&root, &row, path, "file in the container", what)?;
+        let st = rustix::fs::fstat(&fd).ctx(what)?;
+        let mut tar = tar::Builder::new(out);
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+            let dir = tree_tar::reopen_dir(fd.as_fd()).ctx(what)?;
+            tree_tar::append_dir(&mut tar, dir.as_fd(), Path::new(name), Walk::Plain).ctx(what)?;
+        } else {
+            // A single entry: opened again through its parent, by name, without following.
+            let (parent, base) = match path.trim_end_matches('/').rsplit_once('/') {
+                Some((p, b)) => (if p.is_empty() { "/" } else { p }, b),
+                None => ("/", path),
+            };
+            let pfd = tree_tar::open_in_root(root.as_fd(), parent).ctx(what)?;
+            let pdir = tree_tar::reopen_dir(pfd.as_fd()).ctx(what)?;
+            let name = if name.is_empty() { base } else { name };
+            tree_tar::append_child(
+                &mut tar,
+                pdir.as_fd(),
+                std::ffi::OsStr::new(base),
+                Path::new(name),
+                Walk::Plain,
+            )
+            .ctx(what)?;
+        }
+        tar.finish().ctx(what)
+    }
+
+    /// Extract `archive` into directory `dest` of the container (owners root's unless
+    /// `keep_owners`, as docker's `cp` and `cp -a`).
+    pub fn copy_in(
+        &self,
+        key: &str,
+        dest: &str,
+        archive: impl Read,
+        keep_owners: bool,
+    ) -> Result<u64> {
+        let row = self.db.find_container(key)?;
+        let root = self.container_root(&row)?;
+        let what = || format!("copying into {}:{dest}", row.name);
+        let fd = open_named(&root, &row, dest, "directory in the container", what)?;
+        let dir = tree_tar::reopen_dir(fd.as_fd()).ctx(what)?;
+        let owners = if keep_owners {
+            Owners::Keep
+        } else {
+            Owners::Root
+        };
+        tree_tar::extract(dir.as_fd(), archive, owners).ctx(what)
+    }
+
+    /// A tar of the container's whole root filesystem (its image and its changes, not its
+    /// volumes), as `docker export` writes it.
+    pub fn export(&self, key: &str, out: impl Write) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        let p = self.paths.rootfs(&row.id);
+        if !wharf_image::snapshot::is_mountpoint(&p) {
+            return Err(Error::Precondition(format!(
+                "container {}: its root filesystem is not mounted",
+                row.name
+            )));
+        }
+        let what = || format!("exporting container {}", row.name);
+        let root = File::open(&p).ctx(what)?;
+        let mut tar = tar::Builder::new(out);
+        tree_tar::append_dir(&mut tar, root.as_fd(), Path::new(""), Walk::Plain).ctx(what)?;
+        tar.finish().ctx(what)
+    }
+
+    /// What the container changed in its image's files, by path.
+    pub fn diff(&self, key: &str) -> Result<Vec<Change>> {
+        let row = self.db.find_container(key)?;
+        let rootfs = self.images.container_rootfs(&row.id)?;
+        let mut out = Vec::new();
+        let upper =
+            File::open(&rootfs.upper_dir).ctx(|| format!("container {}: its layer", row.name))?;
+        walk_changes(upper.as_fd(), Path::new(""), &rootfs.lower_dirs, &mut out)
+            .ctx(|| format!("container {}: reading its changes", row.name))?;
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Make an image of the container's image and its changes.
+    pub fn commit(&self, key: &str, req: &CommitRequest<'_>) -> Result<wharf_image::Image> {
+        let row = self.db.find_container(key)?;
+        let base = self.images.resolve(&row.image_id)?;
+        let rootfs = self.images.container_rootfs(&row.id)?;
+        let paused = req.pause
+            && row.state == ContainerState::Running
+            && self.set_paused(&row.id, true).is_ok();
+        let layer = layer_of(&rootfs.upper_dir);
+        if paused {
+            let _ = self.set_paused(&row.id, false);
+        }
+        let layer = layer.ctx(|| format!("container {}: reading its changes", row.name))?;
+        let created_by = row
+            .spec
+            .entrypoint
+            .iter()
+            .chain(&row.spec.command)
+            .flatten()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok(self.images.commit(
+            &base,
+            std::io::Cursor::new(layer),
+            req.name,
+            &wharf_image::commit::CommitOptions {
+                changes: req.changes,
+                comment: req.comment,
+                author: req.author,
+                created_by: &created_by,
+            },
+        )?)
+    }
+}
+
+/// `path` in the container's root; a missing one is a NotFound naming `CONTAINER:PATH`.
+fn open_named(
+    root: &OwnedFd,
+    row: &ContainerRow,
+    path: &str,
+    kind: &'static str,
+    what: impl FnOnce() -> String,
+) -> Result<OwnedFd> {
+    tree_tar::open_in_root(root.as_fd(), path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound {
+            kind,
+            name: format!("{}:{path}", row.name),
+        },
+        _ => Error::Os {
+            what: what(),
+            err: e,
+        },
+    })
+}
+
+/// The writable layer at `upper` as an OCI layer tar, without the engine's own files.
+fn layer_of(upper: &Path) -> std::io::Result<Vec<u8>> {
+    let dir = File::open(upper)?;
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    for e in std::fs::read_dir(upper)? {
+        names.push(e?.file_name());
+    }
+    names.sort();
+    for n in names {
+        if n == "etc" {
+            append_etc(&mut tar, dir.as_fd())?;
+        } else {
+            tree_tar::append_child(&mut tar, dir.as_fd(), &n, Path::new(&n), Walk::OverlayUpper)?;
+        }
+    }
+    tar.into_inner()
+}
+
+/// The layer's `etc`: all of it but the engine's name files.
+fn append_etc(
+    tar: &mut tar::Builder<Vec<u8>>,
+    upper: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<()> {
+    let st = rustix::fs::statat(upper, "etc", AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return tree_tar::append_child(
+            tar,
+            upper,
+            "etc".as_ref(),
+            Path::new("etc"),
+            Walk::OverlayUpper,
+        );
+    }
+    let etc = tree_tar::open_child_dir(upper, "etc".as_ref())?;
+    let mut names = Vec::new();
+    for e in rustix::fs::Dir::read_from(&etc)? {
+        let e = e?;
+        let n = std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_owned();
+        if n != "."
+            && n != ".."
+            && !ENGINE_FILES.contains(&format!("etc/{}", n.to_string_lossy()).as_str())
+        {
+            names.push(n);
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(st.st_mode & 0o7777);
+    h.set_uid(u64::from(st.st_uid));
+    h.set_gid(u64::from(st.st_gid));
+    h.set_mtime(st.st_mtime.max(0) as u64);
+    h.set_size(0);
+    tar.append_data(&mut h, "etc/", std::io::empty())?;
+    for n in names {
+        tree_tar::append_child(
+            tar,
+            etc.as_fd(),
+            &n,
+            &Path::new("etc").join(&n),
+            Walk::OverlayUpper,
+        )?;
+    }
+    Ok(())
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+/// Collect the changes below `dir` (the upper layer at `rel`).
+fn walk_changes(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &Path,
+    lowers: &[PathBuf],
+    out: &mut Vec<Change>,
+) -> std::io::Result<()> {
+    let listing = tree_tar::reopen_dir(dir)?;
+    for e in rustix::fs::Dir::read_from(&listing)? {
+        let e = e?;
+        let n = std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_owned();
+        if n == "." || n == ".." {
+            continue;
+        }
+        let path = rel.join(&n);
+        let shown = format!("/{}", path.display());
+        if ENGINE_FILES.contains(&path.to_string_lossy().as_ref()) {
+            continue;
+        }
+        let st = rustix::fs::statat(dir, &n, AtFlags::SYMLINK_NOFOLLOW)?;
+        let kind = FileType::from_raw_mode(st.st_mode);
+        if kind == FileType::CharacterDevice && st.st_rdev == 0 {
+            out.push(Change {
+                kind: 'D',
+                path: shown,
+            });
+            continue;
+        }
+        let in_lower = lowers
+            .iter()
+            .any(|l| std::fs::symlink_metadata(l.join(&path)).is_ok());
+        let is_dir = kind == FileType::Directory;
+        // A directory copied up for a change below it shows as C, as in docker.
+        let mut below = Vec::new();
+        if is_dir {
+            let sub = tree_tar::open_child_dir(dir, &n)?;
+            walk_changes(sub.as_fd(), &path, lowers, &mut below)?;
+            // /etc copied up only to hold the engine's name files is no change.
+            if in_lower && below.is_empty() && path == Path::new("etc") {
+                continue;
+            }
+        }
+        out.push(Change {
+            kind: if in_lower { 'C' } else { 'A' },
+            path: shown,
+        });
+        out.append(&mut below);
+    }
+    Ok(())
+}
