@@ -348,6 +348,7 @@ impl Engine {
         }
         let mut spec = self.pin_image_volumes(spec)?;
         spec.name = Some(name.clone());
+        let spec = self.ensure_named_volumes(&spec)?;
         let row = ContainerRow {
             id: id.clone(),
             name,
@@ -365,7 +366,10 @@ impl Engine {
             restart_count: 0,
             restarting: false,
         };
-        self.db.insert_container(&row)?;
+        if let Err(e) = self.db.insert_container(&row) {
+            self.remove_anonymous_volumes(&row.spec);
+            return Err(e);
+        }
         crate::hooks::step("container: row inserted");
         match self.make_bundle(&pod, &row, &image) {
             Ok(()) => {
@@ -388,6 +392,7 @@ impl Engine {
                 self.unmake_bundle(&id);
                 let _ = self.db.delete_container(&id);
                 self.release_image_volumes(&row.spec);
+                self.remove_anonymous_volumes(&row.spec);
                 Err(e)
             }
         }
@@ -420,6 +425,7 @@ impl Engine {
         let rootfs = self.images.prepare_container(image, &row.id)?;
         rootfs.mount(&rootfs_dir)?;
         let runtime_spec = self.bind_image_volumes(&row.spec)?;
+        let runtime_spec = self.bind_named_volumes(&runtime_spec, &rootfs_dir)?;
         let config = specgen::generate(&specgen::Inputs {
             id: &row.id,
             spec: &runtime_spec,

@@ -18,6 +18,7 @@ pub mod hooks;
 pub mod image_volumes;
 pub mod ledger;
 pub mod model;
+pub mod named_volumes;
 pub mod oom;
 mod operations;
 pub mod paths;

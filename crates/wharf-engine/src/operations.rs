@@ -261,6 +261,14 @@ impl Engine {
         }
     }
 
+    /// [`Engine::remove`], and then the container's anonymous volumes (`rm -v`, `--rm`).
+    pub fn remove_with_volumes(&self, key: &str, force: bool) -> Result<()> {
+        let row = self.db.find_container(key)?;
+        self.remove(&row.id, force)?;
+        self.remove_anonymous_volumes(&row.spec);
+        Ok(())
+    }
+
     /// Stop every running container of a pod, together (one grace period for all).
     pub fn stop_pod(&self, key: &str, grace: Option<Duration>) -> Result<()> {
         let pod = self.db.find_pod(key)?;

@@ -183,7 +183,7 @@ impl Engine {
         }
     }
 
-    /// `wharf rm -f ID` on this engine's state: what a container's shim runs to remove it
+    /// `wharf rm -f -v ID` on this engine's state: what a container's shim runs to remove it
     /// once it has exited for good (the wharf binary is this process's, or the one the
     /// options name; the shim inherits the rest of the environment, as it does the
     /// configuration of the engine that started it).
@@ -202,6 +202,8 @@ impl Engine {
             self.paths.run.display().to_string(),
             "rm".into(),
             "-f".into(),
+            // Its anonymous volumes go with it, as with docker's --rm.
+            "-v".into(),
             id.to_string(),
         ]
     }

@@ -75,6 +75,19 @@ impl Rootfs {
     }
 }
 
+/// One step of an image's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryStep {
+    /// When (RFC 3339, as the config says).
+    pub created: String,
+    /// The command that made it.
+    pub created_by: String,
+    /// Its comment.
+    pub comment: String,
+    /// The unpacked size of the layer it made.
+    pub size: u64,
+}
+
 /// A row of `wharf images`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ImageSummary {
@@ -402,6 +415,39 @@ impl ImageStore {
             Some((&n, &image.manifest_digest, &image.manifest_media_type)),
         )?;
         Ok(n)
+    }
+
+    /// The image's history (its config's, newest first), each step with the unpacked size
+    /// of the layer it made (0 for steps that made none), as `docker history` shows it.
+    pub fn history(&self, image: &Image) -> Result<Vec<HistoryStep>> {
+        let chain = image_chain(&image.diff_ids);
+        let mut layer_sizes = Vec::new();
+        let mut below = 0;
+        for c in &chain {
+            let total = self.unpacked_size(Some(c))?;
+            layer_sizes.push(total.saturating_sub(below));
+            below = total;
+        }
+        let mut layers = layer_sizes.into_iter();
+        let mut steps: Vec<HistoryStep> = image
+            .config
+            .history()
+            .clone()
+            .unwrap_or_default()
+            .iter()
+            .map(|h| HistoryStep {
+                created: h.created().clone().unwrap_or_default(),
+                created_by: h.created_by().clone().unwrap_or_default(),
+                comment: h.comment().clone().unwrap_or_default(),
+                size: if h.empty_layer().unwrap_or(false) {
+                    0
+                } else {
+                    layers.next().unwrap_or(0)
+                },
+            })
+            .collect();
+        steps.reverse();
+        Ok(steps)
     }
 
     /// Remove `name_or_id`: a name untags (the image goes when its last name goes); an id

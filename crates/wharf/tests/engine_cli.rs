@@ -1829,6 +1829,34 @@ fn cp_diff_export_and_commit() {
         "2 [\"cat\",\"/tmp/new\"]\n"
     );
     assert_eq!(w.ok(&["run", "--rm", "local/committed:1"]), "new\n");
+    // history: the commit's step on top (the container's command, the message, its size).
+    let hist = w.ok(&[
+        "history",
+        "--format",
+        "{{.ID}}|{{.CreatedBy}}|{{.Comment}}|{{.Size}}",
+        "local/committed:1",
+    ]);
+    let top = hist.lines().next().unwrap();
+    let fields: Vec<&str> = top.split('|').collect();
+    assert_eq!(fields[0], &id.trim()[7..19], "{hist}");
+    assert_eq!(&fields[1..3], ["sleep 1000", "kept"], "{hist}");
+    assert!(
+        fields[3].ends_with("kB") || fields[3].ends_with('B'),
+        "{hist}"
+    );
+    assert!(
+        hist.lines().skip(1).all(|l| l.starts_with("<missing>|")),
+        "{hist}"
+    );
+    let table = w.ok(&["history", "local/committed:1"]);
+    assert!(table.starts_with("IMAGE          CREATED"), "{table}");
+    // tag: another name for the same image.
+    w.ok(&["tag", "local/committed:1", "local/committed:latest"]);
+    assert_eq!(
+        w.ok(&["image", "inspect", "-f", "{{.Id}}", "local/committed"]),
+        w.ok(&["image", "inspect", "-f", "{{.Id}}", "local/committed:1"])
+    );
+    w.ok(&["rmi", "local/committed:latest"]);
     assert_eq!(
         w.ok(&[
             "run",
@@ -1848,5 +1876,172 @@ fn cp_diff_export_and_commit() {
     assert_eq!(std::fs::read_to_string(host.join("motd")).unwrap(), "in\n");
     w.ok(&["rm", "-f", "f"]);
     w.ok(&["rmi", "local/committed:1"]);
+    w.assert_clean();
+}
+
+/// Named volumes (`-v NAME:/path`, `--mount type=volume`), filled from the image on first
+/// use; anonymous ones (`-v /path`) that go with `--rm` and `rm -v`; `volume
+/// create|ls|inspect|rm|prune` with docker's output.
+#[test]
+fn named_and_anonymous_volumes() {
+    let w = Wharf::new("cli-volumes");
+    w.pull_busybox();
+    assert_eq!(
+        w.ok(&["volume", "create", "-l", "tier=db", "data"]),
+        "data\n"
+    );
+    let mountpoint = w.ok(&[
+        "volume",
+        "inspect",
+        "-f",
+        "{{.Mountpoint}} {{.Driver}} {{.Labels.tier}}",
+        "data",
+    ]);
+    let (dir, rest) = mountpoint.trim().split_once(' ').unwrap();
+    assert_eq!(rest, "local db");
+    assert!(
+        Path::new(dir).is_dir() && dir.starts_with(w.root().to_str().unwrap()),
+        "{dir}"
+    );
+    // Data outlives the containers that wrote it.
+    w.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "data:/data",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo kept > /data/f",
+    ]);
+    assert_eq!(
+        w.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "data:/data:ro",
+            &busybox(),
+            "cat",
+            "/data/f"
+        ]),
+        "kept\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(dir).join("f")).unwrap(),
+        "kept\n"
+    );
+    // A new volume is filled from the image's files at its path, once.
+    assert!(
+        w.ok(&[
+            "run",
+            "--rm",
+            "-v",
+            "etcvol:/etc",
+            &busybox(),
+            "cat",
+            "/etc/passwd"
+        ])
+        .starts_with("root:x:0:0")
+    );
+    w.ok(&[
+        "run",
+        "--rm",
+        "--mount",
+        "type=volume,source=etcvol,target=/etc",
+        &busybox(),
+        "rm",
+        "/etc/passwd",
+    ]);
+    assert_eq!(
+        w.run(&[
+            "run",
+            "--rm",
+            "-v",
+            "etcvol:/etc",
+            &busybox(),
+            "ls",
+            "/etc/passwd"
+        ])
+        .code,
+        1
+    );
+    // In use: refused, naming the user.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "user",
+        "-v",
+        "data:/data",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let err = w.fails(1, &["volume", "rm", "data"]);
+    assert_eq!(err.trim(), "wharf: volume data is in use by container user");
+    assert_eq!(
+        w.ok(&["volume", "ls", "-q", "--filter", "dangling=true"]),
+        "etcvol\n"
+    );
+    w.ok(&["rm", "-f", "user"]);
+    assert_eq!(w.ok(&["volume", "rm", "data"]), "data\n");
+    assert!(!Path::new(dir).exists());
+    // Anonymous volumes: one per -v /path, gone with rm -v and --rm, kept by a plain rm.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "anon",
+        "-v",
+        "/scratch",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let anon = w.ok(&[
+        "volume",
+        "ls",
+        "-q",
+        "--filter",
+        "name=",
+        "--filter",
+        "dangling=false",
+    ]);
+    assert_eq!(anon.trim().len(), 64, "{anon}");
+    w.ok(&["rm", "-f", "-v", "anon"]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "etcvol\n");
+    w.ok(&["run", "--rm", "-v", "/scratch", &busybox(), "true"]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "etcvol\n");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "left",
+        "-v",
+        "/scratch",
+        &busybox(),
+        "true",
+    ]);
+    w.ok(&["wait", "left"]);
+    w.ok(&["rm", "left"]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]).lines().count(), 2);
+    // prune: anonymous ones only; -a every unused one.
+    let pruned = w.ok(&["volume", "prune", "-f"]);
+    assert!(
+        pruned.starts_with("Deleted Volumes:\n") && pruned.ends_with("Total reclaimed space: 0B\n"),
+        "{pruned}"
+    );
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "etcvol\n");
+    let table = w.ok(&["volume", "ls"]);
+    assert_eq!(table, "DRIVER    VOLUME NAME\nlocal     etcvol\n");
+    w.ok(&["volume", "prune", "-f", "-a"]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
+    let err = w.fails(1, &["volume", "inspect", "nope"]);
+    assert!(err.contains("no such volume: nope"), "{err}");
+    let err = w.fails(
+        125,
+        &["run", "--rm", "-v", "bad/name:/x", &busybox(), "true"],
+    );
+    assert!(err.contains("bad/name"), "{err}");
     w.assert_clean();
 }

@@ -190,6 +190,63 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// `wharf volume` subcommands (docker's).
+#[derive(Subcommand, Debug)]
+pub enum VolumeCmd {
+    /// Make a volume (a random name when none is given).
+    Create {
+        /// Labels (KEY=VALUE).
+        #[arg(short, long = "label")]
+        label: Vec<String>,
+        /// Its name (also as `--name`).
+        #[arg(long = "name")]
+        name_flag: Option<String>,
+        /// Its name.
+        name: Option<String>,
+    },
+    /// List volumes.
+    #[command(alias = "list")]
+    Ls {
+        /// Names only.
+        #[arg(short, long)]
+        quiet: bool,
+        /// table, json, or a Go template (`{{.Name}}`).
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// dangling=true|false, name=PART, label=KEY[=VALUE].
+        #[arg(short, long = "filter")]
+        filter: Vec<String>,
+    },
+    /// Show volumes as JSON.
+    Inspect {
+        /// json, or a Go template (`{{.Mountpoint}}`).
+        #[arg(short, long)]
+        format: Option<String>,
+        /// Volumes.
+        #[arg(required = true)]
+        volumes: Vec<String>,
+    },
+    /// Remove volumes (refused while a container uses one).
+    #[command(alias = "remove")]
+    Rm {
+        /// Accepted for docker's sake: a volume in use is still refused.
+        #[arg(short, long)]
+        force: bool,
+        /// Volumes.
+        #[arg(required = true)]
+        volumes: Vec<String>,
+    },
+    /// Remove the anonymous volumes no container uses (all unused ones with --all).
+    Prune {
+        /// Named ones too.
+        #[arg(short, long)]
+        all: bool,
+        /// Do not ask.
+        #[arg(short, long)]
+        force: bool,
+    },
+}
+
 /// `wharf system` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum SystemCmd {
@@ -385,6 +442,9 @@ pub enum Cmd {
         /// Kill running ones first.
         #[arg(short, long)]
         force: bool,
+        /// Remove their anonymous volumes too.
+        #[arg(short, long)]
+        volumes: bool,
         /// Containers.
         #[arg(required = true)]
         containers: Vec<String>,
@@ -506,6 +566,11 @@ pub enum Cmd {
     Pod {
         #[command(subcommand)]
         cmd: PodCmd,
+    },
+    /// Named volumes.
+    Volume {
+        #[command(subcommand)]
+        cmd: VolumeCmd,
     },
     /// Engine events.
     Events {

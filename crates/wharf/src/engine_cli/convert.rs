@@ -131,22 +131,21 @@ pub fn size(s: &str) -> Result<i64> {
 }
 
 /// `-v host:container[:ro|rw]`.
+/// `-v NAME:/container/path[:ro]` is a named volume, `-v /container/path` an anonymous
+/// one (docker's).
 pub fn volume(s: &str) -> Result<VolumeMount> {
     let parts: Vec<&str> = s.split(':').collect();
     let (src, dst, opts) = match parts.as_slice() {
+        [dst] => ("", *dst, ""),
         [src, dst] => (*src, *dst, ""),
         [src, dst, opts] => (*src, *dst, *opts),
-        _ => bail!("invalid volume {s:?}: use /host/path:/container/path[:ro]"),
+        _ => bail!("invalid volume {s:?}: use /host/path:/container/path[:ro] or NAME:/path"),
     };
-    if !src.starts_with('/') {
-        bail!(
-            "invalid volume {s:?}: the host path must be absolute (named volumes are not supported)"
-        );
-    }
     if !dst.starts_with('/') {
         bail!("invalid volume {s:?}: the container path must be absolute");
     }
-    if !std::path::Path::new(src).exists() {
+    let named = !src.starts_with('/') && !src.starts_with('.');
+    if !named && !std::path::Path::new(src).exists() {
         bail!("volume {s:?}: host path {src} does not exist");
     }
     let mut readonly = false;
@@ -162,7 +161,11 @@ pub fn volume(s: &str) -> Result<VolumeMount> {
         source: PathBuf::from(src),
         destination: PathBuf::from(dst),
         readonly,
-        kind: "bind".into(),
+        kind: if named {
+            wharf_engine::named_volumes::KIND.into()
+        } else {
+            "bind".into()
+        },
         options: Vec::new(),
     })
 }
@@ -194,7 +197,7 @@ pub fn tmpfs(s: &str) -> Result<VolumeMount> {
 
 /// `--mount type=bind|tmpfs,...` (docker's keys; `src`/`dst`/`destination` spellings too).
 pub fn mount(s: &str) -> Result<VolumeMount> {
-    let mut kind = "volume";
+    let mut kind = wharf_engine::named_volumes::KIND;
     let (mut source, mut target, mut readonly) = (None, None, false);
     let mut options = Vec::new();
     for field in s.split(',').filter(|f| !f.is_empty()) {
@@ -230,6 +233,19 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
             v.options = options;
             Ok(v)
         }
+        "volume" => {
+            let src = source.unwrap_or_default();
+            if src.starts_with('/') {
+                bail!("invalid --mount {s:?}: a volume's source is its name, not a path");
+            }
+            let mut v =
+                volume(&format!("{src}:{target}")).with_context(|| format!("--mount {s:?}"))?;
+            if src.is_empty() {
+                v.source = PathBuf::new();
+            }
+            v.readonly = readonly;
+            Ok(v)
+        }
         "tmpfs" => {
             if source.is_some() {
                 bail!("invalid --mount {s:?}: a tmpfs has no source");
@@ -239,10 +255,7 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
             v.readonly = readonly;
             Ok(v)
         }
-        other => bail!(
-            "invalid --mount {s:?}: type {other:?} is not supported (bind and tmpfs are; named \
-             volumes are not yet)"
-        ),
+        other => bail!("invalid --mount {s:?}: type {other:?} is not bind, volume or tmpfs"),
     }
 }
 
@@ -371,7 +384,7 @@ pub fn update_resources(
 }
 
 /// `k=v` pairs of a repeated flag, each checked.
-fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
+pub fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
     items
         .iter()
         .map(|i| match i.split_once('=') {

@@ -10,6 +10,7 @@ mod convert;
 pub mod docker_json;
 mod files;
 mod output;
+mod volumes;
 // Signal masks and sigwait for forwarding signals to the container.
 #[allow(unsafe_code)]
 mod relay;
@@ -111,6 +112,9 @@ fn prints_only(cmd: &Cmd) -> bool {
             | Cmd::Events { .. }
             | Cmd::Pod {
                 cmd: PodCmd::Ls { .. } | PodCmd::Inspect { .. }
+            }
+            | Cmd::Volume {
+                cmd: args::VolumeCmd::Ls { .. } | args::VolumeCmd::Inspect { .. }
             }
     )
 }
@@ -299,11 +303,20 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Rm { force, containers } => {
+        Cmd::Rm {
+            force,
+            volumes,
+            containers,
+        } => {
             let engine = open(cli)?;
             let mut code = 0;
             for c in containers {
-                match engine.remove(c, *force) {
+                let removed = if *volumes {
+                    engine.remove_with_volumes(c, *force)
+                } else {
+                    engine.remove(c, *force)
+                };
+                match removed {
                     Ok(()) => println!("{c}"),
                     Err(e) => {
                         eprintln!("wharf: {e:#}");
@@ -386,6 +399,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Pod { cmd } => pod(cli, cmd),
+        Cmd::Volume { cmd } => volumes::run(&open(cli)?, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {
             follow,
@@ -482,7 +496,7 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         Ok((_, session)) => session,
         Err(e) => {
             if a.rm {
-                let _ = engine.remove(&row.id, true);
+                let _ = engine.remove_with_volumes(&row.id, true);
             }
             return Err(e.into());
         }
@@ -498,7 +512,7 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     if a.rm {
         // The container goes with its own pod, in one removal (the pod's network comes
         // down on a thread of its own meanwhile).
-        engine.remove(&row.id, true)?;
+        engine.remove_with_volumes(&row.id, true)?;
         step("run: removed");
     }
     Ok(code)

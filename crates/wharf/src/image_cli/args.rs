@@ -52,6 +52,31 @@ pub struct ListArgs {
     pub digests: bool,
 }
 
+/// `wharf tag` arguments.
+#[derive(Args, Debug)]
+pub struct TagArgs {
+    /// The image (name or id).
+    pub source: String,
+    /// The new name.
+    pub target: String,
+}
+
+/// `wharf history` flags.
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Whole commands and ids.
+    #[arg(long = "no-trunc")]
+    pub no_trunc: bool,
+    /// Ids only.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// table, json, or a Go template (`{{.CreatedBy}} {{.Size}}`).
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// The image.
+    pub image: String,
+}
+
 /// `wharf rmi` flags.
 #[derive(Args, Debug)]
 pub struct RmiArgs {
@@ -77,6 +102,10 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: ImageCmd,
     },
+    /// Give an image another name.
+    Tag(TagArgs),
+    /// Show how an image was built (its history, newest first).
+    History(HistoryArgs),
     /// Load images from an OCI layout or `docker save` tarball.
     Load {
         /// Archive (default: stdin).
@@ -117,6 +146,10 @@ pub enum Cmd {
 /// `wharf image ...`.
 #[derive(Subcommand, Debug)]
 pub enum ImageCmd {
+    /// Give an image another name.
+    Tag(TagArgs),
+    /// Show how an image was built (its history, newest first).
+    History(HistoryArgs),
     /// Show images' manifests and configs as JSON.
     Inspect {
         /// json, or a Go template (`{{.Config.Cmd}}`).

@@ -18,7 +18,7 @@ use wharf_image::{ImageStore, PullOptions};
 
 use crate::format::Format;
 
-use args::{Cli, Cmd, ImageCmd, ListArgs, PullArgs, RmiArgs};
+use args::{Cli, Cmd, HistoryArgs, ImageCmd, ListArgs, PullArgs, RmiArgs};
 
 /// Entry point; `argv` is the whole command line (`wharf [--root DIR] pull ...`).
 pub fn main(cli: Cli) -> i32 {
@@ -51,6 +51,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Ls(l) => list(cli, l),
             ImageCmd::Rm(r) => rmi(cli, r),
             ImageCmd::Inspect { images, format } => inspect(cli, images, format.as_deref()),
+            ImageCmd::Tag(t) => tag(cli, &t.source, &t.target),
+            ImageCmd::History(h) => history(cli, h),
             ImageCmd::Prune { all } => {
                 let store = open(cli)?;
                 let (removed, stats) = store.prune(*all)?;
@@ -143,6 +145,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Cmd::Tag(t) => tag(cli, &t.source, &t.target),
+        Cmd::History(h) => history(cli, h),
         Cmd::Import {
             change,
             message,
@@ -257,6 +261,79 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
         }
     }
     print!("{out}");
+    Ok(0)
+}
+
+/// `wharf tag`: the name moves to this image if another had it (docker's).
+fn tag(cli: &Cli, source: &str, target: &str) -> Result<i32> {
+    let store = open(cli)?;
+    let img = store.resolve(source)?;
+    store
+        .tag(&img, target)
+        .with_context(|| format!("tagging {source} as {target}"))?;
+    Ok(0)
+}
+
+/// `wharf history`: docker's columns, newest step first; the image's id on its top step.
+fn history(cli: &Cli, h: &HistoryArgs) -> Result<i32> {
+    let (image, no_trunc, quiet, format) = (&h.image, h.no_trunc, h.quiet, &h.format);
+    let store = open(cli)?;
+    let img = store.resolve(image)?;
+    let steps = store.history(&img)?;
+    let id = if no_trunc {
+        img.id.to_string()
+    } else {
+        img.id.hex()[..12].to_string()
+    };
+    let rows: Vec<serde_json::Value> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let by = if !no_trunc && h.created_by.chars().count() > 45 {
+                format!("{}…", h.created_by.chars().take(44).collect::<String>())
+            } else {
+                h.created_by.clone()
+            };
+            let since = wharf_sys::time::parse_rfc3339(&h.created)
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| ago(d.as_secs() as i64))
+                .unwrap_or_default();
+            serde_json::json!({
+                "ID": if i == 0 { id.clone() } else { "<missing>".into() },
+                "CreatedAt": h.created, "CreatedSince": since, "CreatedBy": by,
+                "Size": human(h.size), "Comment": h.comment,
+            })
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if quiet {
+        writeln!(out, "{id}")?;
+        return Ok(0);
+    }
+    match Format::parse(format)? {
+        Format::Table => {
+            let mut t = String::from("IMAGE\tCREATED\tCREATED BY\tSIZE\tCOMMENT\n");
+            for r in &rows {
+                let cell = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                t.push_str(&format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    cell("ID"),
+                    cell("CreatedSince"),
+                    cell("CreatedBy"),
+                    cell("Size"),
+                    cell("Comment")
+                ));
+            }
+            write!(out, "{}", crate::format::align(&t))?;
+        }
+        format => {
+            let headers = serde_json::json!({
+                "ID": "IMAGE", "CreatedAt": "CREATED AT", "CreatedSince": "CREATED",
+                "CreatedBy": "CREATED BY", "Size": "SIZE", "Comment": "COMMENT",
+            });
+            crate::format::print_rows(&mut out, &format, &headers, &rows)?;
+        }
+    }
     Ok(0)
 }
 
