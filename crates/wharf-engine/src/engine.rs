@@ -259,6 +259,7 @@ impl Engine {
                     self.locks.forget(&id);
                     return Err(e);
                 }
+                self.refresh_names_of_network(&row.spec.network);
                 Ok(row)
             }
             Err(e) => {
@@ -307,6 +308,7 @@ impl Engine {
             db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
         })?;
         self.locks.forget(&pod.id);
+        self.refresh_names_of_network(&pod.spec.network);
         Ok(())
     }
 
@@ -383,6 +385,7 @@ impl Engine {
                         serde_json::json!({"image": row.image_name, "pod": pod.name}),
                     )
                 })?;
+                self.refresh_names_of_network(&pod.spec.network);
                 Ok(ContainerRow {
                     state: ContainerState::Created,
                     ..row
@@ -476,6 +479,9 @@ impl Engine {
         });
         if removed.is_ok() {
             self.release_image_volumes(&row.spec);
+            if let Ok(pod) = self.db.find_pod(&row.pod_id) {
+                self.refresh_names_of_network(&pod.spec.network);
+            }
         }
         removed
     }

@@ -35,6 +35,7 @@ pub mod specgen;
 mod supervisor;
 pub mod system;
 pub mod tree;
+pub mod user_networks;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};

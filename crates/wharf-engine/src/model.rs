@@ -111,6 +111,9 @@ pub struct PodSpec {
     /// Namespaced sysctls every container of the pod gets.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, String>,
+    /// More names the pod answers to on a user network (`--network-alias`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_aliases: Vec<String>,
 }
 
 /// A volume mount into a container.

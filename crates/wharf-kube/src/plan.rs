@@ -512,6 +512,7 @@ impl<'a> Planner<'a> {
             annotations: self.pp.pod.metadata.annotations.clone(),
             // Warned about and skipped (see warnings.rs).
             sysctls: Default::default(),
+            network_aliases: Vec::new(),
         })
     }
 

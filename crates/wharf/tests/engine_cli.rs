@@ -2045,3 +2045,143 @@ fn named_and_anonymous_volumes() {
     assert!(err.contains("bad/name"), "{err}");
     w.assert_clean();
 }
+
+/// User networks: `network create|ls|inspect|rm|prune`, a bridge and subnet of their own,
+/// containers finding each other by name and alias (and not from another network),
+/// `--network container:NAME`.
+#[test]
+fn user_networks_resolve_names_between_their_containers() {
+    let w = Wharf::new("cli-networks");
+    w.pull_busybox();
+    let id = w.ok(&["network", "create", "backend"]);
+    assert_eq!(id.trim().len(), 32, "{id}");
+    let ls = w.ok(&["network", "ls", "--format", "{{.Name}} {{.Driver}}"]);
+    assert_eq!(ls, "wharf bridge\nhost host\nnone null\nbackend bridge\n");
+    assert_eq!(
+        w.ok(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{range .IPAM.Config}}{{.Subnet}} {{.Gateway}}{{end}}",
+            "backend"
+        ]),
+        "10.89.0.0/24 10.89.0.1\n"
+    );
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "db",
+        "--network",
+        "backend",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web",
+        "--network",
+        "backend",
+        "--network-alias",
+        "www",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let db_ip = w.ok(&["inspect", "-f", "{{.NetworkSettings.IPAddress}}", "db"]);
+    assert!(db_ip.starts_with("10.89.0."), "{db_ip}");
+    // By container name and by alias, both ways; the hosts file lists the other.
+    w.ok(&["exec", "web", "ping", "-c", "1", "-W", "5", "db"]);
+    w.ok(&["exec", "db", "ping", "-c", "1", "-W", "5", "www"]);
+    let hosts = w.ok(&["exec", "web", "cat", "/etc/hosts"]);
+    assert!(
+        hosts.lines().any(|l| l == format!("{}\tdb", db_ip.trim())),
+        "{hosts}"
+    );
+    // Another network does not see them.
+    assert_ne!(
+        w.run(&[
+            "run",
+            "--rm",
+            &busybox(),
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "db"
+        ])
+        .code,
+        0
+    );
+    // A second network gets the next subnet; a given one is checked.
+    w.ok(&[
+        "network",
+        "create",
+        "--subnet",
+        "10.90.5.0/24",
+        "--gateway",
+        "10.90.5.254",
+        "-l",
+        "team=a",
+        "front",
+    ]);
+    assert_eq!(
+        w.ok(&[
+            "network",
+            "inspect",
+            "-f",
+            "{{(index .IPAM.Config 0).Gateway}} {{.Labels.team}}",
+            "front"
+        ]),
+        "10.90.5.254 a\n"
+    );
+    let err = w.fails(
+        1,
+        &["network", "create", "--subnet", "10.90.5.128/25", "clash"],
+    );
+    assert!(err.contains("overlaps network front"), "{err}");
+    let err = w.fails(1, &["network", "create", "backend"]);
+    assert!(
+        err.contains("backend") && err.contains("already in use"),
+        "{err}"
+    );
+    // --network container:NAME joins that container's network namespace.
+    let addr = w.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "container:db",
+        &busybox(),
+        "ip",
+        "-4",
+        "-o",
+        "addr",
+        "show",
+        "eth0",
+    ]);
+    assert!(addr.contains(&format!("{}/", db_ip.trim())), "{addr}");
+    // A container that leaves is no longer named.
+    w.ok(&["rm", "-f", "web"]);
+    let hosts = w.ok(&["exec", "db", "cat", "/etc/hosts"]);
+    assert!(!hosts.contains("www"), "{hosts}");
+    // In use: refused, naming the user; then removed with its bridge and table.
+    let err = w.fails(1, &["network", "rm", "backend"]);
+    assert_eq!(
+        err.trim(),
+        "wharf: network backend has active endpoints: db"
+    );
+    w.ok(&["rm", "-f", "db"]);
+    assert_eq!(w.ok(&["network", "rm", "backend"]), "backend\n");
+    let bridge = format!("wharf-{}", &id.trim()[..8]);
+    assert!(!w.host_links().contains(&bridge), "{:?}", w.host_links());
+    assert_eq!(
+        w.ok(&["network", "prune", "-f"]),
+        "Deleted Networks:\nfront\n"
+    );
+    assert_eq!(w.ok(&["network", "ls", "-q"]).lines().count(), 3);
+    w.assert_clean();
+}

@@ -51,9 +51,13 @@ pub struct RunArgs {
     /// Publish every port the image exposes on host ports the engine picks.
     #[arg(short = 'P', long = "publish-all")]
     pub publish_all: bool,
-    /// Network: default, none, host, or a CNI network name.
-    #[arg(long, default_value = "default")]
+    /// Network: default (bridge), none, host, a user network (`network create`), a CNI
+    /// network, `container:NAME` or `pod:NAME` (join that pod).
+    #[arg(long, alias = "net", default_value = "default")]
     pub network: String,
+    /// More names the container answers to on its user network.
+    #[arg(long = "network-alias", alias = "net-alias")]
+    pub network_alias: Vec<String>,
     /// user[:group] by name or id.
     #[arg(short = 'u', long)]
     pub user: Option<String>,
@@ -241,6 +245,63 @@ pub enum VolumeCmd {
         /// Named ones too.
         #[arg(short, long)]
         all: bool,
+        /// Do not ask.
+        #[arg(short, long)]
+        force: bool,
+    },
+}
+
+/// `wharf network` subcommands (docker's).
+#[derive(Subcommand, Debug)]
+pub enum NetworkCmd {
+    /// Make a user bridge network.
+    Create {
+        /// Only `bridge` (the built-in bridge, a network of its own).
+        #[arg(short, long, default_value = "bridge")]
+        driver: String,
+        /// IPv4 subnet in CIDR form (default: the first free 10.89.N.0/24).
+        #[arg(long)]
+        subnet: Option<String>,
+        /// The bridge's address (default: the subnet's first).
+        #[arg(long)]
+        gateway: Option<String>,
+        /// Labels (KEY=VALUE).
+        #[arg(short, long = "label")]
+        label: Vec<String>,
+        /// Its name.
+        name: String,
+    },
+    /// List networks.
+    #[command(alias = "list")]
+    Ls {
+        /// Ids only.
+        #[arg(short, long)]
+        quiet: bool,
+        /// table, json, or a Go template (`{{.Name}}`).
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Whole ids.
+        #[arg(long = "no-trunc")]
+        no_trunc: bool,
+    },
+    /// Show networks as JSON.
+    Inspect {
+        /// json, or a Go template (`{{range .IPAM.Config}}{{.Subnet}}{{end}}`).
+        #[arg(short, long)]
+        format: Option<String>,
+        /// Networks.
+        #[arg(required = true)]
+        networks: Vec<String>,
+    },
+    /// Remove user networks (refused while a pod is on one).
+    #[command(alias = "remove")]
+    Rm {
+        /// Networks.
+        #[arg(required = true)]
+        networks: Vec<String>,
+    },
+    /// Remove the user networks no pod is on.
+    Prune {
         /// Do not ask.
         #[arg(short, long)]
         force: bool,
@@ -566,6 +627,11 @@ pub enum Cmd {
     Pod {
         #[command(subcommand)]
         cmd: PodCmd,
+    },
+    /// User networks.
+    Network {
+        #[command(subcommand)]
+        cmd: NetworkCmd,
     },
     /// Named volumes.
     Volume {

@@ -551,6 +551,7 @@ pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
         name: a.name.clone(),
         hostname: a.hostname.clone(),
         network: network(&a.network),
+        network_aliases: a.network_alias.clone(),
         ports: published,
         restart,
         max_restarts,
@@ -588,6 +589,7 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
         ("-p", !a.publish.is_empty()),
         ("-P", a.publish_all),
         ("--hostname", a.hostname.is_some()),
+        ("--network-alias", !a.network_alias.is_empty()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))

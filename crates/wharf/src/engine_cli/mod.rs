@@ -9,6 +9,7 @@ pub mod args;
 mod convert;
 pub mod docker_json;
 mod files;
+mod networks;
 mod output;
 mod volumes;
 // Signal masks and sigwait for forwarding signals to the container.
@@ -100,6 +101,34 @@ fn space_owner(root: &std::path::Path, run: &std::path::Path, e: &anyhow::Error)
     }
 }
 
+/// Do `f` to each name, printing the name when it worked and the error when not (docker's
+/// `rm` output); 1 if any failed.
+fn each_named<E: std::fmt::Display>(
+    names: &[String],
+    f: impl Fn(&str) -> std::result::Result<(), E>,
+) -> i32 {
+    let mut code = 0;
+    for n in names {
+        match f(n) {
+            Ok(()) => println!("{n}"),
+            Err(e) => {
+                eprintln!("wharf: {e}");
+                code = 1;
+            }
+        }
+    }
+    code
+}
+
+/// docker's question before a prune: true when the answer on stdin is yes.
+fn confirm(what: &str) -> Result<bool> {
+    use std::io::BufRead;
+    eprint!("WARNING! This will remove {what}.\nAre you sure you want to continue? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
 /// Commands that only read state and print it (no shim connections, nothing to undo).
 fn prints_only(cmd: &Cmd) -> bool {
     matches!(
@@ -115,6 +144,9 @@ fn prints_only(cmd: &Cmd) -> bool {
             }
             | Cmd::Volume {
                 cmd: args::VolumeCmd::Ls { .. } | args::VolumeCmd::Inspect { .. }
+            }
+            | Cmd::Network {
+                cmd: args::NetworkCmd::Ls { .. } | args::NetworkCmd::Inspect { .. }
             }
     )
 }
@@ -400,6 +432,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         }
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::Volume { cmd } => volumes::run(&open(cli)?, cmd),
+        Cmd::Network { cmd } => networks::run(&open(cli)?, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {
             follow,
@@ -459,7 +492,20 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     let a = &a;
     let spec = convert::container_spec(a)?;
     step("run: image resolved");
-    let pod = match &a.pod {
+    // `--network container:NAME` / `pod:NAME`: the container joins that pod (and so its
+    // network namespace).
+    let joined = match a.network.split_once(':') {
+        Some(("container", c)) => Some(engine.container(c)?.pod_name),
+        Some(("pod", p)) => Some(engine.pod(p)?.row.name),
+        _ => None,
+    };
+    if let (Some(_), Some(_)) = (&joined, &a.pod) {
+        bail!(
+            "--network {} and --pod both choose the pod: give one",
+            a.network
+        );
+    }
+    let pod = match joined.as_ref().or(a.pod.as_ref()) {
         Some(p) => {
             let flags = convert::pod_flags(a);
             if !flags.is_empty() {

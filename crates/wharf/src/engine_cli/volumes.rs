@@ -1,6 +1,6 @@
 //! `wharf volume`: docker's commands and output over the engine's named volumes.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -120,33 +120,16 @@ pub fn run(engine: &Engine, cmd: &VolumeCmd) -> Result<i32> {
             format::print_documents(&Format::parse(format.as_deref().unwrap_or("json"))?, &docs)?;
         }
         VolumeCmd::Rm { force: _, volumes } => {
-            let mut code = 0;
-            for n in volumes {
-                match engine.remove_volume(n) {
-                    Ok(()) => writeln!(out, "{n}")?,
-                    Err(e) => {
-                        eprintln!("wharf: {e}");
-                        code = 1;
-                    }
-                }
-            }
-            return Ok(code);
+            return Ok(super::each_named(volumes, |n| engine.remove_volume(n)));
         }
         VolumeCmd::Prune { all, force } => {
-            if !force {
-                let what = if *all {
-                    "all volumes not used by at least one container"
-                } else {
-                    "all anonymous volumes not used by at least one container"
-                };
-                eprint!(
-                    "WARNING! This will remove {what}.\nAre you sure you want to continue? [y/N] "
-                );
-                let mut answer = String::new();
-                std::io::stdin().lock().read_line(&mut answer)?;
-                if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                    return Ok(0);
-                }
+            let what = if *all {
+                "all volumes not used by at least one container"
+            } else {
+                "all anonymous volumes not used by at least one container"
+            };
+            if !force && !super::confirm(what)? {
+                return Ok(0);
             }
             let removed = engine.prune_volumes(*all)?;
             if !removed.is_empty() {

@@ -1,0 +1,358 @@
+//! User bridge networks (`network create`), and name resolution between the pods on one.
+//!
+//! A user network is an instance of the built-in bridge network with a bridge, subnet,
+//! nftables table and lease directory of its own (`wharf-<id>`, 10.89.N.0/24 unless
+//! asked otherwise): no external tool is involved, and pods on different networks do not
+//! share a bridge. Its record is `<root>/networks/NAME.json`.
+//!
+//! Names: every pod on a user network finds the others by pod name, by the names of their
+//! containers and by their aliases, through its `/etc/hosts`. The engine rewrites the
+//! hosts files of a network's pods (in place, so the containers' bind mounts see it) when
+//! a pod joins or leaves it or a container is added to or removed from one. Why hosts
+//! files rather than a DNS responder (docker's embedded DNS, aardvark-dns): nothing has to
+//! run for names to resolve (no per-network daemon, no new duty for the shims, which must
+//! stay under 1 MB), they keep resolving while the engine is down, and every libc and
+//! busybox reads them. What that gives up: tools that ask a DNS server directly
+//! (`nslookup`, `dig`) do not see the names, and a process that cached the file sees a
+//! newcomer only when it reads it again.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::error::{Context, Error, Result};
+use crate::model::{NetworkMode, PodState};
+use crate::paths::Paths;
+
+/// A user network's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UserNetwork {
+    /// Its name.
+    pub name: String,
+    /// Its id (32 hex digits).
+    pub id: String,
+    /// When it was made (RFC 3339).
+    pub created: String,
+    /// IPv4 subnet.
+    pub subnet: String,
+    /// The bridge's address, the pods' gateway.
+    pub gateway: String,
+    /// The bridge interface.
+    pub bridge: String,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Names a user network cannot take: the modes and the built-in network.
+const RESERVED: [&str; 7] = [
+    "wharf", "builtin", "bridge", "default", "none", "host", "cni",
+];
+
+/// The marker after which a pod's hosts file lists its network's other pods.
+const HOSTS_MARKER: &str = "# pods on network ";
+
+fn record_path(paths: &Paths, name: &str) -> PathBuf {
+    paths.root.join("networks").join(format!("{name}.json"))
+}
+
+fn valid(name: &str) -> bool {
+    let b = name.as_bytes();
+    !name.is_empty()
+        && name.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// The user network `name`, if there is one.
+pub fn load(paths: &Paths, name: &str) -> Result<Option<UserNetwork>> {
+    if !valid(name) {
+        return Ok(None);
+    }
+    match std::fs::read(record_path(paths, name)) {
+        Ok(t) => serde_json::from_slice(&t)
+            .map(Some)
+            .map_err(|e| Error::Other(format!("network {name}: its record is damaged: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Os {
+            what: format!("reading network {name}"),
+            err: e,
+        }),
+    }
+}
+
+/// The built-in network configuration of user network `n`.
+pub fn builtin_config(
+    paths: &Paths,
+    n: &UserNetwork,
+    host_netns: Option<PathBuf>,
+) -> Result<wharf_net::BuiltinConfig> {
+    let mut c = wharf_net::BuiltinConfig::new(paths.root.join("net/user").join(&n.id));
+    c.name = n.name.clone();
+    c.bridge = n.bridge.clone();
+    c.subnet = n
+        .subnet
+        .parse()
+        .map_err(|_| Error::Other(format!("network {}: bad subnet {}", n.name, n.subnet)))?;
+    c.gateway = n.gateway.parse().ok();
+    c.nft_table = format!("wharf_{}", &n.id[..12]);
+    c.host_netns = host_netns;
+    Ok(c)
+}
+
+impl Engine {
+    /// Make a user network; its subnet is the first free 10.89.N.0/24 unless given.
+    pub fn create_network(
+        &self,
+        name: &str,
+        subnet: Option<&str>,
+        gateway: Option<&str>,
+        labels: BTreeMap<String, String>,
+    ) -> Result<UserNetwork> {
+        if !valid(name) || RESERVED.contains(&name) {
+            return Err(Error::Invalid(format!(
+                "invalid network name {name:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, not one of {}",
+                RESERVED.join(", ")
+            )));
+        }
+        let existing = self.list_networks()?;
+        if let Some(n) = existing.iter().find(|n| n.name == name) {
+            return Err(Error::NameInUse {
+                kind: "network",
+                name: name.into(),
+                id: n.id.clone(),
+            });
+        }
+        let taken: Vec<wharf_net::IpNet> = existing
+            .iter()
+            .filter_map(|n| n.subnet.parse().ok())
+            .collect();
+        let subnet: wharf_net::IpNet = match subnet {
+            Some(s) => s.parse().map_err(|_| {
+                Error::Invalid(format!(
+                    "invalid --subnet {s:?}: use CIDR like 10.90.0.0/24"
+                ))
+            })?,
+            None => (0..=255u8)
+                .map(|n| {
+                    format!("10.89.{n}.0/24")
+                        .parse::<wharf_net::IpNet>()
+                        .expect("valid")
+                })
+                .find(|c| !taken.iter().any(|t| t.overlaps(c)))
+                .ok_or_else(|| {
+                    Error::Other("no free subnet in 10.89.0.0/16: give --subnet".into())
+                })?,
+        };
+        if subnet.is_ipv6() || subnet.prefix > 30 {
+            return Err(Error::Invalid(format!(
+                "invalid --subnet {subnet}: an IPv4 subnet of /30 or larger"
+            )));
+        }
+        let subnet = subnet.trunc();
+        if let Some(t) = taken.iter().find(|t| t.overlaps(&subnet)) {
+            return Err(Error::Exists(format!(
+                "subnet {subnet} overlaps network {}'s {t}",
+                existing
+                    .iter()
+                    .find(|n| n.subnet == t.to_string())
+                    .map_or("?", |n| n.name.as_str())
+            )));
+        }
+        let gateway: IpAddr = match gateway {
+            Some(g) => g
+                .parse()
+                .ok()
+                .filter(|g: &IpAddr| subnet.contains(g))
+                .ok_or_else(|| {
+                    Error::Invalid(format!("invalid --gateway {g:?}: an address in {subnet}"))
+                })?,
+            None => subnet
+                .nth(1)
+                .ok_or_else(|| Error::Invalid(format!("subnet {subnet} is too small")))?,
+        };
+        let id = crate::paths::new_id();
+        let n = UserNetwork {
+            name: name.into(),
+            id: id.clone(),
+            created: wharf_sys::time::now_rfc3339(),
+            subnet: subnet.to_string(),
+            gateway: gateway.to_string(),
+            bridge: format!("wharf-{}", &id[..8]),
+            labels,
+        };
+        let path = record_path(&self.paths, name);
+        std::fs::create_dir_all(path.parent().expect("has a parent"))
+            .ctx(|| "creating the networks directory".into())?;
+        // create_new: a concurrent create of the same name fails here.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => {
+                    Error::Exists(format!("network {name} was just made by another command"))
+                }
+                _ => Error::Os {
+                    what: format!("creating network {name}"),
+                    err: e,
+                },
+            })?;
+        if let Err(e) = f.write_all(&serde_json::to_vec_pretty(&n).expect("json")) {
+            let _ = std::fs::remove_file(&path);
+            return Err(Error::Os {
+                what: format!("creating network {name}"),
+                err: e,
+            });
+        }
+        Ok(n)
+    }
+
+    /// User network `name`.
+    pub fn network_info(&self, name: &str) -> Result<UserNetwork> {
+        load(&self.paths, name)?.ok_or_else(|| Error::NotFound {
+            kind: "network",
+            name: name.into(),
+        })
+    }
+
+    /// Every user network, by name.
+    pub fn list_networks(&self) -> Result<Vec<UserNetwork>> {
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir(self.paths.root.join("networks")) else {
+            return Ok(out);
+        };
+        for e in rd.flatten() {
+            let f = e.file_name();
+            if let Some(name) = f.to_str().and_then(|f| f.strip_suffix(".json"))
+                && let Ok(Some(n)) = load(&self.paths, name)
+            {
+                out.push(n);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The pods (names) on network `name`.
+    pub fn network_pods(&self, name: &str) -> Result<Vec<crate::db::PodRow>> {
+        Ok(self
+            .db
+            .pods()?
+            .into_iter()
+            .filter(|p| matches!(&p.spec.network, NetworkMode::Named(n) if n == name))
+            .collect())
+    }
+
+    /// Remove a user network: its bridge, firewall table, leases and record. Refused while
+    /// a pod is on it.
+    pub fn remove_network(&self, name: &str) -> Result<()> {
+        let n = self.network_info(name)?;
+        let pods = self.network_pods(name)?;
+        if !pods.is_empty() {
+            let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+            return Err(Error::Precondition(format!(
+                "network {name} has active endpoints: {}",
+                names.join(", ")
+            )));
+        }
+        let cfg = builtin_config(&self.paths, &n, self.opts.net.host_netns.clone())?;
+        let state = cfg.state_dir.clone();
+        wharf_net::BuiltinNetwork::new(cfg)?.remove()?;
+        let _ = std::fs::remove_dir_all(&state);
+        std::fs::remove_file(record_path(&self.paths, name))
+            .ctx(|| format!("removing network {name}"))
+    }
+
+    /// Rewrite the hosts files of the pods on user network `name`: each lists the others
+    /// (pod name, container names) after its own lines.
+    pub(crate) fn refresh_network_names(&self, name: &str) -> Result<()> {
+        if load(&self.paths, name)?.is_none() {
+            return Ok(());
+        }
+        let dir = self.paths.run.join("networks");
+        std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        let lock = std::fs::File::create(dir.join(format!("{name}.lock")))
+            .ctx(|| format!("locking network {name}"))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .ctx(|| format!("locking network {name}"))?;
+        let pods: Vec<_> = self
+            .network_pods(name)?
+            .into_iter()
+            .filter(|p| !matches!(p.state, PodState::Creating | PodState::Dead))
+            .collect();
+        let mut entries = Vec::new();
+        for p in &pods {
+            let Some(ip) = p.sandbox.ips.iter().find(|i| !i.contains(':')) else {
+                continue;
+            };
+            let mut names = vec![p.name.clone()];
+            for a in &p.spec.network_aliases {
+                if !names.contains(a) {
+                    names.push(a.clone());
+                }
+            }
+            for c in self.db.containers(Some(&p.id))? {
+                if !names.contains(&c.name) {
+                    names.push(c.name);
+                }
+            }
+            entries.push((p.id.clone(), ip.clone(), names));
+        }
+        for p in &pods {
+            let Some(etc) = &p.sandbox.etc_dir else {
+                continue;
+            };
+            let hosts = Path::new(etc).join("hosts");
+            let Ok(text) = std::fs::read_to_string(&hosts) else {
+                continue;
+            };
+            let own = match text.find(HOSTS_MARKER) {
+                Some(i) => &text[..i],
+                None => &text[..],
+            };
+            let mut out = own.to_string();
+            out.push_str(&format!("{HOSTS_MARKER}{name}\n"));
+            for (id, ip, names) in &entries {
+                if *id != p.id {
+                    out.push_str(&format!("{ip}\t{}\n", names.join(" ")));
+                }
+            }
+            // In place: the containers' /etc/hosts is a bind mount of this very file.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&hosts)
+                .ctx(|| format!("writing {}", hosts.display()))?;
+            f.write_all(out.as_bytes())
+                .ctx(|| format!("writing {}", hosts.display()))?;
+        }
+        Ok(())
+    }
+
+    /// [`Engine::refresh_network_names`] for the network of pod `pod` if it is a user one
+    /// (best effort: a failure to update a name never fails what changed it).
+    pub(crate) fn refresh_names_of_network(&self, network: &NetworkMode) {
+        if let NetworkMode::Named(n) = network {
+            let _ = self.refresh_network_names(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_reserved_words() {
+        assert!(valid("backend") && valid("my_net.1"));
+        assert!(!valid("") && !valid("-x") && !valid("a/b"));
+        assert!(RESERVED.contains(&"bridge"));
+    }
+}
