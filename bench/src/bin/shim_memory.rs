@@ -232,6 +232,15 @@ fn wharf_shim_sample(
                 init: false,
                 max_restarts: None,
                 exit_command: Vec::new(),
+                // The shim's duties as `run --health-cmd` gives them: a check (an exec)
+                // every second, one of which has run before the sample is taken.
+                health: Some(wharf_shim::protocol::HealthSpec {
+                    test: vec!["true".into()],
+                    interval_ms: 1000,
+                    timeout_ms: 5000,
+                    retries: 3,
+                    start_period_ms: 0,
+                }),
             };
             shim.create(&spec).map_err(|e| e.to_string())?;
             shim.start(&spec.id).map_err(|e| e.to_string())?;
@@ -239,8 +248,9 @@ fn wharf_shim_sample(
         std::thread::sleep(Duration::from_millis(300));
         // One more request, so the shim has served a few (state as an engine polls it).
         shim.state().map_err(|e| e.to_string())?;
-        // The shim trims its memory once its work has been quiet for 200 ms.
-        std::thread::sleep(Duration::from_millis(500));
+        // The shim trims its memory once its work has been quiet for 200 ms (the first
+        // health checks ran a second after each start).
+        std::thread::sleep(Duration::from_millis(1200));
         let s = sample("wharf shim (one per pod)", n, vec![shim_pid])?;
         Ok((s, mappings(shim_pid)))
     })();

@@ -259,6 +259,9 @@ pub struct ContainerSpec {
     /// running: `run -d --rm`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_remove: bool,
+    /// A health check its shim runs while it runs (docker's HEALTHCHECK).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<wharf_shim::protocol::HealthSpec>,
 }
 
 /// Lifecycle state of a pod. The CRI's sandbox states follow from it: see

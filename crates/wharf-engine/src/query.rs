@@ -322,6 +322,19 @@ impl Engine {
         })
     }
 
+    /// A container's health (its shim's record), when it has a health check that began.
+    pub fn container_health(
+        &self,
+        row: &ContainerRow,
+        pod: &crate::db::PodRow,
+    ) -> Option<wharf_shim::protocol::HealthState> {
+        row.spec.health.as_ref()?;
+        wharf_shim::records::StateDir::new(&pod.sandbox.shim_dir)
+            .health(&row.id)
+            .ok()
+            .flatten()
+    }
+
     /// The traffic counters of a pod's interfaces (none for a pod on the host's network).
     pub fn pod_network_counters(
         &self,

@@ -180,6 +180,7 @@ impl Engine {
             } else {
                 Vec::new()
             },
+            health: row.spec.health.clone(),
         }
     }
 

@@ -187,6 +187,54 @@ pub struct ContainerSpec {
     /// removes itself (`run -d --rm`), as podman's conmon runs its exit command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exit_command: Vec<String>,
+    /// A health check the shim runs in the container while it runs (docker's
+    /// HEALTHCHECK); its state is in the container's `health.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+}
+
+/// docker's health check: `test` run in the container every `interval_ms`, failing when it
+/// exits non-zero or outlives `timeout_ms`; `retries` failures in a row make the container
+/// unhealthy; failures within `start_period_ms` of its start do not count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HealthSpec {
+    /// The command (argv; a shell's `["/bin/sh", "-c", CMD]` for CMD-SHELL).
+    pub test: Vec<String>,
+    /// Between checks.
+    pub interval_ms: u64,
+    /// Longest a check may run.
+    pub timeout_ms: u64,
+    /// Failures in a row before unhealthy.
+    pub retries: u32,
+    /// Grace after start.
+    #[serde(default)]
+    pub start_period_ms: u64,
+}
+
+/// One check's result, as docker's `State.Health.Log` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase")]
+pub struct HealthResult {
+    /// When it began (RFC 3339).
+    pub start: String,
+    /// When it ended.
+    pub end: String,
+    /// Its exit code (-1: it timed out or could not run).
+    pub exit_code: i32,
+    /// What it printed (the first 4 KiB).
+    pub output: String,
+}
+
+/// A container's health, as docker's `State.Health` shows it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase")]
+pub struct HealthState {
+    /// starting, healthy or unhealthy.
+    pub status: String,
+    /// Failures in a row.
+    pub failing_streak: u32,
+    /// The last checks (at most 5), oldest first.
+    pub log: Vec<HealthResult>,
 }
 
 /// A process's stdio.

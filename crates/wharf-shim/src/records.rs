@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::{Result, ShimError};
-use crate::protocol::{ContainerSpec, ExitRecord, PodPhase, Status};
+use crate::protocol::{ContainerSpec, ExitRecord, HealthState, PodPhase, Status};
 
 /// Socket file name.
 pub const SOCKET: &str = "shim.sock";
@@ -139,6 +139,21 @@ impl StateDir {
         self.container(id)
             .join("execs")
             .join(format!("{exec_id}.json"))
+    }
+
+    /// The health of container `id`, if it has a health check that has begun.
+    pub fn health(&self, id: &str) -> Result<Option<HealthState>> {
+        read_json(&self.container(id).join("health.json"))
+    }
+
+    /// Write the health of container `id` (replaced whole; not synced: it is rebuilt by
+    /// the next check after a crash).
+    pub fn write_health(&self, id: &str, h: &HealthState) -> Result<()> {
+        let path = self.container(id).join("health.json");
+        let data = serde_json::to_vec(h)
+            .map_err(|e| ShimError::Corrupt(format!("serialise {}: {e}", path.display())))?;
+        wharf_sys::fs::write_atomic(&path, &data, 0o644, wharf_sys::fs::Durability::Rename)
+            .map_err(|e| ShimError::io(format!("write {}", path.display()), e))
     }
 
     /// The status record of container `id`.

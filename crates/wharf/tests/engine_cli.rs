@@ -2185,3 +2185,102 @@ fn user_networks_resolve_names_between_their_containers() {
     assert_eq!(w.ok(&["network", "ls", "-q"]).lines().count(), 3);
     w.assert_clean();
 }
+
+/// `--health-cmd` and friends: the shim runs the check in the container; starting, then
+/// unhealthy after the retries, healthy once it passes; a check that outlives its timeout
+/// fails; `State.Health` and ps show it.
+#[test]
+fn health_checks_run_by_the_shim() {
+    let w = Wharf::new("cli-health");
+    w.pull_busybox();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "h",
+        "--network",
+        "none",
+        "--health-cmd",
+        "cat /tmp/ok",
+        "--health-interval",
+        "300ms",
+        "--health-retries",
+        "2",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let status = |c: &str| {
+        w.ok(&["inspect", "-f", "{{.State.Health.Status}}", c])
+            .trim()
+            .to_string()
+    };
+    assert_eq!(status("h"), "starting");
+    assert!(wait_until(Duration::from_secs(20), || status("h") == "unhealthy"));
+    let h = &w.inspect("h")["State"]["Health"];
+    assert!(h["FailingStreak"].as_u64().unwrap() >= 2, "{h}");
+    let last = h["Log"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["ExitCode"], 1, "{h}");
+    assert!(last["Output"].as_str().unwrap().contains("/tmp/ok"), "{h}");
+    assert!(w.ok(&["ps"]).contains("(unhealthy)"));
+    w.ok(&["exec", "h", "sh", "-c", "echo fine > /tmp/ok"]);
+    assert!(wait_until(Duration::from_secs(20), || status("h") == "healthy"));
+    let h = &w.inspect("h")["State"]["Health"];
+    assert_eq!(h["FailingStreak"], 0, "{h}");
+    assert_eq!(
+        h["Log"].as_array().unwrap().last().unwrap()["Output"],
+        "fine\n",
+        "{h}"
+    );
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || w.inspect("h")["State"]["Health"]["Log"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 5
+    ));
+    assert!(
+        w.ok(&["ps", "--format", "{{.Status}}"])
+            .ends_with("(healthy)\n")
+    );
+    // A check that hangs is killed at its timeout and counts as a failure.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "slow",
+        "--network",
+        "none",
+        "--health-cmd",
+        "sleep 10",
+        "--health-interval",
+        "200ms",
+        "--health-timeout",
+        "300ms",
+        "--health-retries",
+        "1",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    assert!(wait_until(Duration::from_secs(20), || status("slow") == "unhealthy"));
+    let out = w.ok(&[
+        "inspect",
+        "-f",
+        "{{(index .State.Health.Log 0).Output}}",
+        "slow",
+    ]);
+    assert!(
+        out.starts_with("Health check exceeded timeout (300ms)"),
+        "{out}"
+    );
+    // Flags without a command are refused.
+    let err = w.fails(
+        125,
+        &["run", "--rm", "--health-retries", "2", &busybox(), "true"],
+    );
+    assert!(err.contains("need --health-cmd"), "{err}");
+    w.ok(&["rm", "-f", "h", "slow"]);
+    w.assert_clean();
+}

@@ -34,6 +34,7 @@ fn spawner_helper() {
         init: false,
         max_restarts: None,
         exit_command: Vec::new(),
+        health: None,
     };
     shim.create(&c).unwrap();
     shim.start("c").unwrap();

@@ -153,6 +153,25 @@ pub struct RunArgs {
     /// An init as PID 1 that forwards signals and reaps zombies (the pod's own init).
     #[arg(long)]
     pub init: bool,
+    /// A command that tells whether the container is healthy (run by its shim, with
+    /// /bin/sh -c, while it runs).
+    #[arg(long = "health-cmd")]
+    pub health_cmd: Option<String>,
+    /// Between checks (default 30s).
+    #[arg(long = "health-interval")]
+    pub health_interval: Option<String>,
+    /// Longest a check may run (default 30s).
+    #[arg(long = "health-timeout")]
+    pub health_timeout: Option<String>,
+    /// Failures in a row before unhealthy (default 3).
+    #[arg(long = "health-retries")]
+    pub health_retries: Option<u32>,
+    /// Failures within this long of the start do not count (default 0s).
+    #[arg(long = "health-start-period")]
+    pub health_start_period: Option<String>,
+    /// No health check.
+    #[arg(long = "no-healthcheck")]
+    pub no_healthcheck: bool,
     /// Detach key sequence (default ctrl-p,ctrl-q).
     #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
     pub detach_keys: String,

@@ -519,8 +519,79 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
         stop_timeout: a.stop_timeout,
         // Attached, the CLI removes it when it exits; detached, its shim does.
         auto_remove: a.rm && a.detach,
+        health: health(a)?,
         ..Default::default()
     })
+}
+
+/// docker's durations: `30s`, `1m30s`, `500ms`, `2h`.
+pub fn duration_ms(flag: &str, s: &str) -> Result<u64> {
+    let bad = || anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms");
+    let mut total = 0f64;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let ms = match &rest[..u] {
+            "ms" => 1.0,
+            "s" => 1000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            "us" | "µs" => 0.001,
+            "ns" => 0.000_001,
+            _ => return Err(bad()),
+        };
+        total += value * ms;
+        rest = &rest[u..];
+    }
+    Ok(total as u64)
+}
+
+/// `--health-*`: docker's defaults (30s, 30s, 3 retries, 0s); a shell command is run with
+/// /bin/sh -c (docker's CMD-SHELL).
+fn health(a: &RunArgs) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
+    let Some(cmd) = &a.health_cmd else {
+        let stray = a.health_interval.is_some()
+            || a.health_timeout.is_some()
+            || a.health_retries.is_some()
+            || a.health_start_period.is_some();
+        if stray && !a.no_healthcheck {
+            bail!(
+                "--health-interval, --health-timeout, --health-retries and --health-start-period need --health-cmd"
+            );
+        }
+        return Ok(None);
+    };
+    if a.no_healthcheck {
+        bail!("--no-healthcheck conflicts with --health-cmd");
+    }
+    let ms = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
+        match v {
+            Some(v) => duration_ms(flag, v),
+            None => Ok(default),
+        }
+    };
+    let interval_ms = ms("--health-interval", &a.health_interval, 30_000)?;
+    let timeout_ms = ms("--health-timeout", &a.health_timeout, 30_000)?;
+    if interval_ms == 0 || timeout_ms == 0 {
+        bail!("--health-interval and --health-timeout must be above zero");
+    }
+    Ok(Some(wharf_shim::protocol::HealthSpec {
+        test: vec!["/bin/sh".into(), "-c".into(), cmd.clone()],
+        interval_ms,
+        timeout_ms,
+        retries: a.health_retries.unwrap_or(3),
+        start_period_ms: ms("--health-start-period", &a.health_start_period, 0)?,
+    }))
 }
 
 /// The pod of a standalone `wharf run` container.
@@ -635,6 +706,10 @@ mod tests {
             assert!(ports(bad).is_err(), "{bad}");
         }
         assert_eq!(size("64m").unwrap(), 64 << 20);
+        assert_eq!(duration_ms("x", "1m30s").unwrap(), 90_000);
+        assert_eq!(duration_ms("x", "500ms").unwrap(), 500);
+        assert_eq!(duration_ms("x", "1.5s").unwrap(), 1500);
+        assert!(duration_ms("x", "10").is_err() && duration_ms("x", "5x").is_err());
         assert_eq!(size("1.5g").unwrap(), 3 << 29);
         assert_eq!(size("512").unwrap(), 512);
         assert!(volume("rel:/x").is_err());

@@ -83,7 +83,12 @@ pub fn ports_column(ports: &[PortMapping]) -> String {
 
 /// `docker inspect` of a container. `pid` is its init's host pid while it runs; `pod` its
 /// pod's record (ports, DNS, restart policy, network live there).
-pub fn container(v: &ContainerView, pid: Option<i32>, pod: Option<&PodRow>) -> Value {
+pub fn container(
+    v: &ContainerView,
+    pid: Option<i32>,
+    pod: Option<&PodRow>,
+    health: Option<&wharf_shim::protocol::HealthState>,
+) -> Value {
     let c = &v.row;
     let s = &c.spec;
     let running = c.state == ContainerState::Running;
@@ -163,6 +168,10 @@ pub fn container(v: &ContainerView, pid: Option<i32>, pod: Option<&PodRow>) -> V
         "Signal": exit.and_then(|e| e.signal),
         "Reason": exit.and_then(|e| e.reason.clone()),
     });
+    let mut state = state;
+    if let Some(h) = health {
+        state["Health"] = json!(h);
+    }
     let host_config = json!({
         "Binds": binds,
         "NetworkMode": network_mode(pod),

@@ -194,6 +194,26 @@ pub fn ps(
         return Ok(0);
     }
     let fmt = Format::parse(format)?;
+    let pods: HashMap<String, PodRow> = engine
+        .list_pods(&PodFilter::default())?
+        .into_iter()
+        .map(|p| (p.row.id.clone(), p.row))
+        .collect();
+    // docker's STATUS, with the health of a container that has a check.
+    let status = |v: &wharf_engine::ContainerView| {
+        let mut s = status(&v.row);
+        if v.row.state == ContainerState::Running
+            && let Some(h) = pods
+                .get(&v.row.pod_id)
+                .and_then(|p| engine.container_health(&v.row, p))
+        {
+            s.push_str(&match h.status.as_str() {
+                "starting" => " (health: starting)".to_string(),
+                other => format!(" ({other})"),
+            });
+        }
+        s
+    };
     if let Format::Table = fmt {
         let mut t = vec![
             [
@@ -222,7 +242,7 @@ pub fn ps(
                 c.image_name.clone(),
                 format!("\"{cmd}\""),
                 format!("{} ago", ago(&c.created_at)),
-                status(c),
+                status(v),
                 c.name.clone(),
                 pod_column(v),
             ]);
@@ -230,18 +250,13 @@ pub fn ps(
         write!(out, "{}", table(&t))?;
         return Ok(0);
     }
-    let pods: HashMap<String, PodRow> = engine
-        .list_pods(&PodFilter::default())?
-        .into_iter()
-        .map(|p| (p.row.id.clone(), p.row))
-        .collect();
     let docs: Vec<Value> = rows
         .iter()
         .map(|v| {
             let mut row = docker_json::ps_row(
                 v,
                 pods.get(&v.row.pod_id),
-                status(&v.row),
+                status(v),
                 format!("{} ago", ago(&v.row.created_at)),
                 pod_column(v),
             );
@@ -351,10 +366,14 @@ pub fn inspect(
             match engine.container_status(o) {
                 Ok(st) => {
                     let pod = engine.pod(&st.view.row.pod_id).ok();
+                    let health = pod
+                        .as_ref()
+                        .and_then(|p| engine.container_health(&st.view.row, &p.row));
                     docs.push(docker_json::container(
                         &st.view,
                         st.pid,
                         pod.as_ref().map(|p| &p.row),
+                        health.as_ref(),
                     ));
                     continue;
                 }

@@ -64,6 +64,7 @@ impl Pod {
             init: false,
             max_restarts: None,
             exit_command: Vec::new(),
+            health: None,
         }
     }
 
@@ -86,6 +87,7 @@ impl Pod {
             init: false,
             max_restarts: None,
             exit_command: Vec::new(),
+            health: None,
         }
     }
 

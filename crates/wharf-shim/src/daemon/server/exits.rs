@@ -56,7 +56,14 @@ impl Shim {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.containers
             .iter()
-            .flat_map(|c| [c.restart_at, c.kill_at])
+            .flat_map(|c| {
+                let health = c
+                    .health
+                    .as_ref()
+                    .filter(|_| c.status == Status::Running)
+                    .and_then(|h| h.deadline());
+                [c.restart_at, c.kill_at, health]
+            })
             .flatten()
             .min()
     }
@@ -91,6 +98,7 @@ impl Shim {
                 self.launch(key);
             }
         }
+        self.health_tick(now);
     }
 
     pub(super) fn on_child_exit(&mut self, pid: i32, status: i32) {
@@ -146,6 +154,20 @@ impl Shim {
         let cid = c.spec.id.clone();
         let e = &mut c.execs[i];
         e.io.drain(&mut buf, &mut |s, d| out.push((s, d.to_vec())));
+        if e.id.starts_with(health::PREFIX) {
+            let exec_id = e.id.clone();
+            if let Some(h) = c.health.as_mut() {
+                for (_, d) in &out {
+                    h.output(&exec_id, d);
+                }
+            }
+            let (code, _) = sys::decode_status(status);
+            if self.check_exited(key, &exec_id, code) {
+                return;
+            }
+        }
+        let c = self.find_key_mut(key).expect("found");
+        let e = &mut c.execs[i];
         let attached = e.attached.clone();
         for (s, d) in out {
             self.broadcast(&attached, s.frame_id(), &d);

@@ -38,6 +38,16 @@ impl Shim {
         };
         if let Some(n @ 1..) = io.read(s, &mut buf) {
             let ids = attached.clone();
+            // A health check's output is kept for its result.
+            if let Some(i) = exec
+                && let Some(e) = c.execs.get(i)
+                && e.id.starts_with(super::health::PREFIX)
+            {
+                let exec_id = e.id.clone();
+                if let Some(h) = c.health.as_mut() {
+                    h.output(&exec_id, &buf[..n]);
+                }
+            }
             self.broadcast(&ids, s.frame_id(), &buf[..n]);
         }
     }

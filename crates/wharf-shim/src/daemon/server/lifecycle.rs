@@ -89,6 +89,7 @@ impl Shim {
             execs: Vec::new(),
             waiters: Vec::new(),
             attached: Vec::new(),
+            health: None,
         });
         key
     }
@@ -159,6 +160,7 @@ impl Shim {
                 }
                 let pid = c.pid.unwrap_or_default();
                 self.persist(key);
+                self.health_restart(key);
                 self.publish(EventKind::Started { id, pid });
                 Ok(())
             }

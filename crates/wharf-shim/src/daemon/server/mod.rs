@@ -16,6 +16,7 @@ use wharf_runtime::{CreateOptions, ExecOptions, Runtime};
 mod connections;
 mod events;
 mod exits;
+mod health;
 mod io;
 mod lifecycle;
 mod requests;
@@ -102,6 +103,7 @@ struct Container {
     execs: Vec<Exec>,
     waiters: Vec<ConnId>,
     attached: Vec<ConnId>,
+    health: Option<health::Health>,
 }
 
 /// A failed request.
