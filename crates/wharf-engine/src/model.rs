@@ -114,6 +114,12 @@ pub struct PodSpec {
     /// More names the pod answers to on a user network (`--network-alias`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_aliases: Vec<String>,
+    /// Rotate a container's log at this size (`--log-opt max-size`; default 10 MB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_max_size: Option<u64>,
+    /// Keep this many of its log files (`--log-opt max-file`; default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_max_files: Option<u32>,
 }
 
 /// A volume mount into a container.

@@ -114,6 +114,9 @@ impl Engine {
         if let Some(bin) = &self.opts.wharf_bin {
             opts.binary = wharf_shim::shim_binary(bin);
         }
+        // `--log-opt max-size=/max-file=`: the shim rotates its containers' logs so.
+        opts.log_max_size = pod.spec.log_max_size;
+        opts.log_max_files = pod.spec.log_max_files;
         Ok(wharf_shim::spawn(&opts)?)
     }
 

@@ -2284,3 +2284,52 @@ fn health_checks_run_by_the_shim() {
     w.ok(&["rm", "-f", "h", "slow"]);
     w.assert_clean();
 }
+
+/// `--log-opt max-size=/max-file=`: the shim rotates the container's log at that size and
+/// keeps that many files; other drivers and options are refused.
+#[test]
+fn log_options_bound_a_containers_log() {
+    let w = Wharf::new("cli-log-opt");
+    w.pull_busybox();
+    w.ok(&[
+        "run", "-d", "--name", "chatty", "--network", "none", "--log-opt", "max-size=2k",
+        "--log-opt", "max-file=2", &busybox(), "sh", "-c",
+        "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; done; sleep 1000",
+    ]);
+    w.wait_for_log("chatty", "line-400-");
+    let log = std::path::PathBuf::from(w.ok(&["inspect", "-f", "{{.LogPath}}", "chatty"]).trim());
+    let dir = log.parent().unwrap();
+    let name = log.file_name().unwrap().to_str().unwrap().to_string();
+    let files: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_str().unwrap().starts_with(&name))
+        .map(|e| {
+            (
+                e.file_name().to_str().unwrap().to_string(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    assert!(files.len() <= 2, "{files:?}");
+    assert!(files.iter().all(|(_, n)| *n <= 2048 + 200), "{files:?}");
+    let err = w.fails(
+        125,
+        &["run", "--rm", "--log-driver", "syslog", &busybox(), "true"],
+    );
+    assert!(err.contains("syslog"), "{err}");
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "--log-opt",
+            "mode=non-blocking",
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(err.contains("mode=non-blocking"), "{err}");
+    w.ok(&["rm", "-f", "chatty"]);
+    w.assert_clean();
+}

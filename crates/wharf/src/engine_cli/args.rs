@@ -172,6 +172,12 @@ pub struct RunArgs {
     /// No health check.
     #[arg(long = "no-healthcheck")]
     pub no_healthcheck: bool,
+    /// Log driver (only the default, json-file/k8s-file: a CRI-format file the shim writes).
+    #[arg(long = "log-driver")]
+    pub log_driver: Option<String>,
+    /// Log options: max-size=SIZE (rotate at), max-file=N (files kept).
+    #[arg(long = "log-opt")]
+    pub log_opt: Vec<String>,
     /// Detach key sequence (default ctrl-p,ctrl-q).
     #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
     pub detach_keys: String,

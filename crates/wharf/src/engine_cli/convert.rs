@@ -524,6 +524,33 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
     })
 }
 
+/// `--log-driver` (the default only) and `--log-opt max-size=/max-file=`.
+fn log_opts(a: &RunArgs) -> Result<(Option<u64>, Option<u32>)> {
+    if let Some(d) = &a.log_driver
+        && !matches!(d.as_str(), "json-file" | "k8s-file" | "local")
+    {
+        bail!("invalid --log-driver {d:?}: the log is a file the shim writes (json-file)");
+    }
+    let (mut size, mut files) = (None, None);
+    for o in &a.log_opt {
+        match o.split_once('=') {
+            Some(("max-size", v)) => {
+                let n = self::size(v)?;
+                if n < 1024 {
+                    bail!("invalid --log-opt {o:?}: max-size must be at least 1k");
+                }
+                size = Some(n as u64);
+            }
+            Some(("max-file", v)) => match v.parse::<u32>() {
+                Ok(n) if n >= 1 => files = Some(n),
+                _ => bail!("invalid --log-opt {o:?}: max-file is a number of files, 1 or more"),
+            },
+            _ => bail!("invalid --log-opt {o:?}: max-size=SIZE or max-file=N"),
+        }
+    }
+    Ok((size, files))
+}
+
 /// docker's durations: `30s`, `1m30s`, `500ms`, `2h`.
 pub fn duration_ms(flag: &str, s: &str) -> Result<u64> {
     let bad = || anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms");
@@ -599,6 +626,7 @@ fn health(a: &RunArgs) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
 /// the engine picks.
 pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
     let (restart, max_restarts) = restart(&a.restart)?;
+    let (log_max_size, log_max_files) = log_opts(a)?;
     let mut published: Vec<PortMapping> = a
         .publish
         .iter()
@@ -643,6 +671,8 @@ pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
             .map(|s| size(s).map(|n| n as u64))
             .transpose()?,
         share_pid: a.init,
+        log_max_size,
+        log_max_files,
         ..Default::default()
     })
 }
@@ -661,6 +691,7 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
         ("-P", a.publish_all),
         ("--hostname", a.hostname.is_some()),
         ("--network-alias", !a.network_alias.is_empty()),
+        ("--log-opt", !a.log_opt.is_empty()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
