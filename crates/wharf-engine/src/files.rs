@@ -185,6 +185,13 @@ impl Engine {
         tar.finish().ctx(what)
     }
 
+    /// The bytes of the container's writable layer (what it changed).
+    pub fn writable_size(&self, key: &str) -> Result<u64> {
+        let row = self.db.find_container(key)?;
+        let rootfs = self.images.container_rootfs(&row.id)?;
+        Ok(tree_size(&rootfs.upper_dir))
+    }
+
     /// What the container changed in its image's files, by path.
     pub fn diff(&self, key: &str) -> Result<Vec<Change>> {
         let row = self.db.find_container(key)?;
@@ -232,6 +239,19 @@ impl Engine {
             },
         )?)
     }
+}
+
+/// The bytes of the files below `p` (symlinks not followed; hard links counted each time).
+pub fn tree_size(p: &Path) -> u64 {
+    let Ok(m) = std::fs::symlink_metadata(p) else {
+        return 0;
+    };
+    if !m.is_dir() {
+        return m.len();
+    }
+    std::fs::read_dir(p)
+        .map(|rd| rd.flatten().map(|e| tree_size(&e.path())).sum())
+        .unwrap_or(0)
 }
 
 /// `path` in the container's root; a missing one is a NotFound naming `CONTAINER:PATH`.

@@ -47,18 +47,7 @@ pub struct Volume {
 
 /// The bytes of a volume's files (symlinks not followed).
 pub fn volume_size(v: &Volume) -> u64 {
-    fn walk(p: &Path) -> u64 {
-        let Ok(m) = std::fs::symlink_metadata(p) else {
-            return 0;
-        };
-        if !m.is_dir() {
-            return m.len();
-        }
-        std::fs::read_dir(p)
-            .map(|rd| rd.flatten().map(|e| walk(&e.path())).sum())
-            .unwrap_or(0)
-    }
-    walk(&v.mountpoint)
+    crate::files::tree_size(&v.mountpoint)
 }
 
 /// docker's rule for volume names.

@@ -113,8 +113,14 @@ pub type LogEntry = wharf_shim::logs::LogEntry;
 pub struct ProcessInfo {
     /// Host pid.
     pub pid: i32,
+    /// Its parent's host pid.
+    pub ppid: i32,
     /// Real uid.
     pub uid: u32,
+    /// The uid's name in the container's /etc/passwd (the uid when it has none).
+    pub user: String,
+    /// When it started (seconds since the epoch).
+    pub started: u64,
     /// CPU time used, in seconds.
     pub cpu_seconds: u64,
     /// Its command line.
@@ -379,13 +385,38 @@ impl Engine {
                 .replace('\0', " ")
                 .trim()
                 .to_string();
+                // The name of the uid as the container knows it (its own /etc/passwd).
+                let user = std::fs::read_to_string(format!("/proc/{pid}/root/etc/passwd"))
+                    .ok()
+                    .and_then(|p| {
+                        p.lines().find_map(|l| {
+                            let mut f = l.split(':');
+                            let name = f.next()?;
+                            (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+                        })
+                    })
+                    .unwrap_or_else(|| uid.to_string());
                 ProcessInfo {
                     pid,
+                    ppid: f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0),
                     uid,
+                    user,
+                    started: boot_time() + ticks(19) / tick,
                     cpu_seconds: (ticks(11) + ticks(12)) / tick,
                     command,
                 }
             })
             .collect())
     }
+}
+
+/// When the machine booted (seconds since the epoch; /proc/stat's btime).
+fn boot_time() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

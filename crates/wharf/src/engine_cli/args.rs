@@ -343,6 +343,25 @@ pub enum SystemCmd {
     /// pod, container, image and layer it lacks from the files kept beside them. Run it
     /// with no other Wharf command at work.
     Repair,
+    /// Disk used by images, containers and volumes (docker's `system df`).
+    Df {
+        /// table, json, or a Go template (`{{.Type}} {{.Size}}`).
+        #[arg(long, default_value = "table")]
+        format: String,
+    },
+    /// Remove stopped containers, unused user networks and unnamed images (with --all:
+    /// every unused image; with --volumes: unused anonymous volumes).
+    Prune {
+        /// Every image no container uses, not only the unnamed ones.
+        #[arg(short, long)]
+        all: bool,
+        /// Unused anonymous volumes too.
+        #[arg(long)]
+        volumes: bool,
+        /// Do not ask.
+        #[arg(short, long)]
+        force: bool,
+    },
 }
 
 /// Pod subcommands.

@@ -145,6 +145,9 @@ pub fn volume(s: &str) -> Result<VolumeMount> {
         bail!("invalid volume {s:?}: the container path must be absolute");
     }
     let named = !src.starts_with('/') && !src.starts_with('.');
+    if src.starts_with('.') {
+        bail!("invalid volume {s:?}: a host path must be absolute (a volume name has no '/')");
+    }
     if !named && !std::path::Path::new(src).exists() {
         bail!("volume {s:?}: host path {src} does not exist");
     }

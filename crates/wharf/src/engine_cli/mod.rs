@@ -11,6 +11,7 @@ pub mod docker_json;
 mod files;
 mod networks;
 mod output;
+mod space;
 mod volumes;
 // Signal masks and sigwait for forwarding signals to the container.
 #[allow(unsafe_code)]
@@ -701,6 +702,12 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
 
 fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
     match cmd {
+        SystemCmd::Df { format } => space::df(&open(cli)?, format),
+        SystemCmd::Prune {
+            all,
+            volumes,
+            force,
+        } => space::prune(&open(cli)?, *all, *volumes, *force),
         SystemCmd::Check => {
             let engine = open(cli)?;
             let r = engine.check()?;

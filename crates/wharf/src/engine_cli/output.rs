@@ -729,7 +729,8 @@ pub fn ports(engine: &Engine, container: &str, port: Option<&str>) -> Result<i32
     }
 }
 
-/// `wharf top`.
+/// `wharf top`: docker's columns (UID by the container's user names, PID, PPID, C,
+/// STIME, TTY, TIME, CMD), or JSON.
 pub fn top(engine: &Engine, key: &str, format: &str) -> Result<i32> {
     if !matches!(format, "table" | "json") {
         bail!("unknown format {format:?}: use table or json");
@@ -739,21 +740,26 @@ pub fn top(engine: &Engine, key: &str, format: &str) -> Result<i32> {
         let v: Vec<Value> = procs
             .iter()
             .map(|p| {
-                json!({"pid": p.pid, "user": p.uid.to_string(), "time": cpu_time(p.cpu_seconds), "command": p.command})
+                json!({"UID": p.user, "PID": p.pid, "PPID": p.ppid, "TIME": cpu_time(p.cpu_seconds), "CMD": p.command})
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
     let mut t = vec![
-        ["PID", "USER", "TIME", "COMMAND"]
+        ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]
             .map(String::from)
             .to_vec(),
     ];
     for p in &procs {
+        let stime = wharf_sys::time::rfc3339(p.started as i64, 0, false);
         t.push(vec![
+            p.user.clone(),
             p.pid.to_string(),
-            p.uid.to_string(),
+            p.ppid.to_string(),
+            "0".into(),
+            stime.get(11..16).unwrap_or_default().to_string(),
+            "?".into(),
             cpu_time(p.cpu_seconds),
             p.command.clone(),
         ]);

@@ -164,6 +164,9 @@ pub enum ImageCmd {
         /// Every unused image, not only those without names.
         #[arg(short, long)]
         all: bool,
+        /// Accepted for docker's sake (image prune does not ask).
+        #[arg(short, long)]
+        force: bool,
     },
     /// Mount a read-only view of an image and print its path.
     Mount {

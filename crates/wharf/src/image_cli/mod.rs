@@ -53,7 +53,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Inspect { images, format } => inspect(cli, images, format.as_deref()),
             ImageCmd::Tag(t) => tag(cli, &t.source, &t.target),
             ImageCmd::History(h) => history(cli, h),
-            ImageCmd::Prune { all } => {
+            ImageCmd::Prune { all, force: _ } => {
                 let store = open(cli)?;
                 let (removed, stats) = store.prune(*all)?;
                 for id in &removed {

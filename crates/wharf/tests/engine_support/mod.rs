@@ -156,7 +156,7 @@ impl Wharf {
         self.ok(&["top", container])
             .lines()
             .skip(1)
-            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
             .collect()
     }
 

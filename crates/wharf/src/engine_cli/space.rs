@@ -1,0 +1,192 @@
+//! `wharf system df` and `system prune`: docker's tables of what takes disk space and what
+//! can go, and the removal of it.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use anyhow::Result;
+use serde_json::json;
+use wharf_engine::model::ContainerState;
+use wharf_engine::{ContainerFilter, Engine};
+
+use crate::format::{self, Format};
+
+fn percent(part: u64, whole: u64) -> String {
+    format!("{}%", (part * 100).checked_div(whole).unwrap_or(0))
+}
+
+/// `wharf system df`.
+pub fn df(engine: &Engine, format_arg: &str) -> Result<i32> {
+    let containers = engine.list_containers(&ContainerFilter {
+        all: true,
+        ..Default::default()
+    })?;
+    let used_images: HashSet<String> = containers.iter().map(|c| c.row.image_id.clone()).collect();
+    let mut seen = HashSet::new();
+    let (mut n_img, mut active_img, mut img_size, mut img_free) = (0, 0, 0u64, 0u64);
+    for r in engine.images().list()? {
+        if !seen.insert(r.id.clone()) {
+            continue;
+        }
+        n_img += 1;
+        img_size += r.size;
+        if used_images.contains(&r.id) {
+            active_img += 1;
+        } else {
+            img_free += r.size;
+        }
+    }
+    let (mut n_ctr, mut active_ctr, mut ctr_size, mut ctr_free) = (0, 0, 0u64, 0u64);
+    for c in &containers {
+        n_ctr += 1;
+        let size = engine.writable_size(&c.row.id).unwrap_or(0);
+        ctr_size += size;
+        if matches!(
+            c.row.state,
+            ContainerState::Running | ContainerState::Paused
+        ) {
+            active_ctr += 1;
+        } else {
+            ctr_free += size;
+        }
+    }
+    let (mut n_vol, mut active_vol, mut vol_size, mut vol_free) = (0, 0, 0u64, 0u64);
+    for v in engine.list_volumes()? {
+        n_vol += 1;
+        let size = wharf_engine::named_volumes::volume_size(&v);
+        vol_size += size;
+        if engine.volume_users(&v.name)?.is_empty() {
+            vol_free += size;
+        } else {
+            active_vol += 1;
+        }
+    }
+    let row = |t: &str, total: usize, active: usize, size: u64, free: u64| {
+        json!({
+            "Type": t, "TotalCount": total.to_string(), "Active": active.to_string(),
+            "Size": format::size(size, false, 3),
+            "Reclaimable": format!("{} ({})", format::size(free, false, 3), percent(free, size)),
+        })
+    };
+    let rows = vec![
+        row("Images", n_img, active_img, img_size, img_free),
+        row("Containers", n_ctr, active_ctr, ctr_size, ctr_free),
+        row("Local Volumes", n_vol, active_vol, vol_size, vol_free),
+        row("Build Cache", 0, 0, 0, 0),
+    ];
+    let mut out = std::io::stdout().lock();
+    match Format::parse(format_arg)? {
+        Format::Table => {
+            let mut t = String::from("TYPE\tTOTAL\tACTIVE\tSIZE\tRECLAIMABLE\n");
+            for r in &rows {
+                let cell = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                t.push_str(&format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    cell("Type"),
+                    cell("TotalCount"),
+                    cell("Active"),
+                    cell("Size"),
+                    cell("Reclaimable")
+                ));
+            }
+            write!(out, "{}", format::align(&t))?;
+        }
+        fmt => {
+            let headers = json!({
+                "Type": "TYPE", "TotalCount": "TOTAL", "Active": "ACTIVE", "Size": "SIZE",
+                "Reclaimable": "RECLAIMABLE",
+            });
+            format::print_rows(&mut out, &fmt, &headers, &rows)?;
+        }
+    }
+    Ok(0)
+}
+
+/// `wharf system prune`.
+pub fn prune(engine: &Engine, all: bool, volumes: bool, force: bool) -> Result<i32> {
+    if !force {
+        let mut what = String::from(
+            "all stopped containers\n  - all networks not used by at least one container\n  - ",
+        );
+        what.push_str(if all {
+            "all images without at least one container associated to them"
+        } else {
+            "all dangling images"
+        });
+        if volumes {
+            what.push_str("\n  - all anonymous volumes not used by at least one container");
+        }
+        if !super::confirm(&format!(":\n  - {what}\n"))? {
+            return Ok(0);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let mut reclaimed = 0u64;
+    let stopped: Vec<_> = engine
+        .list_containers(&ContainerFilter {
+            all: true,
+            ..Default::default()
+        })?
+        .into_iter()
+        .filter(|c| {
+            matches!(
+                c.row.state,
+                ContainerState::Exited | ContainerState::Created
+            )
+        })
+        .collect();
+    let mut removed: Vec<String> = Vec::new();
+    for c in stopped {
+        let size = engine.writable_size(&c.row.id).unwrap_or(0);
+        if engine.remove(&c.row.id, false).is_ok() {
+            reclaimed += size;
+            removed.push(c.row.id);
+        }
+    }
+    if !removed.is_empty() {
+        writeln!(out, "Deleted Containers:")?;
+        for id in &removed {
+            writeln!(out, "{id}")?;
+        }
+        writeln!(out)?;
+    }
+    let mut nets = Vec::new();
+    for n in engine.list_networks()? {
+        if engine.network_pods(&n.name)?.is_empty() && engine.remove_network(&n.name).is_ok() {
+            nets.push(n.name);
+        }
+    }
+    if !nets.is_empty() {
+        writeln!(out, "Deleted Networks:")?;
+        for n in &nets {
+            writeln!(out, "{n}")?;
+        }
+        writeln!(out)?;
+    }
+    if volumes {
+        let vols = engine.prune_volumes(false)?;
+        if !vols.is_empty() {
+            writeln!(out, "Deleted Volumes:")?;
+            for (n, size) in &vols {
+                writeln!(out, "{n}")?;
+                reclaimed += size;
+            }
+            writeln!(out)?;
+        }
+    }
+    let (images, stats) = engine.images().prune(all)?;
+    if !images.is_empty() {
+        writeln!(out, "Deleted Images:")?;
+        for id in &images {
+            writeln!(out, "deleted: {id}")?;
+        }
+        writeln!(out)?;
+    }
+    reclaimed += stats.blob_bytes;
+    writeln!(
+        out,
+        "Total reclaimed space: {}",
+        format::size(reclaimed, false, 3)
+    )?;
+    Ok(0)
+}
