@@ -54,6 +54,11 @@ pub enum Command {
     /// Images.
     #[command(flatten)]
     Image(crate::image_cli::args::Cmd),
+    /// Containers, by docker's management command (`container ls`, `container prune`...).
+    Container {
+        #[command(subcommand)]
+        cmd: crate::engine_cli::args::ContainerCmd,
+    },
     /// The OCI runtime (runc-compatible command line; see `wharf runtime --help`).
     Runtime(Passthrough),
     /// Pod networking by hand: namespaces, CNI, the built-in network, DNS files.

@@ -61,6 +61,20 @@ fn dispatch(w: cli::Wharf) -> i32 {
             run: g.run,
             config: g.config,
         }),
+        cli::Command::Container { cmd } => {
+            let cmd = match cmd {
+                engine_cli::args::ContainerCmd::Cmd(c) => c,
+                engine_cli::args::ContainerCmd::Prune { force } => {
+                    Box::new(engine_cli::args::Cmd::ContainerPrune { force })
+                }
+            };
+            engine_cli::main(engine_cli::args::Cli {
+                cmd: *cmd,
+                root: g.root,
+                run: g.run,
+                config: g.config,
+            })
+        }
         cli::Command::Image(cmd) => image_cli::main(image_cli::args::Cli {
             root: g.root,
             run: g.run,

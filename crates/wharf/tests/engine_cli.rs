@@ -2415,6 +2415,32 @@ fn top_system_df_and_prune() {
     );
     assert_eq!(w.ok(&["ps", "-a", "--format", "{{.Names}}"]), "up\n");
     assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
+    // docker's management commands: container ls/inspect/prune, image ls.
+    w.ok(&[
+        "container",
+        "run",
+        "--name",
+        "gone",
+        "--network",
+        "none",
+        &busybox(),
+        "true",
+    ]);
+    assert_eq!(
+        w.ok(&["container", "ls", "-a", "--format", "{{.Names}}"]),
+        "gone\nup\n"
+    );
+    assert_eq!(
+        w.ok(&["container", "inspect", "-f", "{{.State.Status}}", "gone"]),
+        "exited\n"
+    );
+    let pruned = w.ok(&["container", "prune", "-f"]);
+    assert!(
+        pruned.starts_with("Deleted Containers:\n") && pruned.contains("Total reclaimed space"),
+        "{pruned}"
+    );
+    assert_eq!(w.ok(&["container", "list", "-a", "-q"]).lines().count(), 1);
+    assert_eq!(w.ok(&["image", "ls", "-q"]).lines().count(), 1);
     // The running container's image stays, even with --all.
     w.ok(&["system", "prune", "-f", "-a"]);
     assert_eq!(w.ok(&["images", "-q"]).lines().count(), 1);

@@ -219,6 +219,21 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// `wharf container ...`: docker's management command, the container commands under
+/// another name (`container ls`, `container rm`...) plus `container prune`.
+#[derive(Subcommand, Debug)]
+pub enum ContainerCmd {
+    /// Remove every stopped container.
+    Prune {
+        /// Do not ask.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// The container commands.
+    #[command(flatten)]
+    Cmd(Box<Cmd>),
+}
+
 /// `wharf volume` subcommands (docker's).
 #[derive(Subcommand, Debug)]
 pub enum VolumeCmd {
@@ -444,6 +459,7 @@ pub enum Cmd {
         containers: Vec<String>,
     },
     /// List containers.
+    #[command(alias = "ls", alias = "list")]
     Ps {
         /// Show all containers (default: running only).
         #[arg(short, long)]
@@ -543,6 +559,7 @@ pub enum Cmd {
         containers: Vec<String>,
     },
     /// Remove containers.
+    #[command(alias = "remove")]
     Rm {
         /// Kill running ones first.
         #[arg(short, long)]
@@ -676,6 +693,13 @@ pub enum Cmd {
     Network {
         #[command(subcommand)]
         cmd: NetworkCmd,
+    },
+    /// `container prune` (reached as that).
+    #[command(hide = true, name = "container-prune")]
+    ContainerPrune {
+        /// Do not ask.
+        #[arg(short, long)]
+        force: bool,
     },
     /// Named volumes.
     Volume {

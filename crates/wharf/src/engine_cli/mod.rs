@@ -433,6 +433,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         }
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::Volume { cmd } => volumes::run(&open(cli)?, cmd),
+        Cmd::ContainerPrune { force } => space::prune_containers(&open(cli)?, *force),
         Cmd::Network { cmd } => networks::run(&open(cli)?, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {

@@ -175,7 +175,7 @@ pub fn ps(
         .collect::<Result<_>>()?;
     // A status filter looks at every container, as docker's does without -a.
     let all = all || filters.iter().any(|f| matches!(f, PsFilter::Status(_)));
-    let rows: Vec<_> = engine
+    let mut rows: Vec<_> = engine
         .list_containers(&ContainerFilter {
             all,
             pod: pod.map(str::to_string),
@@ -184,6 +184,8 @@ pub fn ps(
         .into_iter()
         .filter(|v| filters.iter().all(|f| f.matches(&v.row)))
         .collect();
+    // Newest first, as docker lists them.
+    rows.sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
     let mut out = std::io::stdout().lock();
     let id_len = if no_trunc { usize::MAX } else { 12 };
     let short = |id: &str| id[..id.len().min(id_len)].to_string();

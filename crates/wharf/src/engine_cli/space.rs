@@ -121,35 +121,7 @@ pub fn prune(engine: &Engine, all: bool, volumes: bool, force: bool) -> Result<i
         }
     }
     let mut out = std::io::stdout().lock();
-    let mut reclaimed = 0u64;
-    let stopped: Vec<_> = engine
-        .list_containers(&ContainerFilter {
-            all: true,
-            ..Default::default()
-        })?
-        .into_iter()
-        .filter(|c| {
-            matches!(
-                c.row.state,
-                ContainerState::Exited | ContainerState::Created
-            )
-        })
-        .collect();
-    let mut removed: Vec<String> = Vec::new();
-    for c in stopped {
-        let size = engine.writable_size(&c.row.id).unwrap_or(0);
-        if engine.remove(&c.row.id, false).is_ok() {
-            reclaimed += size;
-            removed.push(c.row.id);
-        }
-    }
-    if !removed.is_empty() {
-        writeln!(out, "Deleted Containers:")?;
-        for id in &removed {
-            writeln!(out, "{id}")?;
-        }
-        writeln!(out)?;
-    }
+    let mut reclaimed = remove_stopped(engine, &mut out)?;
     let mut nets = Vec::new();
     for n in engine.list_networks()? {
         if engine.network_pods(&n.name)?.is_empty() && engine.remove_network(&n.name).is_ok() {
@@ -183,6 +155,56 @@ pub fn prune(engine: &Engine, all: bool, volumes: bool, force: bool) -> Result<i
         writeln!(out)?;
     }
     reclaimed += stats.blob_bytes;
+    writeln!(
+        out,
+        "Total reclaimed space: {}",
+        format::size(reclaimed, false, 3)
+    )?;
+    Ok(0)
+}
+
+/// Remove every stopped container, printing docker's "Deleted Containers:" list; returns
+/// the bytes their writable layers held.
+fn remove_stopped(engine: &Engine, out: &mut impl Write) -> Result<u64> {
+    let mut reclaimed = 0u64;
+    let stopped: Vec<_> = engine
+        .list_containers(&ContainerFilter {
+            all: true,
+            ..Default::default()
+        })?
+        .into_iter()
+        .filter(|c| {
+            matches!(
+                c.row.state,
+                ContainerState::Exited | ContainerState::Created
+            )
+        })
+        .collect();
+    let mut removed: Vec<String> = Vec::new();
+    for c in stopped {
+        let size = engine.writable_size(&c.row.id).unwrap_or(0);
+        if engine.remove(&c.row.id, false).is_ok() {
+            reclaimed += size;
+            removed.push(c.row.id);
+        }
+    }
+    if !removed.is_empty() {
+        writeln!(out, "Deleted Containers:")?;
+        for id in &removed {
+            writeln!(out, "{id}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(reclaimed)
+}
+
+/// `wharf container prune`.
+pub fn prune_containers(engine: &Engine, force: bool) -> Result<i32> {
+    if !force && !super::confirm("all stopped containers")? {
+        return Ok(0);
+    }
+    let mut out = std::io::stdout().lock();
+    let reclaimed = remove_stopped(engine, &mut out)?;
     writeln!(
         out,
         "Total reclaimed space: {}",
