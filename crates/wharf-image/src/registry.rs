@@ -227,6 +227,18 @@ impl Repository<'_> {
         })
     }
 
+    /// Check that the registry accepts the credentials (`GET /v2/` with the challenge
+    /// answered), as `docker login` does.
+    pub fn check_login(&self) -> Result<()> {
+        let ep = self
+            .endpoints
+            .iter()
+            .find(|e| !e.mirror)
+            .cloned()
+            .ok_or_else(|| Error::Registry("no registry endpoint".into()))?;
+        self.get(&ep, "/v2/", None, None, "login").map(drop)
+    }
+
     /// GET `path` from the first endpoint that answers it (mirrors, then the registry).
     fn get_any(
         &self,
@@ -368,14 +380,23 @@ impl Repository<'_> {
                 ep.host
             )));
         }
-        let scope = challenge
-            .param("scope")
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("repository:{}:pull", self.repository));
-        let mut url = format!("{realm}?scope={}", auth::query_escape(&scope));
-        if let Some(s) = challenge.param("service") {
-            url.push_str(&format!("&service={}", auth::query_escape(s)));
+        // A login (no repository) asks for a token of no scope.
+        let scope = challenge.param("scope").map(str::to_string).or_else(|| {
+            (!self.repository.is_empty()).then(|| format!("repository:{}:pull", self.repository))
+        });
+        let mut params = Vec::new();
+        if let Some(s) = &scope {
+            params.push(format!("scope={}", auth::query_escape(s)));
         }
+        if let Some(s) = challenge.param("service") {
+            params.push(format!("service={}", auth::query_escape(s)));
+        }
+        let url = if params.is_empty() {
+            realm.to_string()
+        } else {
+            format!("{realm}?{}", params.join("&"))
+        };
+        let scope = scope.unwrap_or_default();
         let mut req = self.agent(ep).get(&url);
         if let Some(c) = creds {
             req = req.header("Authorization", c.basic_header());

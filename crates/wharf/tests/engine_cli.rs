@@ -2447,3 +2447,45 @@ fn top_system_df_and_prune() {
     w.ok(&["rm", "-f", "up"]);
     w.assert_clean();
 }
+
+/// `login` checks the credentials with the registry before keeping them in docker's
+/// config.json; pulls then use them; `logout` forgets them.
+#[test]
+fn login_and_logout_keep_credentials_as_docker_does() {
+    let w = Wharf::new("cli-login");
+    let Ok(reg) = std::env::var("WHARF_TEST_REGISTRY_AUTH") else {
+        panic!("WHARF_TEST_REGISTRY_AUTH is not set (scripts/test.d/20-images.sh)");
+    };
+    let private = format!("{reg}/private/busybox:latest");
+    let err = w.fails(1, &["pull", "-q", &private]);
+    assert!(err.contains("401") || err.contains("credentials"), "{err}");
+    let err = w.fails(1, &["login", "-u", "fixture", "-p", "wrong", &reg]);
+    assert!(err.contains(&format!("login to {reg}")), "{err}");
+    let config = w.path("no-docker-config/config.json");
+    assert!(!config.exists());
+    let mut c = w.cmd(&["login", "-u", "fixture", "--password-stdin", &reg]);
+    c.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"fixture-pass\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Login Succeeded\n");
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(
+        kept["auths"][&reg]["auth"], "Zml4dHVyZTpmaXh0dXJlLXBhc3M=",
+        "{kept}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&config).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    w.ok(&["pull", "-q", &private]);
+    assert_eq!(
+        w.ok(&["logout", &reg]),
+        format!("Removing login credentials for {reg}\n")
+    );
+    w.ok(&["rmi", &private]);
+    assert_ne!(w.run(&["pull", "-q", &private]).code, 0);
+    w.assert_clean();
+}

@@ -106,6 +106,25 @@ pub enum Cmd {
     Tag(TagArgs),
     /// Show how an image was built (its history, newest first).
     History(HistoryArgs),
+    /// Log in to a registry (credentials kept in docker's config.json, or its credsStore).
+    Login {
+        /// User name.
+        #[arg(short, long)]
+        username: Option<String>,
+        /// Password (or token).
+        #[arg(short, long)]
+        password: Option<String>,
+        /// Read the password from stdin.
+        #[arg(long = "password-stdin")]
+        password_stdin: bool,
+        /// The registry (default: Docker Hub).
+        server: Option<String>,
+    },
+    /// Forget a registry's credentials.
+    Logout {
+        /// The registry (default: Docker Hub).
+        server: Option<String>,
+    },
     /// Load images from an OCI layout or `docker save` tarball.
     Load {
         /// Archive (default: stdin).

@@ -146,6 +146,30 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Tag(t) => tag(cli, &t.source, &t.target),
+        Cmd::Login {
+            username,
+            password,
+            password_stdin,
+            server,
+        } => login(
+            cli,
+            username.as_deref(),
+            password.as_deref(),
+            *password_stdin,
+            server.as_deref(),
+        ),
+        Cmd::Logout { server } => {
+            let server = server.as_deref().unwrap_or("docker.io");
+            let key = wharf_image::auth::server_key(&registry_host(server));
+            if wharf_image::auth::remove_login(&registry_host(server))
+                .with_context(|| format!("removing the credentials of {server}"))?
+            {
+                println!("Removing login credentials for {key}");
+            } else {
+                println!("Not logged in to {key}");
+            }
+            Ok(0)
+        }
         Cmd::History(h) => history(cli, h),
         Cmd::Import {
             change,
@@ -261,6 +285,68 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
         }
     }
     print!("{out}");
+    Ok(0)
+}
+
+/// A server as `login` takes it (`https://host/`, `host:port`, `docker.io`) to a
+/// registry host.
+fn registry_host(server: &str) -> String {
+    let s = server
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    let host = s.split('/').next().unwrap_or(s);
+    match host {
+        "index.docker.io" | "registry-1.docker.io" | "docker.io" => "docker.io".into(),
+        h => h.to_string(),
+    }
+}
+
+/// `wharf login`: the registry is asked to accept the credentials before they are kept.
+fn login(
+    cli: &Cli,
+    username: Option<&str>,
+    password: Option<&str>,
+    password_stdin: bool,
+    server: Option<&str>,
+) -> Result<i32> {
+    let server = server.unwrap_or("docker.io");
+    let host = registry_host(server);
+    let Some(user) = username else {
+        bail!("login to {server}: give the user name with -u (wharf does not prompt)");
+    };
+    let pass = match (password, password_stdin) {
+        (Some(_), true) => bail!("--password and --password-stdin are exclusive"),
+        (Some(p), false) => p.to_string(),
+        (None, true) => {
+            let mut p = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut p)?;
+            p.trim_end_matches(['\n', '\r']).to_string()
+        }
+        (None, false) => bail!("login to {server}: give the password with -p or --password-stdin"),
+    };
+    if pass.is_empty() {
+        bail!("login to {server}: the password is empty");
+    }
+    let creds = Credentials {
+        username: user.to_string(),
+        password: pass,
+    };
+    let reg = RegistriesConfig::load(&cli.config)?;
+    let client = wharf_image::registry::Client::new(reg, Some(creds.clone()));
+    let r = wharf_image::reference::Reference {
+        registry: host.clone(),
+        repository: String::new(),
+        tag: None,
+        digest: None,
+    };
+    client
+        .repository(&r)
+        .check_login()
+        .with_context(|| format!("login to {server}"))?;
+    let file = wharf_image::auth::store_login(&host, &creds)
+        .with_context(|| format!("login to {server}: keeping the credentials"))?;
+    eprintln!("Credentials kept in {}", file.display());
+    println!("Login Succeeded");
     Ok(0)
 }
 
