@@ -317,6 +317,151 @@ pub fn query_escape(s: &str) -> String {
     out
 }
 
+/// The file `login` writes: docker's config.json (`$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`).
+pub fn login_file() -> PathBuf {
+    match std::env::var_os("DOCKER_CONFIG") {
+        Some(d) => PathBuf::from(d).join("config.json"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+            .join(".docker/config.json"),
+    }
+}
+
+/// The key docker's config.json files credentials of `registry` under.
+pub fn server_key(registry: &str) -> String {
+    let k = normalize_key(registry);
+    if k == "docker.io" {
+        "https://index.docker.io/v1/".into()
+    } else {
+        k
+    }
+}
+
+/// Keep `creds` for `registry`: in the credential store the config names (`credsStore`,
+/// run as `docker-credential-NAME store`), else base64 in its `auths`, as docker does. The
+/// rest of the file is kept as it is.
+pub fn store_login(registry: &str, creds: &Credentials) -> std::io::Result<PathBuf> {
+    let path = login_file();
+    let mut cfg = read_config_value(&path)?;
+    let server = server_key(registry);
+    if let Some(store) = creds_store(&cfg) {
+        let input = serde_json::json!({"ServerURL": server, "Username": creds.username, "Secret": creds.password});
+        run_helper_op(&store, "store", input.to_string().as_bytes())?;
+        return Ok(path);
+    }
+    let auths = cfg
+        .as_object_mut()
+        .ok_or_else(|| bad_config(&path))?
+        .entry("auths")
+        .or_insert_with(|| serde_json::json!({}));
+    auths
+        .as_object_mut()
+        .ok_or_else(|| bad_config(&path))?
+        .insert(
+            server,
+            serde_json::json!({"auth": B64.encode(format!("{}:{}", creds.username, creds.password))}),
+        );
+    write_config_value(&path, &cfg)?;
+    Ok(path)
+}
+
+/// Forget the credentials of `registry` (from the store or the `auths`); false when none
+/// were kept.
+pub fn remove_login(registry: &str) -> std::io::Result<bool> {
+    let path = login_file();
+    let mut cfg = read_config_value(&path)?;
+    let server = server_key(registry);
+    if let Some(store) = creds_store(&cfg) {
+        return Ok(run_helper_op(&store, "erase", server.as_bytes()).is_ok());
+    }
+    let removed = cfg
+        .get_mut("auths")
+        .and_then(|a| a.as_object_mut())
+        .map(|a| {
+            let keys: Vec<String> = a
+                .keys()
+                .filter(|k| normalize_key(k) == normalize_key(&server))
+                .cloned()
+                .collect();
+            for k in &keys {
+                a.remove(k);
+            }
+            !keys.is_empty()
+        })
+        .unwrap_or(false);
+    if removed {
+        write_config_value(&path, &cfg)?;
+    }
+    Ok(removed)
+}
+
+/// The credential store a config names (`credsStore`), if any.
+fn creds_store(cfg: &serde_json::Value) -> Option<String> {
+    cfg.get("credsStore")
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
+fn bad_config(path: &std::path::Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{} is not a JSON object", path.display()),
+    )
+}
+
+fn read_config_value(path: &std::path::Path) -> std::io::Result<serde_json::Value> {
+    match std::fs::read(path) {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Ok(serde_json::json!({})),
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::json!({})),
+        Err(e) => Err(e),
+    }
+}
+
+/// Written owner-only (it holds passwords), replaced atomically.
+fn write_config_value(path: &std::path::Path, v: &serde_json::Value) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let data = serde_json::to_vec_pretty(v).expect("json");
+    wharf_sys::fs::write_atomic(path, &data, 0o600, wharf_sys::fs::Durability::Sync)
+}
+
+/// `docker-credential-NAME OP` with `input` on its stdin.
+fn run_helper_op(name: &str, op: &str, input: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    if name.contains('/') {
+        return Err(std::io::Error::other(format!(
+            "bad credential helper name {name:?}"
+        )));
+    }
+    let bin = format!("docker-credential-{name}");
+    let mut child = Command::new(&bin)
+        .arg(op)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("running {bin}: {e}")))?;
+    child.stdin.take().expect("piped").write_all(input)?;
+    let out = child.wait_with_output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{bin} {op} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,152 +552,5 @@ mod tests {
         assert!(parse_helper_answer(b"credentials not found in native keychain").is_none());
         assert!(run_helper("wharf-surely-missing", "x").is_none());
         assert!(run_helper("../evil", "x").is_none());
-    }
-}
-
-/// The file `login` writes: docker's config.json (`$DOCKER_CONFIG/config.json`, else
-/// `~/.docker/config.json`).
-pub fn login_file() -> PathBuf {
-    match std::env::var_os("DOCKER_CONFIG") {
-        Some(d) => PathBuf::from(d).join("config.json"),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-            .join(".docker/config.json"),
-    }
-}
-
-/// The key docker's config.json files credentials of `registry` under.
-pub fn server_key(registry: &str) -> String {
-    let k = normalize_key(registry);
-    if k == "docker.io" {
-        "https://index.docker.io/v1/".into()
-    } else {
-        k
-    }
-}
-
-/// Keep `creds` for `registry`: in the credential store the config names (`credsStore`,
-/// run as `docker-credential-NAME store`), else base64 in its `auths`, as docker does. The
-/// rest of the file is kept as it is.
-pub fn store_login(registry: &str, creds: &Credentials) -> std::io::Result<PathBuf> {
-    let path = login_file();
-    let mut cfg = read_config_value(&path)?;
-    let server = server_key(registry);
-    if let Some(store) = cfg
-        .get("credsStore")
-        .and_then(|v| v.as_str())
-        .map(String::from)
-        && !store.is_empty()
-    {
-        let input = serde_json::json!({"ServerURL": server, "Username": creds.username, "Secret": creds.password});
-        run_helper_op(&store, "store", input.to_string().as_bytes())?;
-        return Ok(path);
-    }
-    let auths = cfg
-        .as_object_mut()
-        .ok_or_else(|| bad_config(&path))?
-        .entry("auths")
-        .or_insert_with(|| serde_json::json!({}));
-    auths
-        .as_object_mut()
-        .ok_or_else(|| bad_config(&path))?
-        .insert(
-            server,
-            serde_json::json!({"auth": B64.encode(format!("{}:{}", creds.username, creds.password))}),
-        );
-    write_config_value(&path, &cfg)?;
-    Ok(path)
-}
-
-/// Forget the credentials of `registry` (from the store or the `auths`); false when none
-/// were kept.
-pub fn remove_login(registry: &str) -> std::io::Result<bool> {
-    let path = login_file();
-    let mut cfg = read_config_value(&path)?;
-    let server = server_key(registry);
-    if let Some(store) = cfg
-        .get("credsStore")
-        .and_then(|v| v.as_str())
-        .map(String::from)
-        && !store.is_empty()
-    {
-        return Ok(run_helper_op(&store, "erase", server.as_bytes()).is_ok());
-    }
-    let removed = cfg
-        .get_mut("auths")
-        .and_then(|a| a.as_object_mut())
-        .map(|a| {
-            let keys: Vec<String> = a
-                .keys()
-                .filter(|k| normalize_key(k) == normalize_key(&server))
-                .cloned()
-                .collect();
-            for k in &keys {
-                a.remove(k);
-            }
-            !keys.is_empty()
-        })
-        .unwrap_or(false);
-    if removed {
-        write_config_value(&path, &cfg)?;
-    }
-    Ok(removed)
-}
-
-fn bad_config(path: &std::path::Path) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidData,
-        format!("{} is not a JSON object", path.display()),
-    )
-}
-
-fn read_config_value(path: &std::path::Path) -> std::io::Result<serde_json::Value> {
-    match std::fs::read(path) {
-        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Ok(serde_json::json!({})),
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(serde_json::json!({})),
-        Err(e) => Err(e),
-    }
-}
-
-/// Written owner-only (it holds passwords), replaced atomically.
-fn write_config_value(path: &std::path::Path, v: &serde_json::Value) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let data = serde_json::to_vec_pretty(v).expect("json");
-    wharf_sys::fs::write_atomic(path, &data, 0o600, wharf_sys::fs::Durability::Sync)
-}
-
-/// `docker-credential-NAME OP` with `input` on its stdin.
-fn run_helper_op(name: &str, op: &str, input: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    if name.contains('/') {
-        return Err(std::io::Error::other(format!(
-            "bad credential helper name {name:?}"
-        )));
-    }
-    let bin = format!("docker-credential-{name}");
-    let mut child = Command::new(&bin)
-        .arg(op)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| std::io::Error::new(e.kind(), format!("running {bin}: {e}")))?;
-    child.stdin.take().expect("piped").write_all(input)?;
-    let out = child.wait_with_output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "{bin} {op} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
     }
 }
