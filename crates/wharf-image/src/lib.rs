@@ -77,6 +77,7 @@ pub mod lock;
 pub mod manifest;
 pub mod names;
 pub mod pull;
+pub mod push;
 pub mod reference;
 pub mod registry;
 pub mod snapshot;

@@ -239,6 +239,157 @@ impl Repository<'_> {
         self.get(&ep, "/v2/", None, None, "login").map(drop)
     }
 
+    /// The registry itself (not a mirror): where pushes go.
+    fn origin(&self) -> Result<Endpoint> {
+        self.endpoints
+            .iter()
+            .find(|e| !e.mirror)
+            .cloned()
+            .ok_or_else(|| Error::Registry("no registry endpoint".into()))
+    }
+
+    /// A request of a push: `method` on `target` (a path below the registry, or a URL it
+    /// gave), with `body`; a 401 is answered once (the challenge names the push scope).
+    fn send(
+        &self,
+        ep: &Endpoint,
+        method: &str,
+        target: &str,
+        content_type: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Result<Response<ureq::Body>> {
+        let url = if target.starts_with("http://") || target.starts_with("https://") {
+            target.to_string()
+        } else {
+            format!("{}{target}", self.base_url(ep)?)
+        };
+        let mut retried_auth = false;
+        loop {
+            let auth = self.auth.lock().unwrap().get(&ep.host).cloned();
+            let agent = self.agent(ep);
+            let resp = match method {
+                "HEAD" | "GET" | "DELETE" => {
+                    let mut r = match method {
+                        "HEAD" => agent.head(&url),
+                        "DELETE" => agent.delete(&url),
+                        _ => agent.get(&url),
+                    };
+                    if let Some(h) = &auth {
+                        r = r.header("Authorization", h);
+                    }
+                    r.call()
+                }
+                _ => {
+                    let mut r = if method == "PUT" {
+                        agent.put(&url)
+                    } else {
+                        agent.post(&url)
+                    };
+                    if let Some(h) = &auth {
+                        r = r.header("Authorization", h);
+                    }
+                    if let Some(ct) = content_type {
+                        r = r.header("Content-Type", ct);
+                    }
+                    r.send(body.unwrap_or_default())
+                }
+            }
+            .map_err(|e| self.transport_error(ep, e))?;
+            if resp.status().as_u16() == 401 && !retried_auth {
+                retried_auth = true;
+                let challenge = header(&resp, "www-authenticate")
+                    .and_then(|h| auth::parse_challenge(&h))
+                    .ok_or_else(|| {
+                        Error::Unauthorized(format!(
+                            "401 Unauthorized from {} without an authentication challenge",
+                            ep.host
+                        ))
+                    })?;
+                let h = self.authenticate(ep, &challenge)?;
+                self.auth.lock().unwrap().insert(ep.host.clone(), h);
+                continue;
+            }
+            return Ok(resp);
+        }
+    }
+
+    /// Whether the repository has blob `d` already (a push skips it).
+    pub fn blob_exists(&self, d: &Digest) -> Result<bool> {
+        let ep = self.origin()?;
+        let path = format!("/v2/{}/blobs/{d}", self.repository);
+        let resp = self.send(&ep, "HEAD", &path, None, None)?;
+        match resp.status().as_u16() {
+            200..=299 => Ok(true),
+            404 => Ok(false),
+            _ => Err(self.status_error(&ep, resp, "blob", &path)),
+        }
+    }
+
+    /// Ask the registry to link blob `d` from repository `from` of the same registry
+    /// (a cross-repository mount); false when it would not, and the blob must be uploaded.
+    pub fn mount_blob(&self, d: &Digest, from: &str) -> Result<bool> {
+        let ep = self.origin()?;
+        let path = format!(
+            "/v2/{}/blobs/uploads/?mount={d}&from={}",
+            self.repository,
+            auth::query_escape(from)
+        );
+        let resp = self.send(&ep, "POST", &path, None, Some(&[]))?;
+        match resp.status().as_u16() {
+            201 => Ok(true),
+            202 => {
+                // An upload session was opened instead: cancel it.
+                if let Some(loc) = header(&resp, "location") {
+                    let _ = self.send(&ep, "DELETE", &loc, None, None);
+                }
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Upload blob `d` (its bytes `data`) in one request.
+    pub fn upload_blob(&self, d: &Digest, data: &[u8]) -> Result<()> {
+        let ep = self.origin()?;
+        let path = format!("/v2/{}/blobs/uploads/", self.repository);
+        let resp = self.send(&ep, "POST", &path, None, Some(&[]))?;
+        if resp.status().as_u16() != 202 {
+            return Err(self.status_error(&ep, resp, "upload", &path));
+        }
+        let loc = header(&resp, "location").ok_or_else(|| {
+            Error::Registry(format!("{} opened an upload without a Location", ep.host))
+        })?;
+        let loc = if loc.starts_with('/') {
+            format!("{}{loc}", self.base_url(&ep)?)
+        } else {
+            loc
+        };
+        let sep = if loc.contains('?') { '&' } else { '?' };
+        let put = format!("{loc}{sep}digest={d}");
+        let resp = self.send(
+            &ep,
+            "PUT",
+            &put,
+            Some("application/octet-stream"),
+            Some(data),
+        )?;
+        match resp.status().as_u16() {
+            201 | 204 => Ok(()),
+            _ => Err(self.status_error(&ep, resp, "blob", &path)),
+        }
+    }
+
+    /// Put manifest `bytes` (of `media_type`) under `reference` (a tag or its digest).
+    pub fn put_manifest(&self, reference: &str, media_type: &str, bytes: &[u8]) -> Result<()> {
+        let ep = self.origin()?;
+        let path = format!("/v2/{}/manifests/{reference}", self.repository);
+        let resp = self.send(&ep, "PUT", &path, Some(media_type), Some(bytes))?;
+        match resp.status().as_u16() {
+            200..=299 => Ok(()),
+            _ => Err(self.status_error(&ep, resp, "manifest", &path)),
+        }
+    }
+
     /// GET `path` from the first endpoint that answers it (mirrors, then the registry).
     fn get_any(
         &self,

@@ -2489,3 +2489,81 @@ fn login_and_logout_keep_credentials_as_docker_does() {
     assert_ne!(w.run(&["pull", "-q", &private]).code, 0);
     w.assert_clean();
 }
+
+/// `push`: blobs the repository has are skipped, blobs of another repository of the same
+/// registry are mounted, new ones uploaded, and the manifest goes under the tag; what was
+/// pushed pulls and runs elsewhere.
+#[test]
+fn push_mounts_skips_and_uploads_blobs() {
+    let w = Wharf::new("cli-push");
+    w.pull_busybox();
+    let reg = engine_support::registry();
+    let uniq = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let target = format!("{reg}/wharf-push-test/{uniq}:v1");
+    w.ok(&["tag", &busybox(), &target]);
+    let out = w.ok(&["push", &target]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("The push refers to repository [{reg}/wharf-push-test/{uniq}]")
+    );
+    assert!(
+        lines[1..3]
+            .iter()
+            .all(|l| l.ends_with(": Mounted from fixtures/busybox")),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("v1: digest: sha256:") && lines[3].contains(" size: "),
+        "{out}"
+    );
+    let out = w.ok(&["push", &target]);
+    assert!(
+        out.lines()
+            .skip(1)
+            .take(2)
+            .all(|l| l.ends_with(": Layer already exists")),
+        "{out}"
+    );
+    // A new layer is uploaded; the image then pulls into another engine and runs.
+    w.ok(&[
+        "run",
+        "--name",
+        "c",
+        "--network",
+        "none",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo pushed > /msg",
+    ]);
+    let target2 = format!("{reg}/wharf-push-test/{uniq}:v2");
+    w.ok(&["commit", "-c", "CMD [\"cat\", \"/msg\"]", "c", &target2]);
+    let out = w.ok(&["push", &target2]);
+    assert_eq!(out.matches(": Pushed").count(), 2, "{out}");
+    let other = Wharf::new("cli-push-pull");
+    assert_eq!(
+        other.ok(&["run", "--rm", "--network", "none", &target2]),
+        "pushed\n"
+    );
+    // A registry that wants credentials: refused, said once.
+    let auth = std::env::var("WHARF_TEST_REGISTRY_AUTH").unwrap();
+    let denied = format!("{auth}/private/pushed-{uniq}:v1");
+    w.ok(&["tag", &busybox(), &denied]);
+    let err = w.fails(1, &["push", &denied]);
+    assert!(
+        err.contains(&format!("pushing {denied}")) && err.contains("401"),
+        "{err}"
+    );
+    assert_eq!(err.matches("pushing").count(), 1, "{err}");
+    w.ok(&["rm", "c"]);
+    w.assert_clean();
+    other.assert_clean();
+}

@@ -106,6 +106,14 @@ pub enum Cmd {
     Tag(TagArgs),
     /// Show how an image was built (its history, newest first).
     History(HistoryArgs),
+    /// Push an image to its registry.
+    Push {
+        /// Print nothing but errors.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The image (`registry/repository[:tag]`).
+        image: String,
+    },
     /// Log in to a registry (credentials kept in docker's config.json, or its credsStore).
     Login {
         /// User name.

@@ -146,6 +146,37 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Tag(t) => tag(cli, &t.source, &t.target),
+        Cmd::Push { quiet, image } => {
+            let store = open(cli)?;
+            let name = wharf_image::reference::Reference::parse(image)?;
+            if !quiet {
+                println!(
+                    "The push refers to repository [{}/{}]",
+                    name.registry, name.repository
+                );
+            }
+            let report = store
+                .push(image, &mut |d, outcome| {
+                    if !quiet {
+                        let what = match outcome {
+                            wharf_image::push::BlobOutcome::Exists => "Layer already exists".into(),
+                            wharf_image::push::BlobOutcome::Mounted(from) => {
+                                format!("Mounted from {from}")
+                            }
+                            wharf_image::push::BlobOutcome::Pushed => "Pushed".into(),
+                        };
+                        println!("{}: {what}", &d.hex()[..12]);
+                    }
+                })
+                .with_context(|| format!("pushing {image}"))?;
+            if !quiet {
+                println!(
+                    "{}: digest: {} size: {}",
+                    report.tag, report.digest, report.size
+                );
+            }
+            Ok(0)
+        }
         Cmd::Login {
             username,
             password,
