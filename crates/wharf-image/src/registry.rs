@@ -297,16 +297,7 @@ impl Repository<'_> {
             .map_err(|e| self.transport_error(ep, e))?;
             if resp.status().as_u16() == 401 && !retried_auth {
                 retried_auth = true;
-                let challenge = header(&resp, "www-authenticate")
-                    .and_then(|h| auth::parse_challenge(&h))
-                    .ok_or_else(|| {
-                        Error::Unauthorized(format!(
-                            "401 Unauthorized from {} without an authentication challenge",
-                            ep.host
-                        ))
-                    })?;
-                let h = self.authenticate(ep, &challenge)?;
-                self.auth.lock().unwrap().insert(ep.host.clone(), h);
+                self.answer_challenge(ep, &resp)?;
                 continue;
             }
             return Ok(resp);
@@ -476,20 +467,26 @@ impl Repository<'_> {
                 200..=299 => return Ok(resp),
                 401 if !retried_auth => {
                     retried_auth = true;
-                    let challenge = header(&resp, "www-authenticate")
-                        .and_then(|h| auth::parse_challenge(&h))
-                        .ok_or_else(|| {
-                            Error::Unauthorized(format!(
-                                "401 Unauthorized from {} without an authentication challenge",
-                                ep.host
-                            ))
-                        })?;
-                    let h = self.authenticate(ep, &challenge)?;
-                    self.auth.lock().unwrap().insert(ep.host.clone(), h);
+                    self.answer_challenge(ep, &resp)?;
                 }
                 _ => return Err(self.status_error(ep, resp, what, path)),
             }
         }
+    }
+
+    /// Answer a 401's challenge: the header for the endpoint's next requests.
+    fn answer_challenge(&self, ep: &Endpoint, resp: &Response<ureq::Body>) -> Result<()> {
+        let challenge = header(resp, "www-authenticate")
+            .and_then(|h| auth::parse_challenge(&h))
+            .ok_or_else(|| {
+                Error::Unauthorized(format!(
+                    "401 Unauthorized from {} without an authentication challenge",
+                    ep.host
+                ))
+            })?;
+        let h = self.authenticate(ep, &challenge)?;
+        self.auth.lock().unwrap().insert(ep.host.clone(), h);
+        Ok(())
     }
 
     /// The `Authorization` header answering `challenge`.
