@@ -5,7 +5,7 @@
 #     /usr/local/bin/wharf-shim (the per-pod shim, smaller than the whole of wharf)
 #     (plus /usr/local/bin/wharf-runc, the runc-compatible name engines can point at)
 #   - installs systemd units for `wharf daemon` (the CRI server) and starts them where
-#     systemd runs
+#     systemd runs, and wharf-restore.service (restart policies applied at boot)
 #   - runs a first container with `wharf run --rm busybox` (pulled from Docker Hub; when
 #     that is unreachable, a busybox image made from this machine's busybox-static)
 set -euo pipefail
@@ -22,10 +22,13 @@ echo "installed $(/usr/local/bin/wharf --version) to /usr/local/bin/wharf"
 
 # The CRI daemon for kubelet and crictl: systemd units (socket-activated on
 # /run/wharf/wharf.sock), enabled and started where systemd runs.
-install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket /etc/systemd/system/
+install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket \
+  contrib/systemd/wharf-restore.service /etc/systemd/system/
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl enable --now wharf.socket wharf.service
+  # At boot: containers with --restart always|unless-stopped come back.
+  systemctl enable wharf-restore.service
   echo "wharf daemon: started by systemd, serving the CRI on /run/wharf/wharf.sock"
 else
   echo "wharf daemon: systemd is not running here; units installed in /etc/systemd/system;" \

@@ -407,6 +407,19 @@ impl Engine {
         row: &ContainerRow,
         image: &wharf_image::store::Image,
     ) -> Result<()> {
+        self.write_bundle(pod, row, image, false)
+    }
+
+    /// The container's root filesystem mounted (its writable layer made first unless
+    /// `existing`: a container restored after a reboot keeps its own) and its config.json
+    /// written for `pod`'s sandbox as it is now.
+    pub(crate) fn write_bundle(
+        &self,
+        pod: &PodRow,
+        row: &ContainerRow,
+        image: &wharf_image::store::Image,
+        existing: bool,
+    ) -> Result<()> {
         // A target's pid namespace: its process's, which must run (and be in this pod).
         let pid_ns = match &row.spec.pid_target {
             Some(t) => {
@@ -425,8 +438,14 @@ impl Engine {
         };
         let rootfs_dir = self.paths.rootfs(&row.id);
         std::fs::create_dir_all(&rootfs_dir).ctx(|| format!("create {}", rootfs_dir.display()))?;
-        let rootfs = self.images.prepare_container(image, &row.id)?;
-        rootfs.mount(&rootfs_dir)?;
+        let rootfs = if existing {
+            self.images.container_rootfs(&row.id)?
+        } else {
+            self.images.prepare_container(image, &row.id)?
+        };
+        if !wharf_image::snapshot::is_mountpoint(&rootfs_dir) {
+            rootfs.mount(&rootfs_dir)?;
+        }
         let runtime_spec = self.bind_image_volumes(&row.spec)?;
         let runtime_spec = self.bind_named_volumes(&runtime_spec, &rootfs_dir)?;
         let config = specgen::generate(&specgen::Inputs {

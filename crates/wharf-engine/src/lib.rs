@@ -26,6 +26,8 @@ mod pod_lock;
 pub mod pod_volumes;
 mod query;
 pub mod reconcile;
+pub mod restore;
+pub mod rm_guard;
 // Forks a child that unshares the pod's namespaces (a multi-threaded process cannot).
 #[allow(unsafe_code)]
 pub mod sandbox;

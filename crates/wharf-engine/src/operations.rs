@@ -70,6 +70,7 @@ impl Engine {
     /// commands once it runs.
     pub fn start(&self, key: &str, attach: bool) -> Result<(ContainerRow, Option<Session>)> {
         let row = self.db.find_container(key)?;
+        crate::restore::mark_user_stopped(&self.paths, &row.id, false);
         let stdio = StdioMode {
             tty: row.spec.tty,
             stdin: row.spec.stdin,

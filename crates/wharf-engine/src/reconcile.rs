@@ -159,6 +159,20 @@ impl Engine {
         }
         self.shim_deadline_ms
             .store(0, std::sync::atomic::Ordering::Relaxed);
+        // Foreground `run --rm` containers whose CLI died before removing them.
+        for c in &containers {
+            if self.orphaned_rm(c) {
+                match self.remove_with_volumes(&c.id, false) {
+                    Ok(()) => report.repaired.push(format!(
+                        "container {}: its run --rm ended without removing it: removed",
+                        c.name
+                    )),
+                    Err(e) => report
+                        .warnings
+                        .push(format!("removing container {} (run --rm): {e}", c.name)),
+                }
+            }
+        }
         let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
         self.remove_stale_locks(&known);
         crate::hooks::step("reconciled");

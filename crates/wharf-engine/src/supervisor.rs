@@ -597,6 +597,8 @@ impl Engine {
                 }
             };
             self.record_exit(&row, &exit)?;
+            // Stopped by the user: an unless-stopped container stays down at boot.
+            crate::restore::mark_user_stopped(&self.paths, &row.id, true);
             exits.push(exit);
         }
         Ok(exits)

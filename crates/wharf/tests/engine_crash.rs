@@ -944,3 +944,98 @@ fn random_below(n: u64) -> u64 {
     rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()).unwrap();
     u64::from_le_bytes(b) % n
 }
+
+#[test]
+fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
+    let w = World::new("crash-restore");
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "always",
+        "--restart",
+        "always",
+        &w.image,
+        "sh",
+        "-c",
+        "echo run; sleep 1000",
+    ]);
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "unless",
+        "--restart",
+        "unless-stopped",
+        &w.image,
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "stopped",
+        "--restart",
+        "unless-stopped",
+        &w.image,
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&["run", "-d", "--name", "plain", &w.image, "sleep", "1000"]);
+    w.ok(&["stop", "-t", "0", "stopped"]);
+    let id = w.ps()["always"]["Id"].as_str().unwrap().to_string();
+    assert!(wait_until(WAIT, || w.ok(&["logs", "always"]) == "run\n"));
+    w.reboot();
+    let mut restored: Vec<String> = w
+        .ok(&["system", "restore"])
+        .lines()
+        .map(String::from)
+        .collect();
+    restored.sort();
+    assert_eq!(restored, ["always", "unless"]);
+    let ps = w.ps();
+    for n in ["always", "unless"] {
+        assert_eq!(ps[n]["State"]["Status"], "running", "{n}: {:#}", ps[n]);
+    }
+    assert_eq!(ps["stopped"]["State"]["Status"], "exited");
+    assert_eq!(ps["plain"]["State"]["Status"], "exited");
+    // The same container: its id, and its log with the run before the reboot.
+    assert_eq!(ps["always"]["Id"], id.as_str());
+    assert!(wait_until(WAIT, || w.ok(&["logs", "always"]) == "run\nrun\n"));
+    assert_eq!(w.ok(&["exec", "always", "echo", "inside"]), "inside\n");
+    // Once more does nothing.
+    assert_eq!(w.ok(&["system", "restore"]), "");
+    w.ok(&["rm", "-f", "always", "unless", "stopped", "plain"]);
+    w.assert_clean();
+}
+
+#[test]
+fn a_foreground_rm_container_whose_cli_died_is_removed_once_it_exits() {
+    let w = World::new("crash-rm-cli");
+    let mut cli = w
+        .cmd(&[
+            "run",
+            "--rm",
+            "--name",
+            "fg",
+            &w.image,
+            "sh",
+            "-c",
+            "sleep 2; echo done",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(WAIT, || w.status("fg").as_deref() == Some("running")));
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    // Still running: left alone.
+    assert_eq!(w.status("fg").as_deref(), Some("running"));
+    // Once it has exited, the next command's reconcile removes it (and its pod).
+    assert!(wait_until(WAIT, || {
+        w.ok(&["ps", "-a", "-q"]).is_empty()
+    }));
+    assert!(w.pods().is_empty());
+    w.assert_clean();
+}

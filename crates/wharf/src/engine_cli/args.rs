@@ -358,6 +358,10 @@ pub enum SystemCmd {
     /// pod, container, image and layer it lacks from the files kept beside them. Run it
     /// with no other Wharf command at work.
     Repair,
+    /// Start again the containers whose restart policy is always or unless-stopped (and
+    /// were not stopped by the user) after the machine restarted: what the wharf-restore
+    /// unit runs at boot.
+    Restore,
     /// Disk used by images, containers and volumes (docker's `system df`).
     Df {
         /// table, json, or a Go template (`{{.Type}} {{.Size}}`).

@@ -746,7 +746,10 @@ mod tests {
         assert!(duration_ms("x", "10").is_err() && duration_ms("x", "5x").is_err());
         assert_eq!(size("1.5g").unwrap(), 3 << 29);
         assert_eq!(size("512").unwrap(), 512);
-        assert!(volume("rel:/x").is_err());
+        assert!(volume("./rel:/x").is_err());
+        // A name, not a path: a named volume (an empty one: anonymous).
+        assert_eq!(volume("data:/x").unwrap().kind, "volume");
+        assert_eq!(volume("/x").unwrap().source, PathBuf::new());
         let v = volume("/tmp:/data:ro").unwrap();
         assert!(v.readonly);
     }

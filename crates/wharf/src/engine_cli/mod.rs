@@ -538,6 +538,12 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         println!("{}", row.id);
         return Ok(0);
     }
+    // Foreground --rm: should this process die, a later command removes the container.
+    let _rm_guard = if a.rm && !a.detach {
+        Some(engine.hold_rm_guard(&row.id)?)
+    } else {
+        None
+    };
     let started = engine.start(&row.id, !a.detach);
     step("run: started");
     let session = match started {
@@ -704,6 +710,19 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
 fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
     match cmd {
         SystemCmd::Df { format } => space::df(&open(cli)?, format),
+        SystemCmd::Restore => {
+            let mut code = 0;
+            for (name, done) in open(cli)?.restore()? {
+                match done {
+                    Ok(()) => println!("{name}"),
+                    Err(e) => {
+                        eprintln!("wharf: restoring {name}: {e}");
+                        code = 1;
+                    }
+                }
+            }
+            Ok(code)
+        }
         SystemCmd::Prune {
             all,
             volumes,

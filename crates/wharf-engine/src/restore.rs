@@ -1,0 +1,124 @@
+//! Bringing containers back after the machine restarted (`wharf system restore`, run at
+//! boot by the `wharf-restore` unit install.sh installs, as podman-restart does): a pod
+//! whose sandbox vanished with the reboot (reconciling found it dead) and whose restart
+//! policy is `always` or `unless-stopped` gets a new sandbox under the same id, its shim,
+//! and its containers started again from their own writable layers, with the same ids,
+//! names and logs. An `unless-stopped` container the user had stopped stays down: `stop`
+//! leaves a mark in its bundle that `start` takes away.
+
+use crate::db::PodRow;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{PodState, RestartPolicy};
+use crate::paths::Paths;
+
+/// The mark of a container the user stopped.
+const USER_STOPPED: &str = "user-stopped";
+
+/// Set or clear the user-stopped mark of container `id` (best effort: the mark only
+/// matters at boot, and a bundle that is gone has nothing to restore).
+pub(crate) fn mark_user_stopped(paths: &Paths, id: &str, stopped: bool) {
+    let p = paths.bundle(id).join(USER_STOPPED);
+    if stopped {
+        if paths.bundle(id).is_dir() {
+            let _ = std::fs::write(p, b"");
+        }
+    } else {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn user_stopped(paths: &Paths, id: &str) -> bool {
+    paths.bundle(id).join(USER_STOPPED).exists()
+}
+
+impl Engine {
+    /// Restore the pods the last shutdown took down whose restart policy asks for it.
+    /// Returns, per container considered, its name and what happened.
+    pub fn restore(&self) -> Result<Vec<(String, Result<()>)>> {
+        let mut out = Vec::new();
+        for pod in self.db.pods()? {
+            if pod.state != PodState::Dead
+                || !matches!(
+                    pod.spec.restart,
+                    RestartPolicy::Always | RestartPolicy::UnlessStopped
+                )
+            {
+                continue;
+            }
+            let containers = self.db.containers(Some(&pod.id))?;
+            let wanted: Vec<_> = containers
+                .iter()
+                .filter(|c| {
+                    !(pod.spec.restart == RestartPolicy::UnlessStopped
+                        && user_stopped(&self.paths, &c.id))
+                })
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.revive(&pod) {
+                for c in &wanted {
+                    out.push((
+                        c.name.clone(),
+                        Err(Error::Other(format!("pod {}: {e}", pod.name))),
+                    ));
+                }
+                continue;
+            }
+            let pod = self.db.find_pod(&pod.id)?;
+            for c in wanted {
+                let done = self
+                    .images
+                    .resolve(&c.image_id)
+                    .map_err(Error::from)
+                    .and_then(|image| self.write_bundle(&pod, c, &image, true))
+                    .and_then(|()| self.start(&c.id, false).map(drop));
+                out.push((c.name.clone(), done));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A new sandbox for dead pod `pod` (same id, so the same paths), and its shim.
+    fn revive(&self, pod: &PodRow) -> Result<()> {
+        let _lock = self.locks.lock(&pod.id)?;
+        let sb = crate::sandbox::create(&self.setup(), &pod.id, &pod.name, &pod.spec)?;
+        let mut row = PodRow {
+            sandbox: sb,
+            state: PodState::Created,
+            ..pod.clone()
+        };
+        let made = self
+            .db
+            .transaction(|db| {
+                db.update_pod(&row.id, &row.sandbox, row.state)?;
+                db.event(
+                    "restored",
+                    "pod",
+                    &row.id,
+                    &row.name,
+                    serde_json::json!({"reason": "restart policy after a restart of the machine"}),
+                )
+            })
+            .and_then(|()| self.shim(&row).map(drop))
+            .and_then(|()| {
+                if row.spec.share_pid {
+                    self.start_pause(&mut row)
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| crate::ledger::save_pod(&self.paths, &row));
+        if let Err(e) = made {
+            self.shutdown_shim(&row);
+            let _ = crate::sandbox::destroy(&self.setup(), &row.id, &row.spec, &row.sandbox);
+            let _ = self
+                .db
+                .transaction(|db| db.update_pod(&pod.id, &pod.sandbox, PodState::Dead));
+            return Err(e);
+        }
+        self.refresh_names_of_network(&row.spec.network);
+        Ok(())
+    }
+}

@@ -1,0 +1,55 @@
+//! `run --rm` in the foreground: the CLI removes the container when it exits. Should the
+//! CLI die first (a closed terminal, kill -9), the container must still go, as with
+//! docker, whose daemon removes it. The CLI holds an exclusive lock on a file of the
+//! container's for as long as it runs; a later command's reconcile removes an exited
+//! container whose file is there but unlocked (its CLI is gone), and leaves alone one whose
+//! CLI still holds it (that CLI is about to read the exit and remove it itself).
+
+use std::fs::File;
+use std::path::PathBuf;
+
+use crate::db::ContainerRow;
+use crate::engine::Engine;
+use crate::error::{Context, Result};
+use crate::model::ContainerState;
+
+/// Held by a foreground `run --rm` while it runs.
+pub struct RmGuard {
+    _file: File,
+}
+
+impl Engine {
+    fn rm_guard_path(&self, id: &str) -> PathBuf {
+        self.paths
+            .run
+            .join("containers")
+            .join(id)
+            .join("remove-on-exit")
+    }
+
+    /// Mark container `id` for removal once it has exited, and hold the mark while this
+    /// process lives.
+    pub fn hold_rm_guard(&self, id: &str) -> Result<RmGuard> {
+        let path = self.rm_guard_path(id);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
+        }
+        let file = File::create(&path).ctx(|| format!("create {}", path.display()))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .ctx(|| format!("lock {}", path.display()))?;
+        Ok(RmGuard { _file: file })
+    }
+
+    /// Whether `c` is an exited `run --rm` container whose CLI is gone.
+    pub(crate) fn orphaned_rm(&self, c: &ContainerRow) -> bool {
+        let Ok(file) = File::open(self.rm_guard_path(&c.id)) else {
+            return false;
+        };
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return false;
+        }
+        // Its exit may be known only to its shim yet.
+        self.refresh(c)
+            .is_ok_and(|now| now.state == ContainerState::Exited)
+    }
+}
