@@ -517,13 +517,23 @@ impl ArchiveView<'_, '_> {
             let id = self.finish_image(&config, &mbytes, &m, manifest::DOCKER_MANIFEST)?;
             let mut names = Vec::new();
             for t in e.repo_tags.unwrap_or_default() {
-                let n = Reference::parse(&t)?.store_name();
-                self.store.record_named(&id, &n)?;
-                names.push(n);
+                names.push(Reference::parse(&t)?.store_name());
             }
             out.push(Loaded { id, names });
         }
+        self.record_names(&out)?;
         Ok(out)
+    }
+
+    /// Name the loaded images, once every one of them is in the store: a load that fails
+    /// halfway adds no names (its unnamed images go with the next prune).
+    fn record_names(&self, loaded: &[Loaded]) -> Result<()> {
+        for l in loaded {
+            for n in &l.names {
+                self.store.record_named(&l.id, n)?;
+            }
+        }
+        Ok(())
     }
 
     fn load_oci(&mut self) -> Result<Vec<Loaded>> {
@@ -557,7 +567,6 @@ impl ArchiveView<'_, '_> {
             let id = self.finish_image(&config, &bytes, &m, &mt)?;
             let mut names = Vec::new();
             if let Some(n) = name {
-                self.store.record_named(&id, &n)?;
                 names.push(n);
             }
             match out.iter_mut().find(|l| l.id == id) {
@@ -565,6 +574,7 @@ impl ArchiveView<'_, '_> {
                 None => out.push(Loaded { id, names }),
             }
         }
+        self.record_names(&out)?;
         Ok(out)
     }
 

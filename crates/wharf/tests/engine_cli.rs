@@ -2567,3 +2567,53 @@ fn push_mounts_skips_and_uploads_blobs() {
     w.assert_clean();
     other.assert_clean();
 }
+
+/// bash completion offers the engine's container, pod and image names where a command
+/// takes them.
+#[test]
+fn completion_offers_container_and_image_names() {
+    let w = Wharf::new("cli-complete");
+    w.pull_busybox();
+    w.ok(&[
+        "create",
+        "--name",
+        "alpha-box",
+        "--network",
+        "none",
+        &busybox(),
+        "true",
+    ]);
+    let script = w.path("wharf.bash");
+    std::fs::write(&script, w.ok(&["completion", "bash"])).unwrap();
+    let probe = |words: &str| {
+        let base = w.cmd(&["version"]);
+        let bin_dir = Path::new(env!("CARGO_BIN_EXE_wharf"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let mut c = Command::new("bash");
+        c.arg("-c").arg(format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _wharf_with_names; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ));
+        for (k, v) in base.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        c.env(
+            "PATH",
+            format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap()),
+        );
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    let names = probe("wharf start al");
+    assert!(names.lines().any(|l| l == "alpha-box"), "{names}");
+    let names = probe("wharf rmi ''");
+    assert!(names.lines().any(|l| l == busybox()), "{names}");
+    // Not where a command takes no names.
+    assert!(!probe("wharf pull al").contains("alpha-box"));
+    w.ok(&["rm", "alpha-box"]);
+    w.assert_clean();
+}

@@ -435,12 +435,12 @@ fn assert_consistent(w: &World) {
         );
         // Its sandbox is all there.
         let sb = &p["Sandbox"];
-        for ns in ["netns", "ipcns", "utsns"] {
+        for ns in ["Netns", "Ipcns", "Utsns"] {
             let path = sb[ns].as_str().unwrap();
             assert!(Path::new(path).exists(), "pod {name}: {ns} {path} is gone");
         }
         assert!(
-            !sb["ips"].as_array().unwrap().is_empty(),
+            !sb["Ips"].as_array().unwrap().is_empty(),
             "pod {name}: no IP"
         );
         // A standalone pod is never left without its container.

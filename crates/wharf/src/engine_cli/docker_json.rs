@@ -364,3 +364,49 @@ pub fn event(e: &Event) -> Value {
     }
     doc
 }
+
+/// `snake_case` keys as `PascalCase` (one key style across a document), except inside
+/// maps of the user's own keys (labels, annotations, sysctls).
+pub fn pascal_keys(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let user_keys = matches!(k.as_str(), "labels" | "annotations" | "sysctls");
+                    let v = if user_keys { v } else { pascal_keys(v) };
+                    (pascal(&k), v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(pascal_keys).collect()),
+        other => other,
+    }
+}
+
+fn pascal(k: &str) -> String {
+    k.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_uppercase().chain(c).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_become_pascal_case_but_user_keys_stay() {
+        let v = pascal_keys(
+            json!({"host_pid": true, "labels": {"app_name": "x"}, "dns": {"servers": []}}),
+        );
+        assert_eq!(
+            v,
+            json!({"HostPid": true, "Labels": {"app_name": "x"}, "Dns": {"Servers": []}})
+        );
+    }
+}

@@ -788,6 +788,13 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
     if down {
         for plan in &plans {
             let name = plan.pod.name.clone().unwrap_or_default();
+            // What the wait is for: a pod's containers may take their whole grace period.
+            if engine.pod(&name).is_ok() {
+                match plan.grace_period {
+                    Some(g) => eprintln!("wharf: stopping pod {name} (grace period {g}s)"),
+                    None => eprintln!("wharf: stopping pod {name}"),
+                }
+            }
             match kube::play_down(&engine, &name, plan.grace_period.map(Duration::from_secs)) {
                 Ok(pod) => println!("{}", pod.id),
                 Err(wharf_engine::Error::NotFound { .. }) => {

@@ -454,7 +454,9 @@ fn pod_json(p: &PodView) -> Value {
     let r = &p.row;
     json!({
         "Id": r.id, "Name": r.name, "Created": r.created_at, "State": r.state,
-        "Spec": r.spec, "Sandbox": r.sandbox, "Containers": containers,
+        "Spec": docker_json::pascal_keys(json!(r.spec)),
+        "Sandbox": docker_json::pascal_keys(json!(r.sandbox)),
+        "Containers": containers,
     })
 }
 

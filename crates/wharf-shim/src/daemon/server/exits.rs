@@ -340,6 +340,35 @@ fn spawn_exit_command(id: &str, argv: &[String]) {
         .stdout(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
         .process_group(0);
+    // The shim lives in its pod's cgroup, which the command (the pod's removal) deletes:
+    // it runs from each hierarchy's root instead. The paths are made before the fork; the
+    // child only opens and writes (async-signal-safe calls).
+    let roots: Vec<std::ffi::CString> = wharf_runtime::cgroups::detect()
+        .map(|l| {
+            l.v1.values()
+                .chain(l.unified.iter())
+                .filter_map(|m| {
+                    std::ffi::CString::new(
+                        m.join("cgroup.procs").into_os_string().into_encoded_bytes(),
+                    )
+                    .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // SAFETY: between fork and exec the child calls only open(2), write(2) and close(2).
+    unsafe {
+        cmd.pre_exec(move || {
+            for r in &roots {
+                let fd = libc::open(r.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, c"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        });
+    }
     match cmd.spawn() {
         Ok(child) => log(&format!(
             "container {id}: exit command {} started (pid {})",
