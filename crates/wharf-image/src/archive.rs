@@ -37,6 +37,8 @@ pub struct Loaded {
     pub id: Digest,
     /// Names it was recorded under (none for an unnamed OCI layout entry).
     pub names: Vec<String>,
+    /// The tag an OCI layout gave it without a name (its ref.name), if so.
+    pub tag_only: Option<String>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -519,7 +521,11 @@ impl ArchiveView<'_, '_> {
             for t in e.repo_tags.unwrap_or_default() {
                 names.push(Reference::parse(&t)?.store_name());
             }
-            out.push(Loaded { id, names });
+            out.push(Loaded {
+                id,
+                names,
+                tag_only: None,
+            });
         }
         self.record_names(&out)?;
         Ok(out)
@@ -542,9 +548,20 @@ impl ArchiveView<'_, '_> {
         let mut out: Vec<Loaded> = Vec::new();
         for d in &idx.manifests {
             let ann = d.annotations.clone().unwrap_or_default();
+            // ref.name is a tag by the image layout's convention (containerd, docker and
+            // Wharf write `latest` there, the name in io.containerd.image.name); only one
+            // that is a whole reference (with a repository path or a tag) names the image.
+            let tag_only = ann
+                .get("org.opencontainers.image.ref.name")
+                .filter(|n| !n.contains('/') && !n.contains(':'))
+                .filter(|_| !ann.contains_key("io.containerd.image.name"))
+                .cloned();
             let name = ann
                 .get("io.containerd.image.name")
-                .or_else(|| ann.get("org.opencontainers.image.ref.name"))
+                .or_else(|| {
+                    ann.get("org.opencontainers.image.ref.name")
+                        .filter(|n| n.contains('/') || n.contains(':'))
+                })
                 .and_then(|n| Reference::parse(n).ok())
                 .map(|r| r.store_name());
             let mut desc = d.clone();
@@ -571,7 +588,11 @@ impl ArchiveView<'_, '_> {
             }
             match out.iter_mut().find(|l| l.id == id) {
                 Some(l) => l.names.extend(names),
-                None => out.push(Loaded { id, names }),
+                None => out.push(Loaded {
+                    id,
+                    names,
+                    tag_only: tag_only.clone(),
+                }),
             }
         }
         self.record_names(&out)?;

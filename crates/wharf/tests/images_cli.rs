@@ -309,3 +309,74 @@ fn fixture_images_pull_through_the_authenticated_registry() {
         r.ok(&["image", "unmount", &full]);
     }
 }
+
+/// An OCI archive whose only name is a tag (ref.name "latest", no
+/// io.containerd.image.name) loads unnamed, and says so and how to name it; one whose
+/// ref.name is a whole reference is named by it.
+#[test]
+fn an_oci_archive_named_only_by_a_tag_loads_unnamed_and_says_so() {
+    let r = Root::new();
+    r.ok(&["pull", "-q", &image("busybox")]);
+    let oci = r.dir.path().join("bb-oci.tar");
+    r.ok(&[
+        "save",
+        "--format",
+        "oci",
+        "-o",
+        oci.to_str().unwrap(),
+        &image("busybox"),
+    ]);
+    // The same archive with its index's annotations rewritten.
+    let rewrite = |annotations: serde_json::Value, out: &std::path::Path| {
+        let mut src = tar::Archive::new(std::fs::File::open(&oci).unwrap());
+        let mut dst = tar::Builder::new(std::fs::File::create(out).unwrap());
+        for e in src.entries().unwrap() {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().into_owned();
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            if path.to_str() == Some("index.json") {
+                let mut idx: serde_json::Value = serde_json::from_slice(&data).unwrap();
+                idx["manifests"][0]["annotations"] = annotations.clone();
+                data = serde_json::to_vec(&idx).unwrap();
+            }
+            let mut h = e.header().clone();
+            h.set_size(data.len() as u64);
+            h.set_cksum();
+            dst.append_data(&mut h, &path, &data[..]).unwrap();
+        }
+        dst.finish().unwrap();
+    };
+    let tag_only = r.dir.path().join("tag-only.tar");
+    rewrite(
+        serde_json::json!({"org.opencontainers.image.ref.name": "latest"}),
+        &tag_only,
+    );
+    let r2 = Root::new();
+    let out = r2
+        .cmd(&["load", "-i", tag_only.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.starts_with("Loaded image ID: sha256:"), "{stdout}");
+    assert!(
+        stderr.contains("only the tag \"latest\"") && stderr.contains("wharf tag"),
+        "{stderr}"
+    );
+    assert_eq!(
+        r2.ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]),
+        "<none>:<none>\n"
+    );
+    let named = r.dir.path().join("named.tar");
+    rewrite(
+        serde_json::json!({"org.opencontainers.image.ref.name": "example.com/team/bb:2"}),
+        &named,
+    );
+    let r3 = Root::new();
+    assert_eq!(
+        r3.ok(&["load", "-i", named.to_str().unwrap()]),
+        "Loaded image: example.com/team/bb:2\n"
+    );
+}

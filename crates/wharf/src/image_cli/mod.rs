@@ -95,6 +95,15 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             for l in loaded {
                 if l.names.is_empty() {
                     println!("Loaded image ID: {}", l.id);
+                    if let Some(t) = &l.tag_only {
+                        eprintln!(
+                            "wharf: the archive gives image {} only the tag {t:?} (its \
+                             org.opencontainers.image.ref.name), no name: name it with `wharf \
+                             tag {} NAME:{t}`",
+                            l.id,
+                            &l.id.hex()[..12]
+                        );
+                    }
                 }
                 for n in l.names {
                     if *quiet {
