@@ -117,11 +117,17 @@ impl Engine {
         // `--log-opt max-size=/max-file=`: the shim rotates its containers' logs so.
         opts.log_max_size = pod.spec.log_max_size;
         opts.log_max_files = pod.spec.log_max_files;
-        let client = wharf_shim::spawn(&opts)?;
-        if let Some((pid, _)) = records.shim_pid() {
-            shim_into_pod_cgroup(pod, pid);
+        opts.display_name = Some(pod.name.clone());
+        // A leaf of the pod's cgroup, as CRI-O puts conmon in the pod's: out of the
+        // caller's cgroup (a login's systemd scope would take it down at logout), counted
+        // with the pod and removed with it. The shim moves itself once idle.
+        if !pod.sandbox.cgroup.is_empty() {
+            opts.cgroup = Some(format!(
+                "{}/wharf-shim",
+                pod.sandbox.cgroup.trim_end_matches('/')
+            ));
         }
-        Ok(client)
+        Ok(wharf_shim::spawn(&opts)?)
     }
 
     /// The pod's shim if it runs (without starting one). A shim that runs but does not
@@ -697,24 +703,5 @@ fn by_name(e: Error, row: &ContainerRow) -> Error {
             Error::Shim { kind, message }
         }
         other => other,
-    }
-}
-
-/// Move a pod's shim into a leaf of the pod's cgroup (`<pod>/wharf-shim`), as CRI-O puts
-/// conmon in the pod's: out of the caller's cgroup (a login's systemd scope would take it
-/// down at logout), counted with the pod, and removed with it. Best effort: a shim that
-/// stays where it was still works.
-fn shim_into_pod_cgroup(pod: &PodRow, pid: i32) {
-    if pod.sandbox.cgroup.is_empty() {
-        return;
-    }
-    let Ok(layout) = wharf_runtime::cgroups::detect() else {
-        return;
-    };
-    let path = std::path::Path::new(&pod.sandbox.cgroup).join("wharf-shim");
-    if let Ok(cg) = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(&path), &pod.id)
-        && cg.create().is_ok()
-    {
-        let _ = cg.add_pid(pid, false);
     }
 }

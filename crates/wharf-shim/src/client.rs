@@ -46,6 +46,10 @@ pub struct SpawnOptions {
     pub log_max_files: Option<u32>,
     /// How long to wait for the shim to be ready.
     pub timeout: Duration,
+    /// The pod's name, shown by `ps` as the shim's (`wharf-shim NAME --pod ID ...`).
+    pub display_name: Option<String>,
+    /// The cgroup the shim moves itself into once it is first idle (`--cgroup`).
+    pub cgroup: Option<String>,
 }
 
 impl SpawnOptions {
@@ -63,6 +67,8 @@ impl SpawnOptions {
             log_max_size: None,
             log_max_files: None,
             timeout: Duration::from_secs(30),
+            display_name: None,
+            cgroup: None,
         }
     }
 }
@@ -100,6 +106,10 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
     let mut cmd = Command::new(&opts.binary);
     if opts.binary.file_name().is_none_or(|n| n != SHIM_BINARY) {
         cmd.arg("shim");
+    } else if let Some(name) = &opts.display_name {
+        // What ps shows: the pod by name (the binary is found by its path, not argv[0]).
+        use std::os::unix::process::CommandExt;
+        cmd.arg0(format!("{SHIM_BINARY} {name}"));
     }
     cmd.arg("--pod")
         .arg(&opts.pod)
@@ -114,6 +124,9 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
     }
     if let Some(n) = opts.log_max_files {
         cmd.arg("--log-max-files").arg(n.to_string());
+    }
+    if let Some(c) = &opts.cgroup {
+        cmd.arg("--cgroup").arg(c);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -35,10 +35,11 @@ struct Args {
     log_max_size: u64,
     log_max_files: u32,
     ready_fd: Option<i32>,
+    cgroup: Option<String>,
 }
 
 const USAGE: &str = "usage: wharf shim --pod ID --state-dir DIR --runtime-root DIR \
-[--log-max-size BYTES] [--log-max-files N] [--ready-fd FD]";
+[--log-max-size BYTES] [--log-max-files N] [--ready-fd FD] [--cgroup PATH]";
 
 fn parse(argv: &[OsString]) -> Result<Args, String> {
     let mut pod = None;
@@ -47,6 +48,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
     let mut log_max_size = DEFAULT_MAX_SIZE;
     let mut log_max_files = DEFAULT_MAX_FILES;
     let mut ready_fd = None;
+    let mut cgroup = None;
     let mut it = argv.iter();
     while let Some(a) = it.next() {
         let a = a.to_string_lossy();
@@ -73,6 +75,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
             "--log-max-size" => log_max_size = num(&value)?,
             "--log-max-files" => log_max_files = num(&value)? as u32,
             "--ready-fd" => ready_fd = Some(num(&value)? as i32),
+            "--cgroup" => cgroup = Some(value.to_string_lossy().into_owned()),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
     }
@@ -86,6 +89,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
         log_max_size,
         log_max_files,
         ready_fd,
+        cgroup,
     })
 }
 
@@ -243,6 +247,7 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
         runtime: wharf_runtime::Runtime::new(&args.runtime_root),
         log_max_size: args.log_max_size,
         log_max_files: args.log_max_files,
+        cgroup: args.cgroup.clone(),
     };
     Ok(server::Shim::new(cfg, listener, sigfd, timerfd))
 }

@@ -325,3 +325,24 @@ fn discardable() -> Vec<(usize, usize)> {
     }
     out
 }
+
+/// Move this (single-threaded) process into cgroup `path` in every hierarchy, made if
+/// missing: on v1 by writing "0" to each `tasks` file, which spares the global lock and
+/// its RCU grace period a write to `cgroup.procs` costs; one write on the unified
+/// hierarchy. Best effort: a shim that stays where it was still works.
+pub fn join_cgroup(path: &str) {
+    let Ok(layout) = wharf_runtime::cgroups::detect() else {
+        return;
+    };
+    let Ok(cg) =
+        wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(std::path::Path::new(path)), "shim")
+    else {
+        return;
+    };
+    if let Err(e) = cg.create().and_then(|()| cg.join_self_v1()) {
+        super::log(&format!("moving into cgroup {path}: {e}"));
+    }
+    if let Err(e) = cg.add_pid_unified(std::process::id() as i32) {
+        super::log(&format!("moving into cgroup {path}: {e}"));
+    }
+}

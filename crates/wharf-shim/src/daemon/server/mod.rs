@@ -39,6 +39,9 @@ pub struct Config {
     pub log_max_size: u64,
     /// Log files kept.
     pub log_max_files: u32,
+    /// The cgroup the shim moves itself into once it is first quiet (its pod's
+    /// `<pod>/wharf-shim`), off the path of the requests that start the pod.
+    pub cgroup: Option<String>,
 }
 
 type ConnId = u64;
@@ -130,6 +133,8 @@ pub struct Shim {
     /// Children reaped while waiting for another one (see [`Shim::reap_waiting`]), handled
     /// by the event loop next.
     deferred_exits: Vec<(i32, i32)>,
+    /// Moved into `cfg.cgroup` already (or tried).
+    cgroup_joined: std::cell::Cell<bool>,
 }
 
 #[derive(Clone, Copy)]
@@ -168,6 +173,7 @@ impl Shim {
             pod_dirty: false,
             shutting_down: false,
             deferred_exits: Vec::new(),
+            cgroup_joined: std::cell::Cell::new(false),
         }
     }
 
@@ -204,6 +210,11 @@ impl Shim {
                             // Quiet since the last work: give back what it left behind,
                             // and sleep on the same set (running little code in between,
                             // which would fault its pages back in).
+                            if !self.cgroup_joined.replace(true)
+                                && let Some(path) = &self.cfg.cgroup
+                            {
+                                sys::join_cgroup(path);
+                            }
                             sys::trim_memory();
                             trim = false;
                         }
