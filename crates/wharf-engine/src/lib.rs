@@ -19,6 +19,7 @@ pub mod image_volumes;
 pub mod ledger;
 pub mod model;
 pub mod named_volumes;
+mod network_records;
 pub mod oom;
 mod operations;
 pub mod paths;

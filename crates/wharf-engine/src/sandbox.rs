@@ -68,10 +68,11 @@ pub fn network(
             DefaultNetwork::Named(n) => wharf_net::Selection::Cni(n.clone()),
         },
         NetworkMode::Named(n) if n == "wharf" || n == "builtin" => wharf_net::Selection::Builtin,
-        NetworkMode::Named(n) => match crate::user_networks::load(paths, n)? {
+        NetworkMode::Named(n) => match crate::network_records::load(paths, n)? {
             // A user network: the built-in bridge, configured as its record says.
             Some(u) => {
-                let cfg = crate::user_networks::builtin_config(paths, &u, net.host_netns.clone())?;
+                let cfg =
+                    crate::network_records::builtin_config(paths, &u, net.host_netns.clone())?;
                 return Ok(Some(wharf_net::Network::Builtin(
                     wharf_net::BuiltinNetwork::new(cfg)?,
                 )));
