@@ -2617,3 +2617,102 @@ fn completion_offers_container_and_image_names() {
     w.ok(&["rm", "alpha-box"]);
     w.assert_clean();
 }
+
+/// More of what docker users type: ps filters (exited=, name= with anchors, volume=),
+/// -l/-n, `info`, `--expose` with -P, `--pid host`.
+#[test]
+fn ps_filters_latest_info_expose_and_host_pid() {
+    let w = Wharf::new("cli-more-flags");
+    w.pull_busybox();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "web1",
+        "--network",
+        "none",
+        "-v",
+        "/data",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&[
+        "run",
+        "--name",
+        "ok0",
+        "--network",
+        "none",
+        &busybox(),
+        "true",
+    ]);
+    w.run(&[
+        "run",
+        "--name",
+        "bad3",
+        "--network",
+        "none",
+        &busybox(),
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let names = |args: &[&str]| {
+        let mut a = vec!["ps", "--format", "{{.Names}}"];
+        a.extend_from_slice(args);
+        w.ok(&a)
+    };
+    assert_eq!(names(&["-a", "--filter", "exited=3"]), "bad3\n");
+    assert_eq!(names(&["--filter", "exited=0"]), "ok0\n");
+    assert_eq!(names(&["-a", "--filter", "name=^web1$"]), "web1\n");
+    assert_eq!(names(&["-a", "--filter", "name=^we"]), "web1\n");
+    assert_eq!(names(&["-a", "--filter", "name=eb"]), "web1\n");
+    assert_eq!(names(&["-a", "--filter", "name=^eb"]), "");
+    assert_eq!(names(&["-a", "--filter", "volume=/data"]), "web1\n");
+    assert_eq!(names(&["-l"]), "bad3\n");
+    assert_eq!(names(&["-n", "2"]), "bad3\nok0\n");
+    assert_eq!(
+        w.ok(&[
+            "info",
+            "--format",
+            "{{.ContainersRunning}} {{.ContainersStopped}} {{.OSType}}"
+        ]),
+        "1 2 linux\n"
+    );
+    assert!(
+        w.ok(&["info"])
+            .starts_with("Server:\n Containers: 3\n  Running: 1\n")
+    );
+    // --pid host sees the host's processes; the default sees its own.
+    let image = busybox();
+    let count = |flags: &[&str]| -> usize {
+        let mut a = vec!["run", "--rm", "--network", "none"];
+        a.extend_from_slice(flags);
+        a.extend([image.as_str(), "sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
+        w.ok(&a).trim().parse().unwrap()
+    };
+    assert!(count(&[]) < 5);
+    assert!(count(&["--pid", "host"]) > 20);
+    let err = w.fails(
+        125,
+        &["run", "--rm", "--pid", "container:x", &busybox(), "true"],
+    );
+    assert!(err.contains("--pid"), "{err}");
+    // --expose adds to what -P publishes.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "exp",
+        "--expose",
+        "9999",
+        "-P",
+        &busybox(),
+        "sleep",
+        "100",
+    ]);
+    let port = w.ok(&["port", "exp"]);
+    assert!(port.starts_with("9999/tcp -> 0.0.0.0:"), "{port}");
+    w.ok(&["rm", "-f", "-v", "web1", "ok0", "bad3", "exp"]);
+    w.assert_clean();
+}

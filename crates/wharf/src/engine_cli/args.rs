@@ -51,6 +51,15 @@ pub struct RunArgs {
     /// Publish every port the image exposes on host ports the engine picks.
     #[arg(short = 'P', long = "publish-all")]
     pub publish_all: bool,
+    /// More ports to expose (published by -P).
+    #[arg(long = "expose")]
+    pub expose: Vec<String>,
+    /// PID namespace: host (the host's), or the container's own (the default).
+    #[arg(long = "pid")]
+    pub pid: Option<String>,
+    /// IPC namespace: host, or the pod's own (private, shareable: the default).
+    #[arg(long = "ipc")]
+    pub ipc: Option<String>,
     /// Network: default (bridge), none, host, a user network (`network create`), a CNI
     /// network, `container:NAME` or `pod:NAME` (join that pod).
     #[arg(long, alias = "net", default_value = "default")]
@@ -474,6 +483,15 @@ pub enum Cmd {
         /// Whole ids and commands.
         #[arg(long = "no-trunc")]
         no_trunc: bool,
+        /// Only the newest N containers (of every state).
+        #[arg(short = 'n', long = "last")]
+        last: Option<usize>,
+        /// Only the newest container (of every state).
+        #[arg(short = 'l', long = "latest")]
+        latest: bool,
+        /// Accepted for docker's sake (sizes are in `system df`).
+        #[arg(short = 's', long = "size")]
+        size: bool,
         /// table, json (one object per line), or a Go template (`{{.Names}}`, `table
         /// {{.ID}}\t{{.Status}}`).
         #[arg(long, default_value = "table")]
@@ -481,8 +499,9 @@ pub enum Cmd {
         /// Only this pod's.
         #[arg(long)]
         pod: Option<String>,
-        /// Only those matching every filter: id=, name=, label=KEY[=VALUE], ancestor=,
-        /// status=created|running|paused|restarting|exited (docker's).
+        /// Only those matching every filter: id=, name= (a part, or ^start and end$),
+        /// label=KEY[=VALUE], ancestor=, status=created|running|paused|restarting|exited,
+        /// exited=CODE, network=, volume= (docker's).
         #[arg(short = 'f', long = "filter")]
         filter: Vec<String>,
     },
@@ -697,6 +716,12 @@ pub enum Cmd {
     Network {
         #[command(subcommand)]
         cmd: NetworkCmd,
+    },
+    /// The engine and the host as docker's `info` shows them.
+    Info {
+        /// A Go template (`{{.ContainersRunning}}`) or json.
+        #[arg(short, long)]
+        format: Option<String>,
     },
     /// `container prune` (reached as that).
     #[command(hide = true, name = "container-prune")]

@@ -554,6 +554,15 @@ fn log_opts(a: &RunArgs) -> Result<(Option<u64>, Option<u32>)> {
     Ok((size, files))
 }
 
+/// `--pid`/`--ipc`: true for `host`; the container's own (the default) otherwise.
+fn namespace_mode(flag: &str, v: Option<&str>) -> Result<bool> {
+    match v {
+        None | Some("" | "private" | "shareable") => Ok(false),
+        Some("host") => Ok(true),
+        Some(other) => bail!("invalid {flag} {other:?}: host, or the container's own"),
+    }
+}
+
 /// docker's durations: `30s`, `1m30s`, `500ms`, `2h`.
 pub fn duration_ms(flag: &str, s: &str) -> Result<u64> {
     let bad = || anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms");
@@ -674,6 +683,8 @@ pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
             .map(|s| size(s).map(|n| n as u64))
             .transpose()?,
         share_pid: a.init,
+        host_pid: namespace_mode("--pid", a.pid.as_deref())?,
+        host_ipc: namespace_mode("--ipc", a.ipc.as_deref())?,
         log_max_size,
         log_max_files,
         ..Default::default()
@@ -695,6 +706,8 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
         ("--hostname", a.hostname.is_some()),
         ("--network-alias", !a.network_alias.is_empty()),
         ("--log-opt", !a.log_opt.is_empty()),
+        ("--pid", a.pid.is_some()),
+        ("--ipc", a.ipc.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))

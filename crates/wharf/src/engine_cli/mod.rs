@@ -272,12 +272,15 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             all,
             quiet,
             no_trunc,
+            last,
+            latest,
+            size: _,
             format,
             pod,
             filter,
         } => output::ps(
             &open(cli)?,
-            *all,
+            (*all, if *latest { Some(1) } else { *last }),
             (*quiet, *no_trunc),
             format,
             pod.as_deref(),
@@ -434,6 +437,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::Pod { cmd } => pod(cli, cmd),
         Cmd::Volume { cmd } => volumes::run(&open(cli)?, cmd),
         Cmd::ContainerPrune { force } => space::prune_containers(&open(cli)?, *force),
+        Cmd::Info { format } => space::info(&open(cli)?, &cli.root, format.as_deref()),
         Cmd::Network { cmd } => networks::run(&open(cli)?, cmd),
         Cmd::System { cmd } => system(cli, cmd),
         Cmd::Events {
@@ -521,11 +525,14 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         None => {
             let exposed: Vec<String> = if a.publish_all {
                 let img = engine.images().resolve(&a.image)?;
-                img.config
+                let mut e = img
+                    .config
                     .config()
                     .as_ref()
                     .and_then(|c| c.exposed_ports().clone())
-                    .unwrap_or_default()
+                    .unwrap_or_default();
+                e.extend(a.expose.iter().cloned());
+                e
             } else {
                 Vec::new()
             };

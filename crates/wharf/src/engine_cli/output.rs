@@ -100,6 +100,9 @@ fn table(rows: &[Vec<String>]) -> String {
 enum PsFilter {
     Id(String),
     Name(String),
+    Exited(i32),
+    Network(String),
+    Volume(String),
     Label(String, Option<String>),
     Ancestor(String),
     Status(String),
@@ -127,15 +130,42 @@ impl PsFilter {
                      or exited"
                 ),
             },
-            _ => bail!("invalid --filter {s:?}: id, name, label, ancestor or status"),
+            "exited" => match v.parse() {
+                Ok(code) => PsFilter::Exited(code),
+                Err(_) => bail!("invalid --filter {s:?}: exited is an exit code"),
+            },
+            "network" => PsFilter::Network(v.to_string()),
+            "volume" => PsFilter::Volume(v.to_string()),
+            _ => bail!(
+                "invalid --filter {s:?}: id, name, label, ancestor, status, exited, network or \
+                 volume"
+            ),
         })
     }
 
-    fn matches(&self, c: &ContainerRow) -> bool {
+    fn matches(&self, v: &wharf_engine::ContainerView) -> bool {
+        let c = &v.row;
         match self {
             PsFilter::Id(p) => c.id.starts_with(p.as_str()),
-            // docker matches a part of the name.
-            PsFilter::Name(n) => c.name.contains(n.as_str()),
+            // docker matches a part of the name, or with ^ and $ its start and end.
+            PsFilter::Name(n) => {
+                let n = n.trim_start_matches("^/");
+                match (n.strip_prefix('^'), n.ends_with('$')) {
+                    (Some(rest), true) => c.name == rest.trim_end_matches('$'),
+                    (Some(rest), false) => c.name.starts_with(rest),
+                    (None, true) => c.name.ends_with(n.trim_end_matches('$')),
+                    (None, false) => c.name.contains(n),
+                }
+            }
+            PsFilter::Exited(code) => {
+                c.state == ContainerState::Exited
+                    && c.exit.as_ref().is_some_and(|e| e.code == *code)
+            }
+            PsFilter::Network(n) => v.network == *n,
+            PsFilter::Volume(name) => c.spec.mounts.iter().any(|m| {
+                m.source == std::path::Path::new(name)
+                    || m.destination == std::path::Path::new(name)
+            }),
             PsFilter::Label(k, v) => c
                 .spec
                 .labels
@@ -163,7 +193,7 @@ impl PsFilter {
 /// `wharf ps`.
 pub fn ps(
     engine: &Engine,
-    all: bool,
+    (all, last): (bool, Option<usize>),
     (quiet, no_trunc): (bool, bool),
     format: &str,
     pod: Option<&str>,
@@ -174,7 +204,11 @@ pub fn ps(
         .map(|f| PsFilter::parse(f))
         .collect::<Result<_>>()?;
     // A status filter looks at every container, as docker's does without -a.
-    let all = all || filters.iter().any(|f| matches!(f, PsFilter::Status(_)));
+    let all = all
+        || last.is_some()
+        || filters
+            .iter()
+            .any(|f| matches!(f, PsFilter::Status(_) | PsFilter::Exited(_)));
     let mut rows: Vec<_> = engine
         .list_containers(&ContainerFilter {
             all,
@@ -182,10 +216,13 @@ pub fn ps(
             ..Default::default()
         })?
         .into_iter()
-        .filter(|v| filters.iter().all(|f| f.matches(&v.row)))
+        .filter(|v| filters.iter().all(|f| f.matches(v)))
         .collect();
-    // Newest first, as docker lists them.
+    // Newest first, as docker lists them; -n N / -l keep the newest (of every state).
     rows.sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
+    if let Some(n) = last {
+        rows.truncate(n);
+    }
     let mut out = std::io::stdout().lock();
     let id_len = if no_trunc { usize::MAX } else { 12 };
     let short = |id: &str| id[..id.len().min(id_len)].to_string();

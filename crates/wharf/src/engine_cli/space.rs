@@ -212,3 +212,89 @@ pub fn prune_containers(engine: &Engine, force: bool) -> Result<i32> {
     )?;
     Ok(0)
 }
+
+/// `wharf info`: docker's `info`, as text or through a template over docker's keys.
+pub fn info(engine: &Engine, root: &std::path::Path, format_arg: Option<&str>) -> Result<i32> {
+    let containers = engine.list_containers(&ContainerFilter {
+        all: true,
+        ..Default::default()
+    })?;
+    let count = |s: ContainerState| containers.iter().filter(|c| c.row.state == s).count();
+    let running = count(ContainerState::Running);
+    let paused = count(ContainerState::Paused);
+    let images: HashSet<String> = engine.images().list()?.into_iter().map(|r| r.id).collect();
+    let layout = wharf_runtime::cgroups::detect().ok();
+    let cgroup_version = match &layout {
+        Some(l) if l.is_v2() => "2",
+        _ => "1",
+    };
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".into());
+    let uname = rustix::system::uname();
+    let mem_kb: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let doc = json!({
+        "Containers": containers.len(),
+        "ContainersRunning": running,
+        "ContainersPaused": paused,
+        "ContainersStopped": containers.len() - running - paused,
+        "Images": images.len(),
+        "ServerVersion": env!("CARGO_PKG_VERSION"),
+        "Driver": "overlay",
+        "LoggingDriver": "json-file",
+        "CgroupDriver": "cgroupfs",
+        "CgroupVersion": cgroup_version,
+        "KernelVersion": uname.release().to_string_lossy(),
+        "OperatingSystem": os,
+        "OSType": "linux",
+        "Architecture": uname.machine().to_string_lossy(),
+        "NCPU": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "MemTotal": mem_kb * 1024,
+        "Name": uname.nodename().to_string_lossy(),
+        "DockerRootDir": root,
+    });
+    let mut out = std::io::stdout().lock();
+    match format_arg {
+        Some(f) => {
+            drop(out);
+            format::print_documents(&Format::parse(f)?, std::slice::from_ref(&doc))?;
+        }
+        None => {
+            let v = |k: &str| match &doc[k] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            writeln!(out, "Server:")?;
+            writeln!(out, " Containers: {}", v("Containers"))?;
+            writeln!(out, "  Running: {}", v("ContainersRunning"))?;
+            writeln!(out, "  Paused: {}", v("ContainersPaused"))?;
+            writeln!(out, "  Stopped: {}", v("ContainersStopped"))?;
+            writeln!(out, " Images: {}", v("Images"))?;
+            writeln!(out, " Server Version: wharf {}", v("ServerVersion"))?;
+            writeln!(out, " Storage Driver: {}", v("Driver"))?;
+            writeln!(out, " Logging Driver: {}", v("LoggingDriver"))?;
+            writeln!(out, " Cgroup Driver: {}", v("CgroupDriver"))?;
+            writeln!(out, " Cgroup Version: {}", v("CgroupVersion"))?;
+            writeln!(out, " Kernel Version: {}", v("KernelVersion"))?;
+            writeln!(out, " Operating System: {}", v("OperatingSystem"))?;
+            writeln!(out, " OSType: {}", v("OSType"))?;
+            writeln!(out, " Architecture: {}", v("Architecture"))?;
+            writeln!(out, " CPUs: {}", v("NCPU"))?;
+            writeln!(
+                out,
+                " Total Memory: {}",
+                format::size(mem_kb * 1024, true, 4)
+            )?;
+            writeln!(out, " Name: {}", v("Name"))?;
+            writeln!(out, " Root Dir: {}", v("DockerRootDir"))?;
+        }
+    }
+    Ok(0)
+}

@@ -177,6 +177,14 @@ pub enum ImageCmd {
     Tag(TagArgs),
     /// Show how an image was built (its history, newest first).
     History(HistoryArgs),
+    /// Push an image to its registry.
+    Push {
+        /// Print nothing but errors.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The image (`registry/repository[:tag]`).
+        image: String,
+    },
     /// Show images' manifests and configs as JSON.
     Inspect {
         /// json, or a Go template (`{{.Config.Cmd}}`).

@@ -52,6 +52,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Rm(r) => rmi(cli, r),
             ImageCmd::Inspect { images, format } => inspect(cli, images, format.as_deref()),
             ImageCmd::Tag(t) => tag(cli, &t.source, &t.target),
+            ImageCmd::Push { quiet, image } => push(cli, *quiet, image),
             ImageCmd::History(h) => history(cli, h),
             ImageCmd::Prune { all, force: _ } => {
                 let store = open(cli)?;
@@ -155,37 +156,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Tag(t) => tag(cli, &t.source, &t.target),
-        Cmd::Push { quiet, image } => {
-            let store = open(cli)?;
-            let name = wharf_image::reference::Reference::parse(image)?;
-            if !quiet {
-                println!(
-                    "The push refers to repository [{}/{}]",
-                    name.registry, name.repository
-                );
-            }
-            let report = store
-                .push(image, &mut |d, outcome| {
-                    if !quiet {
-                        let what = match outcome {
-                            wharf_image::push::BlobOutcome::Exists => "Layer already exists".into(),
-                            wharf_image::push::BlobOutcome::Mounted(from) => {
-                                format!("Mounted from {from}")
-                            }
-                            wharf_image::push::BlobOutcome::Pushed => "Pushed".into(),
-                        };
-                        println!("{}: {what}", &d.hex()[..12]);
-                    }
-                })
-                .with_context(|| format!("pushing {image}"))?;
-            if !quiet {
-                println!(
-                    "{}: digest: {} size: {}",
-                    report.tag, report.digest, report.size
-                );
-            }
-            Ok(0)
-        }
+        Cmd::Push { quiet, image } => push(cli, *quiet, image),
         Cmd::Login {
             username,
             password,
@@ -325,6 +296,39 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
         }
     }
     print!("{out}");
+    Ok(0)
+}
+
+/// `wharf push`: docker's lines (each blob's fate, then the digest and size).
+fn push(cli: &Cli, quiet: bool, image: &str) -> Result<i32> {
+    let store = open(cli)?;
+    let name = wharf_image::reference::Reference::parse(image)?;
+    if !quiet {
+        println!(
+            "The push refers to repository [{}/{}]",
+            name.registry, name.repository
+        );
+    }
+    let report = store
+        .push(image, &mut |d, outcome| {
+            if !quiet {
+                let what = match outcome {
+                    wharf_image::push::BlobOutcome::Exists => "Layer already exists".into(),
+                    wharf_image::push::BlobOutcome::Mounted(from) => {
+                        format!("Mounted from {from}")
+                    }
+                    wharf_image::push::BlobOutcome::Pushed => "Pushed".into(),
+                };
+                println!("{}: {what}", &d.hex()[..12]);
+            }
+        })
+        .with_context(|| format!("pushing {image}"))?;
+    if !quiet {
+        println!(
+            "{}: digest: {} size: {}",
+            report.tag, report.digest, report.size
+        );
+    }
     Ok(0)
 }
 
