@@ -265,6 +265,12 @@ pub struct ContainerSpec {
     /// running: `run -d --rm`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_remove: bool,
+    /// CPUs it may run on (`--cpuset-cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes it may use (`--cpuset-mems`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_mems: Option<String>,
     /// A health check its shim runs while it runs (docker's HEALTHCHECK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<wharf_shim::protocol::HealthSpec>,

@@ -765,13 +765,19 @@ fn resources(i: &Inputs<'_>) -> Result<LinuxResources> {
         m.set_reservation(spec.memory_reservation);
         r.set_memory(Some(m));
     }
-    if spec.cpus.is_some() || spec.cpu_shares.is_some() {
+    if spec.cpus.is_some()
+        || spec.cpu_shares.is_some()
+        || spec.cpuset_cpus.is_some()
+        || spec.cpuset_mems.is_some()
+    {
         let mut c = LinuxCpu::default();
         if let Some(cpus) = spec.cpus {
             c.set_period(Some(100_000));
             c.set_quota(Some((cpus * 100_000.0).round() as i64));
         }
         c.set_shares(spec.cpu_shares);
+        c.set_cpus(spec.cpuset_cpus.clone());
+        c.set_mems(spec.cpuset_mems.clone());
         r.set_cpu(Some(c));
     }
     if let Some(p) = spec.pids_limit {

@@ -2716,3 +2716,91 @@ fn ps_filters_latest_info_expose_and_host_pid() {
     w.ok(&["rm", "-f", "-v", "web1", "ok0", "bad3", "exp"]);
     w.assert_clean();
 }
+
+/// Resource and pull flags docker users pass: --cpuset-cpus, --cpu-quota/--cpu-period,
+/// --cpu-shares, --memory-reservation, --group-add, -q, --cidfile; logs --until.
+#[test]
+fn resource_flags_cidfile_and_logs_until() {
+    let w = Wharf::new("cli-resources");
+    let cidfile = w.path("cid");
+    let out = w.run(&[
+        "run",
+        "-d",
+        "-q",
+        "--name",
+        "r",
+        "--network",
+        "none",
+        "--cpuset-cpus",
+        "0",
+        "--cpu-quota",
+        "50000",
+        "--cpu-period",
+        "100000",
+        "--cpu-shares",
+        "512",
+        "--memory-reservation",
+        "32m",
+        "--group-add",
+        "4242",
+        "--cidfile",
+        cidfile.to_str().unwrap(),
+        &busybox(),
+        "sh",
+        "-c",
+        "echo first; sleep 2; echo second; sleep 1000",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    // -q: no pull progress, only the id.
+    assert_eq!(out.stderr, "", "{out:?}");
+    let id = out.stdout.trim().to_string();
+    assert_eq!(std::fs::read_to_string(&cidfile).unwrap(), id);
+    let c = w.inspect("r");
+    assert_eq!(c["HostConfig"]["NanoCpus"], 500_000_000, "{c:#}");
+    assert_eq!(c["HostConfig"]["CpuShares"], 512, "{c:#}");
+    assert_eq!(c["HostConfig"]["MemoryReservation"], 32 << 20, "{c:#}");
+    let status = w.ok(&[
+        "exec",
+        "r",
+        "sh",
+        "-c",
+        "grep -E '^(Cpus_allowed_list|Groups)' /proc/1/status",
+    ]);
+    assert!(status.contains("Cpus_allowed_list:\t0\n"), "{status}");
+    assert!(status.contains("4242"), "{status}");
+    // logs --until: what came before that time only.
+    w.wait_for_log("r", "second");
+    let first_at = w
+        .ok(&["logs", "-t", "r"])
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let t = wharf_sys::time::parse_rfc3339(&first_at).unwrap() + Duration::from_millis(500);
+    let until = wharf_sys::time::format_nano(t);
+    assert_eq!(w.ok(&["logs", "--until", &until, "r"]), "first\n");
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "--cpus",
+            "1",
+            "--cpu-quota",
+            "5000",
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(err.contains("--cpu-quota"), "{err}");
+    let err = w.fails(
+        125,
+        &["run", "--rm", "--group-add", "wheel", &busybox(), "true"],
+    );
+    assert!(err.contains("wheel"), "{err}");
+    w.ok(&["rm", "-f", "r"]);
+    w.assert_clean();
+}

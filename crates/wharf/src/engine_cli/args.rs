@@ -88,6 +88,36 @@ pub struct RunArgs {
     /// CPU limit (e.g. 0.5).
     #[arg(long)]
     pub cpus: Option<f64>,
+    /// CPU shares (relative weight).
+    #[arg(short = 'c', long = "cpu-shares")]
+    pub cpu_shares: Option<u64>,
+    /// CFS quota in microseconds per --cpu-period (as --cpus does it).
+    #[arg(long = "cpu-quota")]
+    pub cpu_quota: Option<i64>,
+    /// CFS period in microseconds (default 100000).
+    #[arg(long = "cpu-period")]
+    pub cpu_period: Option<u64>,
+    /// CPUs the container may run on (e.g. 0-1, 0,2).
+    #[arg(long = "cpuset-cpus")]
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes it may use.
+    #[arg(long = "cpuset-mems")]
+    pub cpuset_mems: Option<String>,
+    /// Memory soft limit (e.g. 32m).
+    #[arg(long = "memory-reservation")]
+    pub memory_reservation: Option<String>,
+    /// More groups for the process (numeric gids).
+    #[arg(long = "group-add")]
+    pub group_add: Vec<String>,
+    /// The image's platform when it is pulled (os/arch[/variant]).
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// No pull progress.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Write the container's id to this file.
+    #[arg(long)]
+    pub cidfile: Option<PathBuf>,
     /// Max processes.
     #[arg(long = "pids-limit")]
     pub pids_limit: Option<i64>,
@@ -516,6 +546,9 @@ pub enum Cmd {
         /// Only lines since (RFC 3339 time or a duration like 10m).
         #[arg(long)]
         since: Option<String>,
+        /// Only lines before (RFC 3339 time or a duration like 10m).
+        #[arg(long)]
+        until: Option<String>,
         /// Prefix lines with their timestamps.
         #[arg(short, long)]
         timestamps: bool,

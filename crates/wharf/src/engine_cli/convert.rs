@@ -505,7 +505,23 @@ pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
             Some(s) => Some(size(s)?),
             None => None,
         },
-        cpus: a.cpus,
+        cpus: match (a.cpus, a.cpu_quota) {
+            (Some(_), Some(_)) => bail!("--cpus and --cpu-quota set the same limit: give one"),
+            (_, Some(q)) if q > 0 => Some(q as f64 / a.cpu_period.unwrap_or(100_000).max(1) as f64),
+            (cpus, _) => cpus,
+        },
+        cpu_shares: a.cpu_shares,
+        cpuset_cpus: a.cpuset_cpus.clone(),
+        cpuset_mems: a.cpuset_mems.clone(),
+        memory_reservation: a.memory_reservation.as_deref().map(size).transpose()?,
+        groups: a
+            .group_add
+            .iter()
+            .map(|g| {
+                g.parse::<u32>()
+                    .with_context(|| format!("invalid --group-add {g:?}: a numeric group id"))
+            })
+            .collect::<Result<_>>()?,
         pids_limit: a.pids_limit,
         oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?,
         privileged: a.privileged,

@@ -290,14 +290,14 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             follow,
             tail,
             since,
+            until,
             timestamps,
             container,
         } => output::logs(
             &open(cli)?,
             container,
-            *follow,
-            *tail,
-            since.as_deref(),
+            (*follow, *tail),
+            (since.as_deref(), until.as_deref()),
             *timestamps,
         ),
         Cmd::Exec(e) => exec(cli, e),
@@ -464,6 +464,17 @@ fn dispatch(cli: &Cli) -> Result<i32> {
 
 /// Make sure the image is in the store (pull per `policy`: missing, always, never).
 pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
+    ensure_image_as(engine, image, policy, None, false)
+}
+
+/// [`ensure_image`] for a platform (`--platform`), quietly (`-q`) if asked.
+pub fn ensure_image_as(
+    engine: &Engine,
+    image: &str,
+    policy: &str,
+    platform: Option<&str>,
+    quiet: bool,
+) -> Result<()> {
     let present = engine.images().resolve(image).is_ok();
     match policy {
         "never" if !present => bail!("image {image} is not in the store and --pull=never"),
@@ -472,11 +483,21 @@ pub fn ensure_image(engine: &Engine, image: &str, policy: &str) -> Result<()> {
         "missing" | "always" => {}
         other => bail!("invalid --pull {other:?}: missing, always or never"),
     }
-    let display = crate::image_cli::progress::Display::on_stderr(std::io::stderr().is_terminal());
+    let opts = wharf_image::PullOptions {
+        platform: platform
+            .map(wharf_image::manifest::Platform::parse)
+            .transpose()
+            .with_context(|| format!("invalid --platform {:?}", platform.unwrap_or_default()))?,
+        ..Default::default()
+    };
     // The store's error says "pulling <the full reference>" already.
-    engine
-        .images()
-        .pull(image, &wharf_image::PullOptions::default(), &display)?;
+    if quiet {
+        engine.images().pull(image, &opts, &())?;
+    } else {
+        let display =
+            crate::image_cli::progress::Display::on_stderr(std::io::stderr().is_terminal());
+        engine.images().pull(image, &opts, &display)?;
+    }
     Ok(())
 }
 
@@ -489,7 +510,7 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     if let Some(name) = &a.name {
         engine.check_container_name(name)?;
     }
-    ensure_image(&engine, &a.image, &a.pull)?;
+    ensure_image_as(&engine, &a.image, &a.pull, a.platform.as_deref(), a.quiet)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
     let mut a = a.clone();
     if a.name.is_none() {
@@ -541,6 +562,9 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     };
     let row = engine.create(pod, &spec)?;
     step("run: container created");
+    if let Some(f) = &a.cidfile {
+        std::fs::write(f, &row.id).with_context(|| format!("writing --cidfile {}", f.display()))?;
+    }
     if !start {
         println!("{}", row.id);
         return Ok(0);

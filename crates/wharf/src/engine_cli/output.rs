@@ -348,19 +348,26 @@ fn since_time(s: &str) -> Result<SystemTime> {
 pub fn logs(
     engine: &Engine,
     key: &str,
-    follow: bool,
-    tail: Option<usize>,
-    since: Option<&str>,
+    (follow, tail): (bool, Option<usize>),
+    (since, until): (Option<&str>, Option<&str>),
     timestamps: bool,
 ) -> Result<i32> {
+    let until = until.map(since_time).transpose()?;
     let opts = LogOptions {
         tail,
         since: since.map(since_time).transpose()?,
-        follow,
+        // Following stops at the end time: nothing later is wanted.
+        follow: follow && until.is_none_or(|u| u > SystemTime::now()),
     };
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     engine.container_logs(key, &opts, |e: &LogEntry| {
+        if let Some(u) = until
+            && wharf_sys::time::parse_rfc3339(&e.time).is_some_and(|t| t > u)
+        {
+            // Entries come in time order: the rest are later still.
+            return false;
+        }
         let mut line = Vec::new();
         if timestamps {
             line.extend_from_slice(e.time.as_bytes());
