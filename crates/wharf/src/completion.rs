@@ -19,6 +19,7 @@ pub fn main(shell: &str) -> i32 {
     match shell {
         Shell::Bash => script.extend_from_slice(BASH_NAMES.as_bytes()),
         Shell::Fish => script.extend_from_slice(FISH_NAMES.as_bytes()),
+        Shell::Zsh => script.extend_from_slice(ZSH_NAMES.as_bytes()),
         _ => {}
     }
     use std::io::Write;
@@ -86,6 +87,29 @@ complete -c wharf -n '__fish_seen_subcommand_from "#,
 "#
 );
 
+/// zsh: the generated function first, then names where a command takes them.
+const ZSH_NAMES: &str = concat!(
+    r#"
+_wharf_with_names() {
+    _wharf "$@"
+    [[ ${words[CURRENT]} == -* ]] && return 0
+    local sub=${words[2]}
+    case " "#,
+    "attach commit cp diff exec export inspect kill logs pause port rename restart rm start stats stop top unpause update wait",
+    r#" " in
+        *" $sub "*) compadd -- ${(f)"$(command wharf ps -a --format '{{.Names}}' 2>/dev/null; command wharf pod ls --format '{{.Name}}' 2>/dev/null)"} ;;
+    esac
+    case " "#,
+    "create history push rmi run save tag",
+    r#" " in
+        *" $sub "*) compadd -- ${(f)"$(command wharf images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep -v '<none>')"} ;;
+    esac
+    return 0
+}
+compdef _wharf_with_names wharf
+"#
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +118,6 @@ mod tests {
     fn the_name_lists_are_the_commands_they_name() {
         assert!(BASH_NAMES.contains(CONTAINER_CMDS) && BASH_NAMES.contains(IMAGE_CMDS));
         assert!(FISH_NAMES.contains(CONTAINER_CMDS) && FISH_NAMES.contains(IMAGE_CMDS));
+        assert!(ZSH_NAMES.contains(CONTAINER_CMDS) && ZSH_NAMES.contains(IMAGE_CMDS));
     }
 }
