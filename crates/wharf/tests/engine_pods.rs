@@ -379,3 +379,38 @@ fn play_web_example_init_container_shared_volume_host_port_and_down() {
     let out = w.run(&["play", "--down", manifest]);
     assert!(out.stderr.contains("pod web does not exist"), "{out:?}");
 }
+
+/// `play --pull never|missing|always` overrides the manifest's imagePullPolicy for the
+/// whole play (offline use of `:latest` images), and each warning is printed once.
+#[test]
+fn play_pull_override_and_warnings_once() {
+    let w = Wharf::new("pods-play-pull");
+    let manifest = w.path("warny.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: warny\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: a\n    image: {}\n    command: [sleep, \"100\"]\n    livenessProbe:\n      exec:\n        command: [\"true\"]\n",
+            busybox()
+        ),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    // `:latest` means imagePullPolicy Always; --pull never plays without the registry.
+    let err = w.fails(
+        1,
+        &["play", "--pull", "never", "--network", "none", manifest],
+    );
+    assert!(
+        err.contains("--pull=never") && err.contains("fixtures/busybox"),
+        "{err}"
+    );
+    assert_eq!(err.matches("livenessProbe").count(), 1, "{err}");
+    w.pull_busybox();
+    let out = w.run(&["play", "--pull", "never", "--network", "none", manifest]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stderr.matches("livenessProbe").count(), 1, "{out:?}");
+    let err = w.fails(1, &["play", "--pull", "sometimes", manifest]);
+    assert!(err.contains("invalid --pull \"sometimes\""), "{err}");
+    w.ok(&["play", "--down", manifest]);
+    w.assert_clean();
+}

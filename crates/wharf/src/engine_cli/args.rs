@@ -800,6 +800,10 @@ pub enum Cmd {
         /// Publish host ports from the manifest's hostPort fields.
         #[arg(long = "network", default_value = "default")]
         network: String,
+        /// Pull policy for every image of the play (always, missing, never), in place of
+        /// the manifest's imagePullPolicy: `never` plays offline.
+        #[arg(long)]
+        pull: Option<String>,
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },

@@ -457,8 +457,9 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::Play {
             down,
             network,
+            pull,
             file,
-        } => play(cli, file, *down, network),
+        } => play(cli, file, *down, network, pull.as_deref()),
     }
 }
 
@@ -795,8 +796,26 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
     }
 }
 
-fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<i32> {
+fn play(
+    cli: &Cli,
+    file: &std::path::Path,
+    down: bool,
+    network: &str,
+    pull: Option<&str>,
+) -> Result<i32> {
     use wharf_kube::{self as kube, PlanOptions, PullPolicy};
+    if let Some(p) = pull
+        && !matches!(p, "always" | "missing" | "never")
+    {
+        bail!("invalid --pull {p:?}: always, missing or never");
+    }
+    // Each warning once, however many pods or passes bring it up.
+    let mut warned = std::collections::HashSet::new();
+    let mut warn = |w: String| {
+        if warned.insert(w.clone()) {
+            eprintln!("wharf: warning: {w}");
+        }
+    };
     let limit = kube::MAX_MANIFEST_BYTES;
     let text = if file.as_os_str() == "-" {
         convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
@@ -814,7 +833,7 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
         plans.push(plan);
     }
     for w in manifest.warnings() {
-        eprintln!("wharf: warning: {w}");
+        warn(w.clone());
     }
     if down {
         for plan in &plans {
@@ -841,17 +860,17 @@ fn play(cli: &Cli, file: &std::path::Path, down: bool, network: &str) -> Result<
         for mut plan in plans {
             let name = plan.pod.name.clone().unwrap_or_default();
             for w in &plan.warnings {
-                eprintln!("wharf: warning: pod {name}: {w}");
+                warn(format!("pod {name}: {w}"));
             }
             if network != "default" && plan.pod.network != wharf_engine::model::NetworkMode::Host {
                 plan.pod.network = convert::network(network);
             }
             for img in &plan.images {
-                let policy = match img.policy {
+                let policy = pull.unwrap_or(match img.policy {
                     PullPolicy::Always => "always",
                     PullPolicy::IfNotPresent => "missing",
                     PullPolicy::Never => "never",
-                };
+                });
                 ensure_image(&engine, &img.image, policy).with_context(|| format!("pod {name}"))?;
             }
             let played =
