@@ -240,6 +240,8 @@ fn wharf_shim_sample(
                     timeout_ms: 5000,
                     retries: 3,
                     start_period_ms: 0,
+                    first_after_ms: None,
+                    kill_on_failure: false,
                 }),
             };
             shim.create(&spec).map_err(|e| e.to_string())?;

@@ -235,12 +235,38 @@ pub(crate) struct Container {
     pub tty: bool,
     /// Init containers only: "Always" makes a sidecar.
     pub restart_policy: Option<String>,
+    /// A liveness probe (exec probes are run; other handlers are warned about).
+    pub liveness_probe: Option<Probe>,
     // Where the kubelet reads a termination message from; nothing reads it here, and the
     // API server fills both in, so they are accepted without a warning.
     #[serde(default)]
     pub termination_message_path: Option<Value>,
     #[serde(default)]
     pub termination_message_policy: Option<Value>,
+}
+
+/// A probe, as kubelet reads it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Probe {
+    pub exec: Option<ExecAction>,
+    pub http_get: Option<Value>,
+    pub tcp_socket: Option<Value>,
+    pub grpc: Option<Value>,
+    pub initial_delay_seconds: Option<u64>,
+    pub period_seconds: Option<u64>,
+    pub timeout_seconds: Option<u64>,
+    pub success_threshold: Option<u64>,
+    pub failure_threshold: Option<u32>,
+    pub termination_grace_period_seconds: Option<u64>,
+}
+
+/// A probe's command.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ExecAction {
+    #[serde(default, deserialize_with = "nullable")]
+    pub command: Vec<String>,
 }
 
 /// An environment variable.

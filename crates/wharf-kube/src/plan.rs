@@ -371,6 +371,9 @@ impl<'a> Planner<'a> {
             stop_timeout: Some(grace),
             ..Default::default()
         };
+        if let Some(p) = &c.liveness_probe {
+            spec.health = self.liveness(p, &format!("{path}.livenessProbe"))?;
+        }
         if c.stdin_once {
             self.warnings.push(format!(
                 "{path}.stdinOnce is not supported and is ignored: stdin stays open while the container runs"
@@ -403,6 +406,52 @@ impl<'a> Planner<'a> {
             (LABEL_CONTAINER_NAME.to_string(), c.name.clone()),
         ]);
         Ok(spec)
+    }
+
+    /// A liveness probe as the shim runs it: an exec probe on kubelet's schedule (first
+    /// after initialDelaySeconds, then every periodSeconds, failing after timeoutSeconds);
+    /// failureThreshold failures in a row kill the container, and the pod's restart policy
+    /// brings it back with its back-off, as kubelet does. Other handlers are warned about.
+    fn liveness(
+        &mut self,
+        p: &api::Probe,
+        path: &str,
+    ) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
+        let Some(exec) = &p.exec else {
+            let kind = if p.http_get.is_some() {
+                "httpGet"
+            } else if p.tcp_socket.is_some() {
+                "tcpSocket"
+            } else if p.grpc.is_some() {
+                "grpc"
+            } else {
+                return Err(invalid(format!(
+                    "{path} has no handler (exec, httpGet, tcpSocket or grpc)"
+                )));
+            };
+            self.warnings.push(format!(
+                "{path}.{kind} is not supported and is ignored: only exec probes are run"
+            ));
+            return Ok(None);
+        };
+        if exec.command.is_empty() {
+            return Err(invalid(format!("{path}.exec.command is required")));
+        }
+        if p.success_threshold.is_some_and(|n| n != 1) {
+            return Err(invalid(format!(
+                "{path}.successThreshold must be 1 for liveness probes"
+            )));
+        }
+        let secs = |v: Option<u64>, default: u64| v.unwrap_or(default).max(1) * 1000;
+        Ok(Some(wharf_shim::protocol::HealthSpec {
+            test: exec.command.clone(),
+            interval_ms: secs(p.period_seconds, 10),
+            timeout_ms: secs(p.timeout_seconds, 1),
+            retries: p.failure_threshold.unwrap_or(3).max(1),
+            start_period_ms: 0,
+            first_after_ms: Some(p.initial_delay_seconds.unwrap_or(0) * 1000),
+            kill_on_failure: true,
+        }))
     }
 
     fn pod_spec(&mut self, spec: &api::PodSpec) -> Result<PodSpec> {

@@ -530,7 +530,7 @@ status: {}
         "document 2 (ConfigMap cfg): extra is not supported and is ignored",
         "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
         "spec.containers[0].imagePulPolicy is not supported and is ignored",
-        "spec.containers[0].livenessProbe is not supported and is ignored: probes are not run",
+        "spec.containers[0].livenessProbe.httpGet is not supported and is ignored: only exec probes are run",
         "spec.containers[0].securityContext.seLinuxOptions is not supported and is ignored: SELinux labels are not applied",
         "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
         "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",

@@ -209,6 +209,14 @@ pub struct HealthSpec {
     /// Grace after start.
     #[serde(default)]
     pub start_period_ms: u64,
+    /// The first check this long after the start (default: an interval; kubelet's
+    /// initialDelaySeconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_after_ms: Option<u64>,
+    /// Unhealthy kills the container, whose restart policy then applies (a Kubernetes
+    /// liveness probe); docker's health checks only report.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kill_on_failure: bool,
 }
 
 /// One check's result, as docker's `State.Health.Log` shows it.

@@ -414,3 +414,45 @@ fn play_pull_override_and_warnings_once() {
     w.ok(&["play", "--down", manifest]);
     w.assert_clean();
 }
+
+/// A liveness probe (exec) that fails kills the container, and the pod's restart policy
+/// brings it back with its back-off, the restart counted, as on a kubelet; an httpGet
+/// probe is warned about, not run.
+#[test]
+fn a_failing_liveness_probe_restarts_the_container() {
+    let w = Wharf::new("pods-liveness");
+    w.pull_busybox();
+    let manifest = w.path("live.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: live\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, \"echo start; touch /tmp/ok; sleep 2; rm /tmp/ok; sleep 1000\"]\n    livenessProbe:\n      exec:\n        command: [cat, /tmp/ok]\n      initialDelaySeconds: 1\n      periodSeconds: 1\n      failureThreshold: 2\n  - name: web\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"1000\"]\n    livenessProbe:\n      httpGet:\n        path: /\n        port: 80\n",
+            busybox(),
+            busybox()
+        ),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let out = w.run(&["play", "--network", "none", manifest]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("spec.containers[1].livenessProbe.httpGet is not supported"),
+        "{out:?}"
+    );
+    assert!(
+        !out.stderr.contains("containers[0].livenessProbe"),
+        "{out:?}"
+    );
+    let restarts = || w.inspect("live-app")["RestartCount"].as_i64().unwrap_or(0);
+    assert!(
+        engine_support::wait_until(std::time::Duration::from_secs(40), || restarts() >= 1),
+        "{:#}",
+        w.inspect("live-app")
+    );
+    assert!(w.wait_for_log("live-app", "start\nstart").contains("start"));
+    // The other container was left alone.
+    assert_eq!(w.inspect("live-web")["RestartCount"], 0);
+    w.ok(&["play", "--down", manifest]);
+    w.assert_clean();
+}
