@@ -389,7 +389,7 @@ fn play_pull_override_and_warnings_once() {
     std::fs::write(
         &manifest,
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: warny\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: a\n    image: {}\n    command: [sleep, \"100\"]\n    livenessProbe:\n      exec:\n        command: [\"true\"]\n",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: warny\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: a\n    image: {}\n    command: [sleep, \"100\"]\n    livenessProbe:\n      httpGet:\n        path: /\n        port: 80\n",
             busybox()
         ),
     )
