@@ -47,7 +47,7 @@ mod warnings;
 
 pub use env::POD_IP_PLACEHOLDER;
 pub use host::{HostVolumes, create_volumes};
-pub use manifest::{MAX_MANIFEST_BYTES, Manifest, parse};
+pub use manifest::{DataObject, MAX_MANIFEST_BYTES, Manifest, parse, parse_objects};
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
     PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, substitute_pod_ip,

@@ -30,7 +30,7 @@ pub(crate) struct ParsedPod {
 
 /// What a ConfigMap or Secret holds, decoded.
 #[derive(Debug, Clone)]
-pub(crate) struct DataObject {
+pub struct DataObject {
     /// "ConfigMap" or "Secret".
     pub kind: &'static str,
     pub name: String,
@@ -110,6 +110,43 @@ pub fn parse(yaml: &str) -> Result<Manifest> {
     }
     check_duplicates(&m)?;
     Ok(m)
+}
+
+/// ConfigMaps and Secrets from a file of their own (`play --configmap FILE`), for the
+/// pods of another manifest; a Pod or any other kind there is refused.
+pub fn parse_objects(yaml: &str, file: &str) -> Result<Vec<DataObject>> {
+    check_shape(yaml)?;
+    let mut m = Manifest {
+        pods: Vec::new(),
+        objects: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
+        let where_ = format!("{file}: document {}", i + 1);
+        let value =
+            Value::deserialize(doc).map_err(|e| invalid(format!("{where_}: invalid YAML: {e}")))?;
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if kind != "ConfigMap" && kind != "Secret" {
+            return Err(invalid(format!(
+                "{where_}: kind {kind:?}: a --configmap file holds ConfigMaps and Secrets only"
+            )));
+        }
+        add_object(&mut m, value, &where_)?;
+    }
+    Ok(m.objects)
+}
+
+impl Manifest {
+    /// Add ConfigMaps and Secrets from other files; one the manifest or another file
+    /// defines already is an error naming it.
+    pub fn add_objects(&mut self, objects: Vec<DataObject>) -> Result<()> {
+        self.objects.extend(objects);
+        check_duplicates(self)
+    }
 }
 
 /// The largest manifest `wharf play` reads (the Kubernetes API server takes requests of

@@ -346,7 +346,7 @@ fn projected(
         }
         Lookup::Missing => {
             return Err(invalid(format!(
-                "{path}.{name_field}: {kind} {name:?} is not in the manifest (add it, or set optional: true)"
+                "{path}.{name_field}: {kind} {name:?} is not in the manifest (add it, give it with --configmap FILE, or set optional: true)"
             )));
         }
     };

@@ -456,3 +456,45 @@ fn a_failing_liveness_probe_restarts_the_container() {
     w.ok(&["play", "--down", manifest]);
     w.assert_clean();
 }
+
+/// `play --configmap FILE`: ConfigMaps and Secrets from files of their own, for the pods
+/// of the manifest (podman's flag); other kinds there are refused, a second definition
+/// names the object.
+#[test]
+fn play_takes_configmaps_and_secrets_from_other_files() {
+    let w = Wharf::new("pods-configmap");
+    w.pull_busybox();
+    let pod = w.path("pod.yaml");
+    std::fs::write(
+        &pod,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cm\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, \"echo $GREETING; cat /s/token\"]\n    env:\n    - name: GREETING\n      valueFrom:\n        configMapKeyRef: {{name: cfg, key: greeting}}\n    volumeMounts:\n    - {{name: s, mountPath: /s}}\n  volumes:\n  - name: s\n    secret: {{secretName: sec}}\n",
+            busybox()
+        ),
+    )
+    .unwrap();
+    let objects = w.path("objects.yaml");
+    std::fs::write(
+        &objects,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: sec}\nstringData: {token: s3cret}\n",
+    )
+    .unwrap();
+    let (pod, objects) = (pod.to_str().unwrap(), objects.to_str().unwrap());
+    let err = w.fails(1, &["play", "--network", "none", pod]);
+    assert!(
+        err.contains("is not in the manifest (add it, give it with --configmap FILE"),
+        "{err}"
+    );
+    w.ok(&["play", "--network", "none", "--configmap", objects, pod]);
+    assert_eq!(w.wait_for_log("cm-c", "s3cret"), "hello\ns3cret\n");
+    w.ok(&["play", "--down", pod]);
+    // Only ConfigMaps and Secrets; each defined once.
+    let err = w.fails(1, &["play", "--configmap", pod, pod]);
+    assert!(err.contains("ConfigMaps and Secrets only"), "{err}");
+    let err = w.fails(
+        1,
+        &["play", "--configmap", objects, "--configmap", objects, pod],
+    );
+    assert!(err.contains("twice") && err.contains("cfg"), "{err}");
+    w.assert_clean();
+}

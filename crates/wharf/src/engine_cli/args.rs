@@ -804,6 +804,9 @@ pub enum Cmd {
         /// the manifest's imagePullPolicy: `never` plays offline.
         #[arg(long)]
         pull: Option<String>,
+        /// A file of ConfigMaps and Secrets the pods use (repeatable).
+        #[arg(long = "configmap")]
+        configmap: Vec<PathBuf>,
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },

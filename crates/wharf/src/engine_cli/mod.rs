@@ -458,8 +458,9 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             down,
             network,
             pull,
+            configmap,
             file,
-        } => play(cli, file, *down, network, pull.as_deref()),
+        } => play(cli, file, *down, network, (pull.as_deref(), configmap)),
     }
 }
 
@@ -801,7 +802,7 @@ fn play(
     file: &std::path::Path,
     down: bool,
     network: &str,
-    pull: Option<&str>,
+    (pull, configmaps): (Option<&str>, &[PathBuf]),
 ) -> Result<i32> {
     use wharf_kube::{self as kube, PlanOptions, PullPolicy};
     if let Some(p) = pull
@@ -823,29 +824,37 @@ fn play(
         let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
         convert::read_bounded(f, limit, &format!("manifest {}", file.display()))?
     };
-    let manifest = kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
+    let mut manifest =
+        kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
+    for f in configmaps {
+        let text = convert::read_bounded(
+            std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?,
+            limit,
+            &format!("--configmap {}", f.display()),
+        )?;
+        let objects = kube::parse_objects(&text, &f.display().to_string())?;
+        manifest
+            .add_objects(objects)
+            .with_context(|| format!("--configmap {}", f.display()))?;
+    }
     let engine = open(cli)?;
     let opts = PlanOptions::for_host(&cli.root);
-    let mut plans = Vec::new();
-    for name in manifest.pod_names() {
-        let plan = kube::plan_with(&manifest, Some(name), &opts)
-            .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
-        plans.push(plan);
-    }
-    for w in manifest.warnings() {
-        warn(w.clone());
-    }
     if down {
-        for plan in &plans {
-            let name = plan.pod.name.clone().unwrap_or_default();
+        // Only the names and grace periods matter: a pod whose ConfigMaps are not given
+        // again still comes down.
+        for name in manifest.pod_names() {
+            let grace = kube::plan_with(&manifest, Some(name), &opts)
+                .ok()
+                .and_then(|p| p.grace_period);
+            let name = name.to_string();
             // What the wait is for: a pod's containers may take their whole grace period.
             if engine.pod(&name).is_ok() {
-                match plan.grace_period {
+                match grace {
                     Some(g) => eprintln!("wharf: stopping pod {name} (grace period {g}s)"),
                     None => eprintln!("wharf: stopping pod {name}"),
                 }
             }
-            match kube::play_down(&engine, &name, plan.grace_period.map(Duration::from_secs)) {
+            match kube::play_down(&engine, &name, grace.map(Duration::from_secs)) {
                 Ok(pod) => println!("{}", pod.id),
                 Err(wharf_engine::Error::NotFound { .. }) => {
                     eprintln!("wharf: pod {name} does not exist")
@@ -854,6 +863,15 @@ fn play(
             }
         }
         return Ok(0);
+    }
+    let mut plans = Vec::new();
+    for name in manifest.pod_names() {
+        let plan = kube::plan_with(&manifest, Some(name), &opts)
+            .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
+        plans.push(plan);
+    }
+    for w in manifest.warnings() {
+        warn(w.clone());
     }
     let mut made: Vec<String> = Vec::new();
     let result = (|| -> Result<()> {
