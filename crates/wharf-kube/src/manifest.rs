@@ -90,18 +90,7 @@ fn invalid(msg: String) -> Error {
 /// object. Pods, ConfigMaps, Secrets and Lists of them are read; other kinds are ignored
 /// with a warning; empty documents are skipped.
 pub fn parse(yaml: &str) -> Result<Manifest> {
-    check_shape(yaml)?;
-    let mut m = Manifest {
-        pods: Vec::new(),
-        objects: Vec::new(),
-        warnings: Vec::new(),
-    };
-    for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
-        let where_ = format!("document {}", i + 1);
-        let value = Value::deserialize(doc)
-            .map_err(|e| invalid(format!("manifest {where_}: invalid YAML: {e}")))?;
-        add_object(&mut m, value, &where_)?;
-    }
+    let m = read_documents(yaml, "manifest document", |_, _| Ok(()))?;
     if m.pods.is_empty() {
         return Err(invalid(
             "the manifest holds no Pod (wharf play runs a kind: Pod, apiVersion: v1 document)"
@@ -115,6 +104,25 @@ pub fn parse(yaml: &str) -> Result<Manifest> {
 /// ConfigMaps and Secrets from a file of their own (`play --configmap FILE`), for the
 /// pods of another manifest; a Pod or any other kind there is refused.
 pub fn parse_objects(yaml: &str, file: &str) -> Result<Vec<DataObject>> {
+    let m = read_documents(yaml, &format!("{file}: document"), |value, where_| {
+        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind != "ConfigMap" && kind != "Secret" {
+            return Err(invalid(format!(
+                "{where_}: kind {kind:?}: a --configmap file holds ConfigMaps and Secrets only"
+            )));
+        }
+        Ok(())
+    })?;
+    Ok(m.objects)
+}
+
+/// Every YAML document of `yaml` (`---`-separated) added to a manifest, after `check`
+/// accepts it; `label` names documents in errors ("manifest document 2").
+fn read_documents(
+    yaml: &str,
+    label: &str,
+    check: impl Fn(&Value, &str) -> Result<()>,
+) -> Result<Manifest> {
     check_shape(yaml)?;
     let mut m = Manifest {
         pods: Vec::new(),
@@ -122,22 +130,23 @@ pub fn parse_objects(yaml: &str, file: &str) -> Result<Vec<DataObject>> {
         warnings: Vec::new(),
     };
     for (i, doc) in serde_norway::Deserializer::from_str(yaml).enumerate() {
-        let where_ = format!("{file}: document {}", i + 1);
+        let where_ = format!("{label} {}", i + 1);
         let value =
             Value::deserialize(doc).map_err(|e| invalid(format!("{where_}: invalid YAML: {e}")))?;
-        let kind = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if kind != "ConfigMap" && kind != "Secret" {
-            return Err(invalid(format!(
-                "{where_}: kind {kind:?}: a --configmap file holds ConfigMaps and Secrets only"
-            )));
-        }
-        add_object(&mut m, value, &where_)?;
+        check(&value, &where_)?;
+        // Warnings name the document as before: "document N".
+        let short = format!("document {}", i + 1);
+        add_object(
+            &mut m,
+            value,
+            if label == "manifest document" {
+                &short
+            } else {
+                &where_
+            },
+        )?;
     }
-    Ok(m.objects)
+    Ok(m)
 }
 
 impl Manifest {
