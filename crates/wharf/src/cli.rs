@@ -76,7 +76,11 @@ pub enum Command {
         shell: String,
     },
     /// Print the version.
-    Version,
+    Version {
+        /// A Go template over docker's keys (`{{.Server.Version}}`), or json.
+        #[arg(short, long)]
+        format: Option<String>,
+    },
 }
 
 /// `wharf daemon`'s options.

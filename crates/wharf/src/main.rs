@@ -39,7 +39,7 @@ fn main() {
         Some("runtime") => runtime_cli::main(rest()),
         Some("net") => net_cli::main(rest()),
         Some("shim") => wharf_shim::daemon::main(rest()),
-        Some("--version") | Some("-v") => version(),
+        Some("--version") | Some("-v") => version(None),
         _ => match cli::Wharf::try_parse_from(&args) {
             Ok(w) => dispatch(w),
             Err(e) => {
@@ -83,7 +83,7 @@ fn dispatch(w: cli::Wharf) -> i32 {
         }),
         cli::Command::Daemon(d) => daemon(&g, &d),
         cli::Command::Completion { shell } => completion::main(&shell),
-        cli::Command::Version => version(),
+        cli::Command::Version { format } => version(format.as_deref()),
         // Handed over before parsing (see `main`); reached only through odd spellings.
         cli::Command::Runtime(p) => runtime_cli::main(sub_argv("runtime", &p.args)),
         cli::Command::Net(p) => net_cli::main(sub_argv("net", &p.args)),
@@ -133,9 +133,24 @@ fn daemon(g: &cli::GlobalOpts, d: &cli::DaemonArgs) -> i32 {
     })
 }
 
-fn version() -> i32 {
-    println!("wharf version {}", env!("CARGO_PKG_VERSION"));
-    0
+/// `wharf version`: one line, or docker's document through `--format`.
+fn version(format: Option<&str>) -> i32 {
+    let v = env!("CARGO_PKG_VERSION");
+    let Some(f) = format else {
+        println!("wharf version {v}");
+        return 0;
+    };
+    let doc = serde_json::json!({
+        "Client": {"Version": v, "Os": "linux", "Arch": std::env::consts::ARCH},
+        "Server": {"Version": v, "Os": "linux", "Arch": std::env::consts::ARCH},
+    });
+    match format::Format::parse(f).and_then(|f| format::print_documents(&f, &[doc])) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("wharf: {e:#}");
+            1
+        }
+    }
 }
 
 /// argv for a subsystem's parser: `wharf <name>` as its display name, then `rest` (what

@@ -2683,6 +2683,10 @@ fn ps_filters_latest_info_expose_and_host_pid() {
         w.ok(&["info"])
             .starts_with("Server:\n Containers: 3\n  Running: 1\n")
     );
+    assert_eq!(
+        w.ok(&["version", "--format", "{{.Server.Version}}"]),
+        format!("{}\n", env!("CARGO_PKG_VERSION"))
+    );
     // --pid host sees the host's processes; the default sees its own.
     let image = busybox();
     let count = |flags: &[&str]| -> usize {
