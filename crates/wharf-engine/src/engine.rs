@@ -498,6 +498,7 @@ impl Engine {
         });
         if removed.is_ok() {
             self.release_image_volumes(&row.spec);
+            self.drop_rm_guard(&row.id);
             if let Ok(pod) = self.db.find_pod(&row.pod_id) {
                 self.refresh_names_of_network(&pod.spec.network);
             }

@@ -190,18 +190,24 @@ impl Engine {
 
     /// The containers (names) whose specs mount volume `name`.
     pub fn volume_users(&self, name: &str) -> Result<Vec<String>> {
-        Ok(self
-            .db
-            .containers(None)?
-            .into_iter()
-            .filter(|c| {
-                c.spec
-                    .mounts
-                    .iter()
-                    .any(|m| m.kind == KIND && m.source == Path::new(name))
-            })
-            .map(|c| c.name)
-            .collect())
+        Ok(self.volumes_in_use()?.remove(name).unwrap_or_default())
+    }
+
+    /// Every volume some container's spec mounts, with those containers' names: one read
+    /// of the store for all the volumes a listing or a prune looks at.
+    pub fn volumes_in_use(&self) -> Result<BTreeMap<String, Vec<String>>> {
+        let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for c in self.db.containers(None)? {
+            for m in c.spec.mounts.iter().filter(|m| m.kind == KIND) {
+                let list = users
+                    .entry(m.source.to_string_lossy().into_owned())
+                    .or_default();
+                if !list.contains(&c.name) {
+                    list.push(c.name.clone());
+                }
+            }
+        }
+        Ok(users)
     }
 
     /// Remove a volume and its files; refused while a container (running or not) names it.
@@ -214,6 +220,11 @@ impl Engine {
                 users.join(", ")
             )));
         }
+        self.delete_volume(name)
+    }
+
+    /// Remove a volume's record and files (its users checked by the caller).
+    fn delete_volume(&self, name: &str) -> Result<()> {
         let dir = self.volumes_dir().join(name);
         // The record first: a half-removed volume is not listed.
         std::fs::remove_file(dir.join("volume.json")).ctx(|| format!("removing volume {name}"))?;
@@ -223,10 +234,12 @@ impl Engine {
     /// Remove the volumes no container uses: anonymous ones only, or all with `all`
     /// (docker's `volume prune` and `prune -a`). Returns their names.
     pub fn prune_volumes(&self, all: bool) -> Result<Vec<(String, u64)>> {
+        let in_use = self.volumes_in_use()?;
         let mut removed = Vec::new();
         for v in self.list_volumes()? {
-            if (all || v.anonymous) && self.volume_users(&v.name)?.is_empty() {
+            if (all || v.anonymous) && !in_use.contains_key(&v.name) {
                 let size = volume_size(&v);
+                // Checked again: a container may have taken it meanwhile.
                 if self.remove_volume(&v.name).is_ok() {
                     removed.push((v.name, size));
                 }

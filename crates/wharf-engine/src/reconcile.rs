@@ -159,8 +159,13 @@ impl Engine {
         }
         self.shim_deadline_ms
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        // Foreground `run --rm` containers whose CLI died before removing them.
-        for c in &containers {
+        // Foreground `run --rm` containers whose CLI died before removing them (and the
+        // marks of containers gone since).
+        for id in self.rm_guarded() {
+            let Some(c) = containers.iter().find(|c| c.id == id) else {
+                self.drop_rm_guard(&id);
+                continue;
+            };
             if self.orphaned_rm(c) {
                 match self.remove_with_volumes(&c.id, false) {
                     Ok(()) => report.repaired.push(format!(

@@ -3,7 +3,9 @@
 //! docker, whose daemon removes it. The CLI holds an exclusive lock on a file of the
 //! container's for as long as it runs; a later command's reconcile removes an exited
 //! container whose file is there but unlocked (its CLI is gone), and leaves alone one whose
-//! CLI still holds it (that CLI is about to read the exit and remove it itself).
+//! CLI still holds it (that CLI is about to read the exit and remove it itself). The files
+//! live in one directory, so that a command's reconcile looks at one (usually empty)
+//! directory rather than at a file per container.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -19,12 +21,28 @@ pub struct RmGuard {
 }
 
 impl Engine {
+    fn rm_guards_dir(&self) -> PathBuf {
+        self.paths.run.join("rm-guards")
+    }
+
     fn rm_guard_path(&self, id: &str) -> PathBuf {
-        self.paths
-            .run
-            .join("containers")
-            .join(id)
-            .join("remove-on-exit")
+        self.rm_guards_dir().join(id)
+    }
+
+    /// Forget container `id`'s mark (it is removed).
+    pub(crate) fn drop_rm_guard(&self, id: &str) {
+        let _ = std::fs::remove_file(self.rm_guard_path(id));
+    }
+
+    /// The ids of the containers marked for removal on exit.
+    pub(crate) fn rm_guarded(&self) -> Vec<String> {
+        std::fs::read_dir(self.rm_guards_dir())
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Mark container `id` for removal once it has exited, and hold the mark while this

@@ -194,6 +194,17 @@ impl Engine {
             .ctx(|| format!("removing network {name}"))
     }
 
+    /// Remove the user networks no pod is on; returns their names.
+    pub fn prune_networks(&self) -> Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for n in self.list_networks()? {
+            if self.network_pods(&n.name)?.is_empty() && self.remove_network(&n.name).is_ok() {
+                removed.push(n.name);
+            }
+        }
+        Ok(removed)
+    }
+
     /// Rewrite the hosts files of the pods on user network `name`: each lists the others
     /// (pod name, container names) after its own lines.
     pub(crate) fn refresh_network_names(&self, name: &str) -> Result<()> {
@@ -260,8 +271,8 @@ impl Engine {
         Ok(())
     }
 
-    /// [`Engine::refresh_network_names`] for the network of pod `pod` if it is a user one
-    /// (best effort: a failure to update a name never fails what changed it).
+    /// [`Engine::refresh_network_names`] for `network` if it is a user network (best
+    /// effort: a failure to update a name never fails what changed it).
     pub(crate) fn refresh_names_of_network(&self, network: &NetworkMode) {
         if let NetworkMode::Named(n) = network {
             let _ = self.refresh_network_names(n);

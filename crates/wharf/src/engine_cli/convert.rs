@@ -579,36 +579,12 @@ fn namespace_mode(flag: &str, v: Option<&str>) -> Result<bool> {
     }
 }
 
-/// docker's durations: `30s`, `1m30s`, `500ms`, `2h`.
+/// docker's durations: `30s`, `1m30s`, `500ms`, `2h` (Go's syntax, as `wharf runtime`
+/// reads it), in milliseconds.
 pub fn duration_ms(flag: &str, s: &str) -> Result<u64> {
-    let bad = || anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms");
-    let mut total = 0f64;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let ms = match &rest[..u] {
-            "ms" => 1.0,
-            "s" => 1000.0,
-            "m" => 60_000.0,
-            "h" => 3_600_000.0,
-            "us" | "µs" => 0.001,
-            "ns" => 0.000_001,
-            _ => return Err(bad()),
-        };
-        total += value * ms;
-        rest = &rest[u..];
-    }
-    Ok(total as u64)
+    crate::runtime_cli::parse_go_duration(s)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|_| anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms"))
 }
 
 /// `--health-*`: docker's defaults (30s, 30s, 3 retries, 0s); a shell command is run with

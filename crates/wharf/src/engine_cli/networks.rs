@@ -132,14 +132,8 @@ pub fn run(engine: &Engine, cmd: &NetworkCmd) -> Result<i32> {
             {
                 return Ok(0);
             }
-            let mut removed = Vec::new();
-            for n in engine.list_networks()? {
-                if engine.network_pods(&n.name)?.is_empty()
-                    && engine.remove_network(&n.name).is_ok()
-                {
-                    removed.push(n.name);
-                }
-            }
+            let removed = engine.prune_networks()?;
+            // docker's network prune: no blank line and no total after the list.
             if !removed.is_empty() {
                 writeln!(out, "Deleted Networks:")?;
                 for n in removed {

@@ -51,11 +51,12 @@ pub fn df(engine: &Engine, format_arg: &str) -> Result<i32> {
         }
     }
     let (mut n_vol, mut active_vol, mut vol_size, mut vol_free) = (0, 0, 0u64, 0u64);
+    let in_use = engine.volumes_in_use()?;
     for v in engine.list_volumes()? {
         n_vol += 1;
         let size = wharf_engine::named_volumes::volume_size(&v);
         vol_size += size;
-        if engine.volume_users(&v.name)?.is_empty() {
+        if !in_use.contains_key(&v.name) {
             vol_free += size;
         } else {
             active_vol += 1;
@@ -122,44 +123,18 @@ pub fn prune(engine: &Engine, all: bool, volumes: bool, force: bool) -> Result<i
     }
     let mut out = std::io::stdout().lock();
     let mut reclaimed = remove_stopped(engine, &mut out)?;
-    let mut nets = Vec::new();
-    for n in engine.list_networks()? {
-        if engine.network_pods(&n.name)?.is_empty() && engine.remove_network(&n.name).is_ok() {
-            nets.push(n.name);
-        }
-    }
-    if !nets.is_empty() {
-        writeln!(out, "Deleted Networks:")?;
-        for n in &nets {
-            writeln!(out, "{n}")?;
-        }
-        writeln!(out)?;
-    }
+    write_deleted(&mut out, "Networks", &engine.prune_networks()?)?;
     if volumes {
         let vols = engine.prune_volumes(false)?;
-        if !vols.is_empty() {
-            writeln!(out, "Deleted Volumes:")?;
-            for (n, size) in &vols {
-                writeln!(out, "{n}")?;
-                reclaimed += size;
-            }
-            writeln!(out)?;
-        }
+        reclaimed += vols.iter().map(|(_, size)| size).sum::<u64>();
+        let names: Vec<String> = vols.into_iter().map(|(n, _)| n).collect();
+        write_deleted(&mut out, "Volumes", &names)?;
     }
     let (images, stats) = engine.images().prune(all)?;
-    if !images.is_empty() {
-        writeln!(out, "Deleted Images:")?;
-        for id in &images {
-            writeln!(out, "deleted: {id}")?;
-        }
-        writeln!(out)?;
-    }
+    let images: Vec<String> = images.iter().map(|id| format!("deleted: {id}")).collect();
+    write_deleted(&mut out, "Images", &images)?;
     reclaimed += stats.blob_bytes;
-    writeln!(
-        out,
-        "Total reclaimed space: {}",
-        format::size(reclaimed, false, 3)
-    )?;
+    write_reclaimed(&mut out, reclaimed)?;
     Ok(0)
 }
 
@@ -188,14 +163,31 @@ fn remove_stopped(engine: &Engine, out: &mut impl Write) -> Result<u64> {
             removed.push(c.row.id);
         }
     }
-    if !removed.is_empty() {
-        writeln!(out, "Deleted Containers:")?;
-        for id in &removed {
-            writeln!(out, "{id}")?;
+    write_deleted(out, "Containers", &removed)?;
+    Ok(reclaimed)
+}
+
+/// docker's list of what a prune removed (`Deleted Volumes:`, one a line, a blank line
+/// after); nothing when nothing was.
+pub(super) fn write_deleted(out: &mut impl Write, what: &str, items: &[String]) -> Result<()> {
+    if !items.is_empty() {
+        writeln!(out, "Deleted {what}:")?;
+        for i in items {
+            writeln!(out, "{i}")?;
         }
         writeln!(out)?;
     }
-    Ok(reclaimed)
+    Ok(())
+}
+
+/// docker's last line of a prune.
+pub(super) fn write_reclaimed(out: &mut impl Write, bytes: u64) -> Result<()> {
+    writeln!(
+        out,
+        "Total reclaimed space: {}",
+        format::size(bytes, false, 3)
+    )?;
+    Ok(())
 }
 
 /// `wharf container prune`.
@@ -205,11 +197,7 @@ pub fn prune_containers(engine: &Engine, force: bool) -> Result<i32> {
     }
     let mut out = std::io::stdout().lock();
     let reclaimed = remove_stopped(engine, &mut out)?;
-    writeln!(
-        out,
-        "Total reclaimed space: {}",
-        format::size(reclaimed, false, 3)
-    )?;
+    write_reclaimed(&mut out, reclaimed)?;
     Ok(0)
 }
 

@@ -1,5 +1,6 @@
 //! `wharf volume`: docker's commands and output over the engine's named volumes.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::{Result, bail};
@@ -24,14 +25,14 @@ fn doc(v: &Volume) -> Value {
     })
 }
 
-/// One `volume ls --filter`.
-fn matches(engine: &Engine, v: &Volume, filter: &str) -> Result<bool> {
+/// One `volume ls --filter` (`in_use`: the volumes containers mount).
+fn matches(in_use: &BTreeMap<String, Vec<String>>, v: &Volume, filter: &str) -> Result<bool> {
     let Some((k, want)) = filter.split_once('=') else {
         bail!("invalid --filter {filter:?}: use KEY=VALUE");
     };
     Ok(match k {
         "dangling" => {
-            let dangling = engine.volume_users(&v.name)?.is_empty();
+            let dangling = !in_use.contains_key(&v.name);
             match want {
                 "true" | "1" => dangling,
                 "false" | "0" => !dangling,
@@ -66,11 +67,12 @@ pub fn run(engine: &Engine, cmd: &VolumeCmd) -> Result<i32> {
             format,
             filter,
         } => {
+            let in_use = engine.volumes_in_use()?;
             let mut vols = Vec::new();
             for v in engine.list_volumes()? {
                 let mut keep = true;
                 for f in filter {
-                    keep &= matches(engine, &v, f)?;
+                    keep &= matches(&in_use, &v, f)?;
                 }
                 if keep {
                     vols.push(v);
@@ -132,19 +134,10 @@ pub fn run(engine: &Engine, cmd: &VolumeCmd) -> Result<i32> {
                 return Ok(0);
             }
             let removed = engine.prune_volumes(*all)?;
-            if !removed.is_empty() {
-                writeln!(out, "Deleted Volumes:")?;
-                for (n, _) in &removed {
-                    writeln!(out, "{n}")?;
-                }
-                writeln!(out)?;
-            }
             let bytes: u64 = removed.iter().map(|(_, b)| b).sum();
-            writeln!(
-                out,
-                "Total reclaimed space: {}",
-                format::size(bytes, false, 3)
-            )?;
+            let names: Vec<String> = removed.into_iter().map(|(n, _)| n).collect();
+            super::space::write_deleted(&mut out, "Volumes", &names)?;
+            super::space::write_reclaimed(&mut out, bytes)?;
         }
     }
     Ok(0)

@@ -61,6 +61,16 @@ pub struct TagArgs {
     pub target: String,
 }
 
+/// `wharf push` arguments.
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The image (`registry/repository[:tag]`).
+    pub image: String,
+}
+
 /// `wharf history` flags.
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
@@ -107,13 +117,7 @@ pub enum Cmd {
     /// Show how an image was built (its history, newest first).
     History(HistoryArgs),
     /// Push an image to its registry.
-    Push {
-        /// Print nothing but errors.
-        #[arg(short, long)]
-        quiet: bool,
-        /// The image (`registry/repository[:tag]`).
-        image: String,
-    },
+    Push(PushArgs),
     /// Log in to a registry (credentials kept in docker's config.json, or its credsStore).
     Login {
         /// User name.
@@ -178,13 +182,7 @@ pub enum ImageCmd {
     /// Show how an image was built (its history, newest first).
     History(HistoryArgs),
     /// Push an image to its registry.
-    Push {
-        /// Print nothing but errors.
-        #[arg(short, long)]
-        quiet: bool,
-        /// The image (`registry/repository[:tag]`).
-        image: String,
-    },
+    Push(PushArgs),
     /// Show images' manifests and configs as JSON.
     Inspect {
         /// json, or a Go template (`{{.Config.Cmd}}`).

@@ -18,7 +18,7 @@ use wharf_image::{ImageStore, PullOptions};
 
 use crate::format::Format;
 
-use args::{Cli, Cmd, HistoryArgs, ImageCmd, ListArgs, PullArgs, RmiArgs};
+use args::{Cli, Cmd, HistoryArgs, ImageCmd, ListArgs, PullArgs, PushArgs, RmiArgs};
 
 /// Entry point; `argv` is the whole command line (`wharf [--root DIR] pull ...`).
 pub fn main(cli: Cli) -> i32 {
@@ -52,7 +52,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Rm(r) => rmi(cli, r),
             ImageCmd::Inspect { images, format } => inspect(cli, images, format.as_deref()),
             ImageCmd::Tag(t) => tag(cli, &t.source, &t.target),
-            ImageCmd::Push { quiet, image } => push(cli, *quiet, image),
+            ImageCmd::Push(p) => push(cli, p),
             ImageCmd::History(h) => history(cli, h),
             ImageCmd::Prune { all, force: _ } => {
                 let store = open(cli)?;
@@ -156,7 +156,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Tag(t) => tag(cli, &t.source, &t.target),
-        Cmd::Push { quiet, image } => push(cli, *quiet, image),
+        Cmd::Push(p) => push(cli, p),
         Cmd::Login {
             username,
             password,
@@ -300,7 +300,8 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
 }
 
 /// `wharf push`: docker's lines (each blob's fate, then the digest and size).
-fn push(cli: &Cli, quiet: bool, image: &str) -> Result<i32> {
+fn push(cli: &Cli, p: &PushArgs) -> Result<i32> {
+    let (quiet, image) = (p.quiet, p.image.as_str());
     let store = open(cli)?;
     let name = wharf_image::reference::Reference::parse(image)?;
     if !quiet {
