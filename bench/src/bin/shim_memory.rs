@@ -232,17 +232,11 @@ fn wharf_shim_sample(
                 init: false,
                 max_restarts: None,
                 exit_command: Vec::new(),
-                // The shim's duties as `run --health-cmd` gives them: a check (an exec)
-                // every second, one of which has run before the sample is taken.
-                health: Some(wharf_shim::protocol::HealthSpec {
-                    test: vec!["true".into()],
-                    interval_ms: 1000,
-                    timeout_ms: 5000,
-                    retries: 3,
-                    start_period_ms: 0,
-                    first_after_ms: None,
-                    kill_on_failure: false,
-                }),
+                health: None,
+                // The shim's duties as a kubelet's pod gives them: startup, liveness (an
+                // exec) and readiness (a TCP connection, refused here) probes every
+                // second, some of which have run before the sample is taken.
+                kube: Some(probes()),
             };
             shim.create(&spec).map_err(|e| e.to_string())?;
             shim.start(&spec.id).map_err(|e| e.to_string())?;
@@ -251,7 +245,7 @@ fn wharf_shim_sample(
         // One more request, so the shim has served a few (state as an engine polls it).
         shim.state().map_err(|e| e.to_string())?;
         // The shim trims its memory once its work has been quiet for 200 ms (the first
-        // health checks ran a second after each start).
+        // probes ran right after each start).
         std::thread::sleep(Duration::from_millis(1200));
         let s = sample("wharf shim (one per pod)", n, vec![shim_pid])?;
         Ok((s, mappings(shim_pid)))
@@ -472,5 +466,32 @@ fn cleanup_cgroups(parent: &str) {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         wharf_testbed::remove_cgroup_tree(&dir);
+    }
+}
+
+/// Startup, liveness and readiness probes, each every second.
+fn probes() -> wharf_shim::protocol::KubeSpec {
+    use wharf_shim::protocol::{Action, KubeSpec, ProbeSpec};
+    let probe = |action| ProbeSpec {
+        action,
+        initial_delay_ms: 0,
+        period_ms: 1000,
+        timeout_ms: 1000,
+        success_threshold: 1,
+        failure_threshold: 3,
+        grace_ms: None,
+    };
+    let exec = || Action::Exec {
+        command: vec!["true".into()],
+    };
+    KubeSpec {
+        startup: Some(probe(exec())),
+        liveness: Some(probe(exec())),
+        readiness: Some(probe(Action::TcpSocket {
+            host: Some("127.0.0.1".into()),
+            port: 1,
+        })),
+        grace_ms: 1000,
+        ..Default::default()
     }
 }

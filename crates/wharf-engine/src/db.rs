@@ -121,6 +121,21 @@ pub struct ContainerRow {
     /// Between an exit and the supervisor's restart of it (a back-off): not stored, filled
     /// in from the shim's records by `Engine::refresh`; `exit` is then the last run's.
     pub restarting: bool,
+    /// Handed to its shim as part of a pod plan and not started yet (its init containers,
+    /// a sidecar or a postStart hook before it are not done): not stored, filled in by
+    /// `Engine::refresh`; it is shown as created, not running.
+    pub waiting: bool,
+}
+
+impl ContainerRow {
+    /// The state it is shown in: created while its pod's plan has not started it.
+    pub fn shown_state(&self) -> ContainerState {
+        if self.waiting {
+            ContainerState::Created
+        } else {
+            self.state
+        }
+    }
 }
 
 /// An event row.
@@ -462,6 +477,7 @@ impl Db {
             },
             restart_count: r.get(10)?,
             restarting: false,
+            waiting: false,
         })
     }
 

@@ -367,6 +367,7 @@ impl Engine {
             exit: None,
             restart_count: 0,
             restarting: false,
+            waiting: false,
         };
         if let Err(e) = self.db.insert_container(&row) {
             self.remove_anonymous_volumes(&row.spec);

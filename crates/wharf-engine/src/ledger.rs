@@ -143,6 +143,7 @@ impl ContainerFile {
             exit: None,
             restart_count: 0,
             restarting: false,
+            waiting: false,
         }
     }
 }

@@ -274,6 +274,10 @@ pub struct ContainerSpec {
     /// A health check its shim runs while it runs (docker's HEALTHCHECK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<wharf_shim::protocol::HealthSpec>,
+    /// kubelet's probes and lifecycle hooks, run by its shim (`wharf play`); the engine
+    /// fills in where network actions connect from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube: Option<wharf_shim::protocol::KubeSpec>,
 }
 
 /// Lifecycle state of a pod. The CRI's sandbox states follow from it: see

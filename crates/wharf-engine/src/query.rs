@@ -178,8 +178,9 @@ impl Engine {
                 Err(e) => return Err(e),
             };
             // Without `all`: what runs, paused ones too (docker's ps).
-            if (!f.all && !matches!(c.state, ContainerState::Running | ContainerState::Paused))
-                || f.state.is_some_and(|s| s != c.state)
+            let state = c.shown_state();
+            if (!f.all && !matches!(state, ContainerState::Running | ContainerState::Paused))
+                || f.state.is_some_and(|s| s != state)
             {
                 continue;
             }

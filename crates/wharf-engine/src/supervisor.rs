@@ -176,7 +176,7 @@ impl Engine {
                 stdin: stdio.stdin,
                 log: Some(self.log_path(row)),
             },
-            restart: if row.spec.init {
+            restart: if row.spec.init && !row.spec.kube.as_ref().is_some_and(|k| k.sidecar) {
                 // Init containers that fail are retried only under Always/OnFailure.
                 restart(match pod.spec.restart {
                     RestartPolicy::Never => RestartPolicy::Never,
@@ -194,6 +194,15 @@ impl Engine {
                 Vec::new()
             },
             health: row.spec.health.clone(),
+            kube: row.spec.kube.clone().map(|mut k| {
+                k.netns = pod.sandbox.netns.as_ref().map(PathBuf::from);
+                k.pod_ip = pod
+                    .sandbox
+                    .ips
+                    .first()
+                    .map(|ip| ip.split('/').next().unwrap_or(ip).to_string());
+                k
+            }),
         }
     }
 
@@ -503,6 +512,9 @@ impl Engine {
                     row.started_at = st.started_at.clone();
                 }
             }
+            row.waiting = status
+                .as_ref()
+                .is_some_and(|s| s.status == proto::Status::Waiting);
             // The exit on disk is final unless the shim is running the container again or
             // will after a back-off.
             let restarting = status
@@ -579,6 +591,12 @@ impl Engine {
                 Some(shim) => match shim.wait(&row.id, Some(grace + Duration::from_secs(5))) {
                     Ok(e) => Some(exit_info(&e)),
                     Err(ShimError::Timeout { .. }) => None,
+                    // Part of a pod plan that will never start it (an init container
+                    // failed, or the pod is stopping): stopped without having run.
+                    Err(ShimError::Remote {
+                        kind: proto::ErrorKind::State,
+                        ..
+                    }) => Some(not_started()),
                     Err(e) => return Err(e.into()),
                 },
                 None => {
@@ -590,14 +608,7 @@ impl Engine {
                 Some(e) => e,
                 None if matches!(row.state, ContainerState::Created | ContainerState::Unknown) => {
                     // Never ran: nothing to stop.
-                    ExitInfo {
-                        code: 0,
-                        signal: None,
-                        finished_at: wharf_sys::time::now_rfc3339_nano(),
-                        oom_killed: false,
-                        reason: Some("NotStarted".into()),
-                        message: None,
-                    }
+                    not_started()
                 }
                 None => {
                     return Err(Error::Precondition(format!(
@@ -703,5 +714,17 @@ fn by_name(e: Error, row: &ContainerRow) -> Error {
             Error::Shim { kind, message }
         }
         other => other,
+    }
+}
+
+/// The exit a stop records for a container that never ran.
+fn not_started() -> ExitInfo {
+    ExitInfo {
+        code: 0,
+        signal: None,
+        finished_at: wharf_sys::time::now_rfc3339_nano(),
+        oom_killed: false,
+        reason: Some("NotStarted".into()),
+        message: None,
     }
 }

@@ -235,8 +235,12 @@ pub(crate) struct Container {
     pub tty: bool,
     /// Init containers only: "Always" makes a sidecar.
     pub restart_policy: Option<String>,
-    /// A liveness probe (exec probes are run; other handlers are warned about).
+    /// Probes, run by the pod's shim.
     pub liveness_probe: Option<Probe>,
+    pub readiness_probe: Option<Probe>,
+    pub startup_probe: Option<Probe>,
+    /// postStart and preStop hooks, run by the pod's shim.
+    pub lifecycle: Option<Lifecycle>,
     // Where the kubelet reads a termination message from; nothing reads it here, and the
     // API server fills both in, so they are accepted without a warning.
     #[serde(default)]
@@ -250,8 +254,8 @@ pub(crate) struct Container {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Probe {
     pub exec: Option<ExecAction>,
-    pub http_get: Option<Value>,
-    pub tcp_socket: Option<Value>,
+    pub http_get: Option<HttpGetAction>,
+    pub tcp_socket: Option<TcpSocketAction>,
     pub grpc: Option<Value>,
     pub initial_delay_seconds: Option<u64>,
     pub period_seconds: Option<u64>,
@@ -259,6 +263,68 @@ pub(crate) struct Probe {
     pub success_threshold: Option<u64>,
     pub failure_threshold: Option<u32>,
     pub termination_grace_period_seconds: Option<u64>,
+}
+
+/// A container's lifecycle hooks.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Lifecycle {
+    pub post_start: Option<LifecycleHandler>,
+    pub pre_stop: Option<LifecycleHandler>,
+}
+
+/// What a lifecycle hook does.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LifecycleHandler {
+    pub exec: Option<ExecAction>,
+    pub http_get: Option<HttpGetAction>,
+    pub tcp_socket: Option<TcpSocketAction>,
+    pub sleep: Option<SleepAction>,
+}
+
+/// A lifecycle hook's pause.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SleepAction {
+    pub seconds: i64,
+}
+
+/// A port by number or by the name of one of the container's ports.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum IntOrString {
+    Int(i64),
+    String(String),
+}
+
+/// An HTTP GET probe or hook.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HttpGetAction {
+    pub path: Option<String>,
+    pub port: IntOrString,
+    pub host: Option<String>,
+    pub scheme: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub http_headers: Vec<HttpHeader>,
+}
+
+/// A header of an HTTP GET probe.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HttpHeader {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A TCP connection probe.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TcpSocketAction {
+    pub port: IntOrString,
+    pub host: Option<String>,
 }
 
 /// A probe's command.

@@ -19,13 +19,16 @@
 //!    network is attached (the host's address for `hostNetwork` pods).
 //! 5. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
 //!    [`VOLUME_MOUNT_KIND`] into bind mounts of host paths (staging subPaths safely).
-//! 6. Run the init containers one after another, each to a zero exit, then start the app
-//!    containers; stop them with `plan.grace_period`.
+//! 6. Run the init containers one after another, each to a zero exit (a sidecar, one with
+//!    `restartPolicy: Always`, until it runs and its startup probe passed), then start the
+//!    app containers; stop them with `plan.grace_period`. The pod's shim runs each
+//!    container's probes and lifecycle hooks (`ContainerSpec::kube`) with no CLI alive;
+//!    [`pod_status`] reads what they found back as kubectl shows it.
 //!
 //! # Warnings
 //! Fields Wharf does not act on are never dropped silently: each becomes a warning naming
-//! its path (`spec.containers[0].livenessProbe is not supported and is ignored: probes are
-//! not run`). Fields whose omission would change what the containers see or can do (an
+//! its path (`spec.containers[0].livenessProbe.grpc is not supported and is ignored: the
+//! shim speaks no HTTP/2 ...`). Fields whose omission would change what the containers see or can do (an
 //! unsupported volume type, an env source that cannot be resolved, a seccomp profile that
 //! cannot be found) are errors instead. Fields the API server writes into objects it returns
 //! (`metadata.creationTimestamp`, `status`, `terminationMessagePath`, ...) are accepted
@@ -41,6 +44,7 @@ mod play;
 mod quantity;
 mod resources;
 mod security;
+mod status;
 mod validate;
 mod volumes;
 mod warnings;
@@ -54,6 +58,7 @@ pub use plan::{
 };
 pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};
+pub use status::{Condition, ContainerState, ContainerStatus, PodStatus, pod_status};
 pub use volumes::{
     HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, volume_ref,
 };

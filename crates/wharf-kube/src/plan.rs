@@ -20,6 +20,7 @@ use wharf_engine::error::{Error, Result};
 use wharf_engine::model::{
     ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy,
 };
+use wharf_shim::protocol::{Action, KubeSpec, ProbeSpec};
 
 /// Kubernetes' default terminationGracePeriodSeconds.
 pub const DEFAULT_GRACE_PERIOD: u64 = 30;
@@ -257,30 +258,40 @@ impl<'a> Planner<'a> {
             .unwrap_or(DEFAULT_GRACE_PERIOD);
 
         let mut init_containers = Vec::new();
-        let mut sidecars = Vec::new();
         let mut containers = Vec::new();
         for (i, c) in spec.init_containers.iter().enumerate() {
             let path = format!("spec.initContainers[{i}]");
             let sidecar = match c.restart_policy.as_deref() {
                 None => false,
-                Some("Always") => {
-                    self.warnings.push(format!(
-                        "{path}.restartPolicy: Always (a sidecar) runs as an app container, started after the init containers rather than between them"
-                    ));
-                    true
-                }
+                Some("Always") => true,
                 Some(other) => {
                     return Err(invalid(format!(
                         "{path}.restartPolicy {other:?} is invalid for an init container (only Always)"
                     )));
                 }
             };
-            let s = self.container(c, &path, !sidecar, &info, &volumes, grace)?;
-            if sidecar {
-                sidecars.push(s);
-            } else {
-                init_containers.push(s);
+            if !sidecar {
+                for (field, set) in [
+                    ("lifecycle", c.lifecycle.is_some()),
+                    ("livenessProbe", c.liveness_probe.is_some()),
+                    ("readinessProbe", c.readiness_probe.is_some()),
+                    ("startupProbe", c.startup_probe.is_some()),
+                ] {
+                    if set {
+                        return Err(invalid(format!(
+                            "{path}.{field} may only be set on an init container with restartPolicy: Always (a sidecar)"
+                        )));
+                    }
+                }
             }
+            init_containers.push(self.container(
+                c,
+                &path,
+                (true, sidecar),
+                &info,
+                &volumes,
+                grace,
+            )?);
         }
         for (i, c) in spec.containers.iter().enumerate() {
             let path = format!("spec.containers[{i}]");
@@ -289,10 +300,8 @@ impl<'a> Planner<'a> {
                     "{path}.restartPolicy {p:?} is not supported and is ignored: spec.restartPolicy applies"
                 ));
             }
-            containers.push(self.container(c, &path, false, &info, &volumes, grace)?);
+            containers.push(self.container(c, &path, (false, false), &info, &volumes, grace)?);
         }
-        sidecars.extend(containers);
-        let containers = sidecars;
 
         let pod_spec = self.pod_spec(spec)?;
         let images = images(spec)?;
@@ -339,7 +348,7 @@ impl<'a> Planner<'a> {
         &mut self,
         c: &api::Container,
         path: &str,
-        init: bool,
+        (init, sidecar): (bool, bool),
         info: &PodInfo<'_>,
         volumes: &[Volume],
         grace: u64,
@@ -371,9 +380,7 @@ impl<'a> Planner<'a> {
             stop_timeout: Some(grace),
             ..Default::default()
         };
-        if let Some(p) = &c.liveness_probe {
-            spec.health = self.liveness(p, &format!("{path}.livenessProbe"))?;
-        }
+        spec.kube = self.kube_spec(c, path, grace, sidecar)?;
         if c.stdin_once {
             self.warnings.push(format!(
                 "{path}.stdinOnce is not supported and is ignored: stdin stays open while the container runs"
@@ -408,50 +415,221 @@ impl<'a> Planner<'a> {
         Ok(spec)
     }
 
-    /// A liveness probe as the shim runs it: an exec probe on kubelet's schedule (first
-    /// after initialDelaySeconds, then every periodSeconds, failing after timeoutSeconds);
-    /// failureThreshold failures in a row kill the container, and the pod's restart policy
-    /// brings it back with its back-off, as kubelet does. Other handlers are warned about.
-    fn liveness(
+    /// The probes and lifecycle hooks of container `c` as its shim runs them (None when
+    /// it has neither and is no sidecar).
+    fn kube_spec(
         &mut self,
+        c: &api::Container,
+        path: &str,
+        grace: u64,
+        sidecar: bool,
+    ) -> Result<Option<KubeSpec>> {
+        let mut k = KubeSpec {
+            grace_ms: grace * 1000,
+            sidecar,
+            ..Default::default()
+        };
+        if let Some(p) = &c.liveness_probe {
+            k.liveness = self.probe(c, p, &format!("{path}.livenessProbe"), true)?;
+        }
+        if let Some(p) = &c.readiness_probe {
+            k.readiness = self.probe(c, p, &format!("{path}.readinessProbe"), false)?;
+        }
+        if let Some(p) = &c.startup_probe {
+            k.startup = self.probe(c, p, &format!("{path}.startupProbe"), true)?;
+        }
+        if let Some(l) = &c.lifecycle {
+            if let Some(h) = &l.post_start {
+                k.post_start = self.hook(c, h, &format!("{path}.lifecycle.postStart"))?;
+            }
+            if let Some(h) = &l.pre_stop {
+                k.pre_stop = self.hook(c, h, &format!("{path}.lifecycle.preStop"))?;
+            }
+        }
+        let any = k.liveness.is_some()
+            || k.readiness.is_some()
+            || k.startup.is_some()
+            || k.post_start.is_some()
+            || k.pre_stop.is_some();
+        Ok((any || sidecar).then_some(k))
+    }
+
+    /// A probe on kubelet's schedule and defaults (period 10 s, timeout 1 s, thresholds 1
+    /// and 3). `kills`: a liveness or startup probe (whose successThreshold must be 1).
+    fn probe(
+        &mut self,
+        c: &api::Container,
         p: &api::Probe,
         path: &str,
-    ) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
-        let Some(exec) = &p.exec else {
-            let kind = if p.http_get.is_some() {
-                "httpGet"
-            } else if p.tcp_socket.is_some() {
-                "tcpSocket"
-            } else if p.grpc.is_some() {
-                "grpc"
-            } else {
+        kills: bool,
+    ) -> Result<Option<ProbeSpec>> {
+        let handlers = [
+            p.exec.is_some(),
+            p.http_get.is_some(),
+            p.tcp_socket.is_some(),
+            p.grpc.is_some(),
+        ];
+        match handlers.iter().filter(|h| **h).count() {
+            0 => {
                 return Err(invalid(format!(
                     "{path} has no handler (exec, httpGet, tcpSocket or grpc)"
                 )));
-            };
+            }
+            1 => {}
+            _ => {
+                return Err(invalid(format!(
+                    "{path} may not have more than one handler (exec, httpGet, tcpSocket or grpc)"
+                )));
+            }
+        }
+        if p.grpc.is_some() {
             self.warnings.push(format!(
-                "{path}.{kind} is not supported and is ignored: only exec probes are run"
+                "{path}.grpc is not supported and is ignored: the shim speaks no HTTP/2 (exec, httpGet and tcpSocket probes are run)"
             ));
             return Ok(None);
-        };
-        if exec.command.is_empty() {
-            return Err(invalid(format!("{path}.exec.command is required")));
         }
-        if p.success_threshold.is_some_and(|n| n != 1) {
+        let action = self.action(
+            c,
+            p.exec.as_ref(),
+            p.http_get.as_ref(),
+            p.tcp_socket.as_ref(),
+            path,
+        )?;
+        let success = p.success_threshold.unwrap_or(1);
+        if kills && success != 1 {
             return Err(invalid(format!(
-                "{path}.successThreshold must be 1 for liveness probes"
+                "{path}.successThreshold must be 1 for liveness and startup probes"
+            )));
+        }
+        if !kills && p.termination_grace_period_seconds.is_some() {
+            return Err(invalid(format!(
+                "{path}.terminationGracePeriodSeconds must not be set for readiness probes"
             )));
         }
         let secs = |v: Option<u64>, default: u64| v.unwrap_or(default).max(1) * 1000;
-        Ok(Some(wharf_shim::protocol::HealthSpec {
-            test: exec.command.clone(),
-            interval_ms: secs(p.period_seconds, 10),
+        Ok(Some(ProbeSpec {
+            action,
+            initial_delay_ms: p.initial_delay_seconds.unwrap_or(0) * 1000,
+            period_ms: secs(p.period_seconds, 10),
             timeout_ms: secs(p.timeout_seconds, 1),
-            retries: p.failure_threshold.unwrap_or(3).max(1),
-            start_period_ms: 0,
-            first_after_ms: Some(p.initial_delay_seconds.unwrap_or(0) * 1000),
-            kill_on_failure: true,
+            success_threshold: success.clamp(1, u64::from(u32::MAX)) as u32,
+            failure_threshold: p.failure_threshold.unwrap_or(3).max(1),
+            grace_ms: p.termination_grace_period_seconds.map(|s| s * 1000),
         }))
+    }
+
+    /// A postStart or preStop hook.
+    fn hook(
+        &mut self,
+        c: &api::Container,
+        h: &api::LifecycleHandler,
+        path: &str,
+    ) -> Result<Option<Action>> {
+        let n = [
+            h.exec.is_some(),
+            h.http_get.is_some(),
+            h.tcp_socket.is_some(),
+            h.sleep.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
+        if n != 1 {
+            return Err(invalid(format!(
+                "{path} must have exactly one handler (exec, httpGet or sleep)"
+            )));
+        }
+        if h.tcp_socket.is_some() {
+            self.warnings.push(format!(
+                "{path}.tcpSocket is not supported (as in Kubernetes, where it is kept only for compatibility) and is ignored"
+            ));
+            return Ok(None);
+        }
+        if let Some(s) = &h.sleep {
+            if s.seconds < 0 {
+                return Err(invalid(format!(
+                    "{path}.sleep.seconds must be 0 or more, not {}",
+                    s.seconds
+                )));
+            }
+            return Ok(Some(Action::Sleep {
+                ms: s.seconds as u64 * 1000,
+            }));
+        }
+        self.action(c, h.exec.as_ref(), h.http_get.as_ref(), None, path)
+            .map(Some)
+    }
+
+    /// An exec, httpGet or tcpSocket handler (exactly one is given).
+    fn action(
+        &mut self,
+        c: &api::Container,
+        exec: Option<&api::ExecAction>,
+        http: Option<&api::HttpGetAction>,
+        tcp: Option<&api::TcpSocketAction>,
+        path: &str,
+    ) -> Result<Action> {
+        if let Some(e) = exec {
+            if e.command.is_empty() {
+                return Err(invalid(format!("{path}.exec.command is required")));
+            }
+            return Ok(Action::Exec {
+                command: e.command.clone(),
+            });
+        }
+        if let Some(h) = http {
+            let port = port_of(c, &h.port, &format!("{path}.httpGet.port"))?;
+            match h.scheme.as_deref().unwrap_or("HTTP") {
+                "HTTP" => {}
+                "HTTPS" => self.warnings.push(format!(
+                    "{path}.httpGet.scheme HTTPS is checked as a TCP connection only: the shim makes no TLS handshakes"
+                )),
+                other => {
+                    return Err(invalid(format!(
+                        "{path}.httpGet.scheme {other:?} is invalid: HTTP or HTTPS"
+                    )));
+                }
+            }
+            if h.scheme.as_deref() == Some("HTTPS") {
+                return Ok(Action::TcpSocket {
+                    host: h.host.clone().filter(|h| !h.is_empty()),
+                    port,
+                });
+            }
+            let mut p = h.path.clone().unwrap_or_default();
+            if !p.starts_with('/') {
+                p.insert(0, '/');
+            }
+            if p.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+                return Err(invalid(format!(
+                    "{path}.httpGet.path {p:?} is invalid: no spaces or control characters"
+                )));
+            }
+            for hd in &h.http_headers {
+                let bad = |s: &str| s.chars().any(|ch| ch == '\r' || ch == '\n');
+                if hd.name.is_empty() || hd.name.contains(':') || bad(&hd.name) || bad(&hd.value) {
+                    return Err(invalid(format!(
+                        "{path}.httpGet.httpHeaders: {:?} is not a valid header",
+                        hd.name
+                    )));
+                }
+            }
+            return Ok(Action::HttpGet {
+                host: h.host.clone().filter(|h| !h.is_empty()),
+                port,
+                path: p,
+                headers: h
+                    .http_headers
+                    .iter()
+                    .map(|hd| (hd.name.clone(), hd.value.clone()))
+                    .collect(),
+            });
+        }
+        let t = tcp.expect("one handler");
+        Ok(Action::TcpSocket {
+            host: t.host.clone().filter(|h| !h.is_empty()),
+            port: port_of(c, &t.port, &format!("{path}.tcpSocket.port"))?,
+        })
     }
 
     fn pod_spec(&mut self, spec: &api::PodSpec) -> Result<PodSpec> {
@@ -702,6 +880,26 @@ impl<'a> Planner<'a> {
             searches: cfg.searches,
             options,
         })
+    }
+}
+
+/// A probe's or hook's port: a number, or the name of one of the container's ports.
+fn port_of(c: &api::Container, port: &api::IntOrString, path: &str) -> Result<u16> {
+    match port {
+        api::IntOrString::Int(n) => u16::try_from(*n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid(format!("{path}: {n} is not a port (1-65535)"))),
+        api::IntOrString::String(name) => {
+            if let Ok(n) = name.parse::<i64>() {
+                return port_of(c, &api::IntOrString::Int(n), path);
+            }
+            c.ports
+                .iter()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .map(|p| p.container_port)
+                .ok_or_else(|| invalid(format!("{path}: the container has no port named {name:?}")))
+        }
     }
 }
 

@@ -506,7 +506,7 @@ spec:
     imagePulPolicy: Never
     terminationMessagePath: /dev/termination-log
     livenessProbe:
-      httpGet: {path: /, port: 80}
+      grpc: {port: 80}
     stdinOnce: true
     resources:
       limits: {nvidia.com/gpu: 1}
@@ -530,7 +530,7 @@ status: {}
         "document 2 (ConfigMap cfg): extra is not supported and is ignored",
         "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
         "spec.containers[0].imagePulPolicy is not supported and is ignored",
-        "spec.containers[0].livenessProbe.httpGet is not supported and is ignored: only exec probes are run",
+        "spec.containers[0].livenessProbe.grpc is not supported and is ignored: the shim speaks no HTTP/2 (exec, httpGet and tcpSocket probes are run)",
         "spec.containers[0].securityContext.seLinuxOptions is not supported and is ignored: SELinux labels are not applied",
         "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
         "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",
@@ -991,19 +991,22 @@ fn host_namespaces_sidecars_dns_and_hosts() {
         .iter()
         .map(|c| c.name.clone().unwrap())
         .collect();
-    assert_eq!(names, ["p-setup"]);
+    assert_eq!(names, ["p-setup", "p-proxy"]);
     let names: Vec<_> = plan
         .containers
         .iter()
         .map(|c| c.name.clone().unwrap())
         .collect();
-    assert_eq!(names, ["p-proxy", "p-app"]);
-    assert!(!plan.containers[0].init);
+    assert_eq!(names, ["p-app"]);
+    // The sidecar is an init container its shim keeps running (and restarts always).
+    assert!(plan.init_containers[1].init);
     assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.starts_with("spec.initContainers[1].restartPolicy: Always (a sidecar)"))
+        plan.init_containers[1]
+            .kube
+            .as_ref()
+            .is_some_and(|k| k.sidecar)
     );
+    assert!(plan.init_containers[0].kube.is_none());
     assert!(
         plan.warnings
             .iter()
@@ -1193,4 +1196,149 @@ fn deeply_nested_manifests_are_refused_quickly() {
     // Ordinary nesting is fine.
     let ok = "apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {a: '[[b]]'}}\nspec:\n  containers: [{name: c, image: busybox}]\n";
     play(ok).unwrap();
+}
+
+#[test]
+fn probes_and_hooks_take_kubelets_defaults_and_named_ports() {
+    use wharf_shim::protocol::Action;
+    let plan = play(&pod(r#"  terminationGracePeriodSeconds: 7
+  containers:
+  - name: web
+    image: i
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe:
+      httpGet: {path: healthz, port: http, httpHeaders: [{name: X-A, value: b}]}
+    livenessProbe:
+      tcpSocket: {port: "8080"}
+      initialDelaySeconds: 5
+      periodSeconds: 2
+      timeoutSeconds: 3
+      failureThreshold: 4
+      terminationGracePeriodSeconds: 2
+    startupProbe:
+      httpGet: {port: 8443, scheme: HTTPS}
+    lifecycle:
+      postStart:
+        exec: {command: [touch, /ready]}
+      preStop:
+        sleep: {seconds: 3}
+"#))
+    .unwrap();
+    let k = plan.containers[0].kube.as_ref().unwrap();
+    assert_eq!(k.grace_ms, 7000);
+    assert!(!k.sidecar);
+    let r = k.readiness.as_ref().unwrap();
+    assert_eq!(
+        r.action,
+        Action::HttpGet {
+            host: None,
+            port: 8080,
+            path: "/healthz".into(),
+            headers: vec![("X-A".into(), "b".into())],
+        }
+    );
+    assert_eq!(
+        (
+            r.period_ms,
+            r.timeout_ms,
+            r.success_threshold,
+            r.failure_threshold
+        ),
+        (10_000, 1000, 1, 3)
+    );
+    let l = k.liveness.as_ref().unwrap();
+    assert_eq!(
+        l.action,
+        Action::TcpSocket {
+            host: None,
+            port: 8080
+        }
+    );
+    assert_eq!(
+        (
+            l.initial_delay_ms,
+            l.period_ms,
+            l.timeout_ms,
+            l.failure_threshold,
+            l.grace_ms
+        ),
+        (5000, 2000, 3000, 4, Some(2000))
+    );
+    // HTTPS is checked as a connection, and said so.
+    assert_eq!(
+        k.startup.as_ref().unwrap().action,
+        Action::TcpSocket {
+            host: None,
+            port: 8443
+        }
+    );
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.contains("startupProbe.httpGet.scheme HTTPS is checked as a TCP connection")),
+        "{:?}",
+        plan.warnings
+    );
+    assert_eq!(
+        k.post_start,
+        Some(Action::Exec {
+            command: vec!["touch".into(), "/ready".into()]
+        })
+    );
+    assert_eq!(k.pre_stop, Some(Action::Sleep { ms: 3000 }));
+}
+
+#[test]
+fn invalid_probes_and_hooks_are_refused_by_path() {
+    for (spec, want) in [
+        (
+            "readinessProbe: {periodSeconds: 1}",
+            "spec.containers[0].readinessProbe has no handler",
+        ),
+        (
+            "livenessProbe: {exec: {command: [a]}, tcpSocket: {port: 1}}",
+            "spec.containers[0].livenessProbe may not have more than one handler",
+        ),
+        (
+            "livenessProbe: {exec: {command: [a]}, successThreshold: 2}",
+            "successThreshold must be 1 for liveness and startup probes",
+        ),
+        (
+            "readinessProbe: {tcpSocket: {port: web}}",
+            "readinessProbe.tcpSocket.port: the container has no port named \"web\"",
+        ),
+        (
+            "readinessProbe: {tcpSocket: {port: 70000}}",
+            "70000 is not a port",
+        ),
+        (
+            "readinessProbe: {exec: {command: [a]}, terminationGracePeriodSeconds: 1}",
+            "terminationGracePeriodSeconds must not be set for readiness probes",
+        ),
+        (
+            "lifecycle: {preStop: {sleep: {seconds: -1}}}",
+            "spec.containers[0].lifecycle.preStop.sleep.seconds must be 0 or more",
+        ),
+        (
+            "lifecycle: {postStart: {}}",
+            "spec.containers[0].lifecycle.postStart must have exactly one handler",
+        ),
+        (
+            "readinessProbe: {httpGet: {port: 80, httpHeaders: [{name: \"a:b\", value: c}]}}",
+            "is not a valid header",
+        ),
+    ] {
+        let e = err(&pod(&format!(
+            "  containers:\n  - name: c\n    image: i\n    {spec}\n"
+        )));
+        assert!(e.contains(want), "{spec}: {e}");
+    }
+    // Probes and hooks belong to app containers and sidecars, not to init containers.
+    let e = err(&pod(
+        "  initContainers:\n  - name: i\n    image: i\n    livenessProbe: {exec: {command: [a]}}\n  containers:\n  - name: c\n    image: i\n",
+    ));
+    assert!(
+        e.contains("spec.initContainers[0].livenessProbe may only be set on an init container with restartPolicy: Always"),
+        "{e}"
+    );
 }

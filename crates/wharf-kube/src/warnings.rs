@@ -28,8 +28,6 @@ pub fn path_string(p: &serde_ignored::Path<'_>) -> String {
 /// Why a well-known field is left out, by its name.
 fn reason(field: &str) -> Option<&'static str> {
     Some(match field {
-        "livenessProbe" | "readinessProbe" | "startupProbe" => "probes are not run",
-        "lifecycle" => "postStart and preStop hooks are not run",
         "nodeSelector"
         | "nodeName"
         | "affinity"
@@ -94,8 +92,8 @@ mod tests {
         };
         assert_eq!(path_string(&probe), "spec.containers[0].livenessProbe");
         assert_eq!(
-            ignored("spec.containers[0].livenessProbe"),
-            "spec.containers[0].livenessProbe is not supported and is ignored: probes are not run"
+            ignored("spec.nodeSelector"),
+            "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host"
         );
         assert_eq!(
             ignored("spec.containers[0].imagePulPolicy"),

@@ -412,7 +412,9 @@ impl ShimClient {
     pub fn create(&self, spec: &ContainerSpec) -> Result<i32> {
         self.pid(
             &format!("create {}", spec.id),
-            Op::Create { spec: spec.clone() },
+            Op::Create {
+                spec: Box::new(spec.clone()),
+            },
         )
     }
 

@@ -46,8 +46,8 @@ pub enum Op {
     Ping,
     /// Create a container from its bundle (runtime create), ready to start.
     Create {
-        /// What to create.
-        spec: ContainerSpec,
+        /// What to create (boxed: the largest request by far).
+        spec: Box<ContainerSpec>,
     },
     /// Start a created container.
     Start {
@@ -191,6 +191,132 @@ pub struct ContainerSpec {
     /// HEALTHCHECK); its state is in the container's `health.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// kubelet's probes and lifecycle hooks, run by the shim; their state is in the
+    /// container's `probes.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube: Option<KubeSpec>,
+}
+
+/// What kubelet does around a container's process: probes (liveness, readiness, startup)
+/// and lifecycle hooks (postStart, preStop), plus how a sidecar (an init container that
+/// keeps running) takes part in the pod's order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KubeSpec {
+    /// Failing it kills the container (its restart policy then applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<ProbeSpec>,
+    /// Its result is the container's readiness; it never kills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ProbeSpec>,
+    /// Runs first: the other probes wait for its success; failing it kills the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<ProbeSpec>,
+    /// Run right after the start; the pod's next container starts once it returns, and a
+    /// failure kills the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_start: Option<Action>,
+    /// Run before the stop signal, within the stop's grace period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_stop: Option<Action>,
+    /// Grace period of a kill by a failed probe or postStart hook: the stop signal, then
+    /// SIGKILL after it (the pod's terminationGracePeriodSeconds).
+    #[serde(default)]
+    pub grace_ms: u64,
+    /// The stop signal (SIGTERM when 0).
+    #[serde(default)]
+    pub stop_signal: i32,
+    /// An init container with `restartPolicy: Always` (a sidecar): the next container
+    /// starts once it runs (and its startup probe passed); it is stopped after the app
+    /// containers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sidecar: bool,
+    /// The network namespace httpGet and tcpSocket actions connect from (the host's when
+    /// None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<PathBuf>,
+    /// The pod's address: where httpGet and tcpSocket actions connect when they name no
+    /// host (127.0.0.1 when None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_ip: Option<String>,
+}
+
+/// A Kubernetes probe: `action` run every `period_ms` from `initial_delay_ms` after the
+/// start; `success_threshold` successes in a row make it pass, `failure_threshold`
+/// failures in a row make it fail; an action outliving `timeout_ms` fails.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProbeSpec {
+    /// What to run.
+    pub action: Action,
+    /// Before the first run.
+    #[serde(default)]
+    pub initial_delay_ms: u64,
+    /// Between runs.
+    pub period_ms: u64,
+    /// Longest a run may take.
+    pub timeout_ms: u64,
+    /// Successes in a row to pass.
+    pub success_threshold: u32,
+    /// Failures in a row to fail.
+    pub failure_threshold: u32,
+    /// Grace of the kill that follows a failure (the probe's own
+    /// terminationGracePeriodSeconds; [`KubeSpec::grace_ms`] when None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+}
+
+/// What a probe or hook does.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A command run in the container (succeeds on exit code 0).
+    Exec {
+        /// argv.
+        command: Vec<String>,
+    },
+    /// An HTTP GET from the pod's network namespace (succeeds on status 200-399).
+    HttpGet {
+        /// Host to connect to (the pod's address when None).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        /// Port.
+        port: u16,
+        /// Path and query.
+        path: String,
+        /// Extra request headers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        headers: Vec<(String, String)>,
+    },
+    /// A TCP connection from the pod's network namespace (succeeds when it is accepted).
+    TcpSocket {
+        /// Host to connect to (the pod's address when None).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        /// Port.
+        port: u16,
+    },
+    /// Wait (the `sleep` lifecycle action).
+    Sleep {
+        /// How long.
+        ms: u64,
+    },
+}
+
+/// A container's probe and hook state, as kubelet reports it (`probes.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KubeState {
+    /// The startup probe passed (or there is none) in the current run.
+    pub started: bool,
+    /// The readiness probe passes (or there is none, and the container started).
+    pub ready: bool,
+    /// The lifecycle hook running now ("PostStart" or "PreStop").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
+    /// The last probe or hook failure ("Liveness probe failed: ...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+    /// Why the container was last killed by the shim ("Unhealthy", "FailedPostStartHook").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed_for: Option<String>,
 }
 
 /// docker's health check: `test` run in the container every `interval_ms`, failing when it
@@ -209,14 +335,6 @@ pub struct HealthSpec {
     /// Grace after start.
     #[serde(default)]
     pub start_period_ms: u64,
-    /// The first check this long after the start (default: an interval; kubelet's
-    /// initialDelaySeconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_after_ms: Option<u64>,
-    /// Unhealthy kills the container, whose restart policy then applies (a Kubernetes
-    /// liveness probe); docker's health checks only report.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub kill_on_failure: bool,
 }
 
 /// One check's result, as docker's `State.Health.Log` shows it.

@@ -10,6 +10,8 @@
 //! <state-dir>/containers/<id>/spec.json       the ContainerSpec it was created from
 //! <state-dir>/containers/<id>/status.json     ContainerRecord: status, pid, restarts
 //! <state-dir>/containers/<id>/exit.json       ExitRecord of the last exit
+//! <state-dir>/containers/<id>/health.json     HealthState of its health check
+//! <state-dir>/containers/<id>/probes.json     KubeState: its probes and hooks
 //! <state-dir>/containers/<id>/execs/<exec>.json  ExitRecord of an exec process
 //! ```
 //!
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::{Result, ShimError};
-use crate::protocol::{ContainerSpec, ExitRecord, HealthState, PodPhase, Status};
+use crate::protocol::{ContainerSpec, ExitRecord, HealthState, KubeState, PodPhase, Status};
 
 /// Socket file name.
 pub const SOCKET: &str = "shim.sock";
@@ -151,6 +153,21 @@ impl StateDir {
     pub fn write_health(&self, id: &str, h: &HealthState) -> Result<()> {
         let path = self.container(id).join("health.json");
         let data = serde_json::to_vec(h)
+            .map_err(|e| ShimError::Corrupt(format!("serialise {}: {e}", path.display())))?;
+        wharf_sys::fs::write_atomic(&path, &data, 0o644, wharf_sys::fs::Durability::Rename)
+            .map_err(|e| ShimError::io(format!("write {}", path.display()), e))
+    }
+
+    /// The probe and hook state of container `id`, if it has probes or hooks and ran.
+    pub fn kube_state(&self, id: &str) -> Result<Option<KubeState>> {
+        read_json(&self.container(id).join("probes.json"))
+    }
+
+    /// Write the probe and hook state of container `id` (replaced whole, not synced: the
+    /// next run of the container's probes rebuilds it).
+    pub fn write_kube_state(&self, id: &str, st: &KubeState) -> Result<()> {
+        let path = self.container(id).join("probes.json");
+        let data = serde_json::to_vec(st)
             .map_err(|e| ShimError::Corrupt(format!("serialise {}: {e}", path.display())))?;
         wharf_sys::fs::write_atomic(&path, &data, 0o644, wharf_sys::fs::Durability::Rename)
             .map_err(|e| ShimError::io(format!("write {}", path.display()), e))

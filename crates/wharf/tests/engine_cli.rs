@@ -1598,9 +1598,9 @@ fn format_templates_read_dockers_keys() {
             "pod",
             "ls",
             "--format",
-            "{{.Name}} {{.Status}} {{.NumberOfContainers}}"
+            "{{.Name}} {{.Status}} {{.State}} {{.Ready}} {{.NumberOfContainers}}"
         ]),
-        "fmt created 1\n"
+        "fmt Running created 1/1 1\n"
     );
     w.ok(&["rm", "-f", "fmt"]);
     w.assert_clean();

@@ -35,6 +35,7 @@ fn spawner_helper() {
         max_restarts: None,
         exit_command: Vec::new(),
         health: None,
+        kube: None,
     };
     shim.create(&c).unwrap();
     shim.start("c").unwrap();

@@ -795,8 +795,16 @@ pub enum Cmd {
     /// Run a Kubernetes Pod manifest (with its ConfigMaps and Secrets).
     Play {
         /// Stop and remove what the manifest created.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "status")]
         down: bool,
+        /// Show the manifest's pods as `kubectl get pods` does (READY, STATUS, RESTARTS,
+        /// AGE), with each container's state below; `--format json` prints their status
+        /// objects.
+        #[arg(long)]
+        status: bool,
+        /// With --status: table (default) or json.
+        #[arg(long, requires = "status")]
+        format: Option<String>,
         /// Publish host ports from the manifest's hostPort fields.
         #[arg(long = "network", default_value = "default")]
         network: String,

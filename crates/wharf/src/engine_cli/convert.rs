@@ -622,8 +622,6 @@ fn health(a: &RunArgs) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
         timeout_ms,
         retries: a.health_retries.unwrap_or(3),
         start_period_ms: ms("--health-start-period", &a.health_start_period, 0)?,
-        first_after_ms: None,
-        kill_on_failure: false,
     }))
 }
 

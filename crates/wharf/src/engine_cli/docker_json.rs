@@ -91,7 +91,7 @@ pub fn container(
 ) -> Value {
     let c = &v.row;
     let s = &c.spec;
-    let running = c.state == ContainerState::Running;
+    let running = c.shown_state() == ContainerState::Running;
     let paused = c.state == ContainerState::Paused;
     let argv = argv(c);
     let exit = c.exit.as_ref();
@@ -153,7 +153,7 @@ pub fn container(
     }
     let nano_cpus = s.cpus.map_or(0, |c| (c * 1e9).round() as i64);
     let state = json!({
-        "Status": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
+        "Status": if c.restarting { "restarting".to_string() } else { c.shown_state().to_string() },
         "Running": running,
         "Paused": paused,
         "Restarting": c.restarting,
@@ -290,7 +290,7 @@ pub fn ps_row(
         "CreatedAt": crate::format::docker_time(&c.created_at),
         "RunningFor": running_for,
         "Ports": ports_column(pod.map(|p| p.spec.ports.as_slice()).unwrap_or_default()),
-        "State": if c.restarting { "restarting".to_string() } else { c.state.to_string() },
+        "State": if c.restarting { "restarting".to_string() } else { c.shown_state().to_string() },
         "Status": status,
         "Size": "0B",
         "Names": c.name,

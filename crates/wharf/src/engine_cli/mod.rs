@@ -456,10 +456,23 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         ),
         Cmd::Play {
             down,
+            status,
+            format,
             network,
             pull,
             configmap,
             file,
+        } if *status => {
+            let _ = (down, network, pull, configmap);
+            play_status(cli, file, format.as_deref())
+        }
+        Cmd::Play {
+            down,
+            network,
+            pull,
+            configmap,
+            file,
+            ..
         } => play(cli, file, *down, network, (pull.as_deref(), configmap)),
     }
 }
@@ -797,6 +810,77 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
     }
 }
 
+/// `wharf play --status FILE`: the manifest's pods as `kubectl get pods` shows them, each
+/// container's state below its pod; exit 1 when a pod does not exist.
+fn play_status(cli: &Cli, file: &std::path::Path, format: Option<&str>) -> Result<i32> {
+    let manifest = read_manifest(file)?;
+    let engine = open(cli)?;
+    let mut code = 0;
+    let mut docs = Vec::new();
+    let mut rows = vec![
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut details = Vec::new();
+    for name in manifest.pod_names() {
+        let st = match wharf_kube::pod_status(&engine, name) {
+            Ok(st) => st,
+            Err(wharf_engine::Error::NotFound { .. }) => {
+                eprintln!("wharf: pod {name} does not exist");
+                code = 1;
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("pod {name}")),
+        };
+        let created = engine.pod(name)?.row.created_at;
+        rows.push(vec![
+            name.to_string(),
+            format!("{}/{}", st.ready.0, st.ready.1),
+            st.summary.clone(),
+            st.restarts.to_string(),
+            output::age(&created),
+        ]);
+        for c in st
+            .init_container_statuses
+            .iter()
+            .chain(&st.container_statuses)
+        {
+            details.push(format!(
+                "  {name}/{}: {}",
+                c.name,
+                output::container_state_line(c)
+            ));
+        }
+        docs.push(serde_json::json!({"name": name, "status": st}));
+    }
+    match format.unwrap_or("table") {
+        "json" => println!("{}", serde_json::to_string_pretty(&docs)?),
+        "table" => {
+            if rows.len() > 1 {
+                print!("{}", output::table(&rows));
+                for d in details {
+                    println!("{d}");
+                }
+            }
+        }
+        other => bail!("invalid --format {other:?}: table or json"),
+    }
+    Ok(code)
+}
+
+/// A manifest file (`-` for stdin), read within the size limit and parsed.
+fn read_manifest(file: &std::path::Path) -> Result<wharf_kube::Manifest> {
+    let limit = wharf_kube::MAX_MANIFEST_BYTES;
+    let text = if file.as_os_str() == "-" {
+        convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
+    } else {
+        let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
+        convert::read_bounded(f, limit, &format!("manifest {}", file.display()))?
+    };
+    wharf_kube::parse(&text).with_context(|| format!("manifest {}", file.display()))
+}
+
 fn play(
     cli: &Cli,
     file: &std::path::Path,
@@ -818,14 +902,7 @@ fn play(
         }
     };
     let limit = kube::MAX_MANIFEST_BYTES;
-    let text = if file.as_os_str() == "-" {
-        convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
-    } else {
-        let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
-        convert::read_bounded(f, limit, &format!("manifest {}", file.display()))?
-    };
-    let mut manifest =
-        kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
+    let mut manifest = read_manifest(file)?;
     for f in configmaps {
         let text = convert::read_bounded(
             std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?,

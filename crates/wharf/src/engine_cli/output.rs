@@ -22,15 +22,20 @@ fn epoch(t: &str) -> Option<u64> {
         .map(|d| d.as_secs())
 }
 
-fn ago(t: &str) -> String {
-    let Some(then) = epoch(t) else {
-        return t.to_string();
-    };
+/// Seconds from an RFC 3339 time to now.
+fn seconds_since(t: &str) -> Option<u64> {
+    let then = epoch(t)?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let s = now.saturating_sub(then);
+    Some(now.saturating_sub(then))
+}
+
+fn ago(t: &str) -> String {
+    let Some(s) = seconds_since(t) else {
+        return t.to_string();
+    };
     match s {
         0..=1 => "Less than a second".into(),
         2..=59 => format!("{s} seconds"),
@@ -42,11 +47,69 @@ fn ago(t: &str) -> String {
     }
 }
 
+/// kubectl's AGE: `45s`, `3m12s` (under 10 minutes), `25m`, `5h`, `3d`.
+pub(super) fn age(t: &str) -> String {
+    let Some(s) = seconds_since(t) else {
+        return "<unknown>".into();
+    };
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=599 if s % 60 != 0 => format!("{}m{}s", s / 60, s % 60),
+        120..=10_799 => format!("{}m", s / 60),
+        10_800..=172_799 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// One container's state for `play --status`: `Running, ready`, `Waiting:
+/// CrashLoopBackOff (...)`, `Terminated: Completed (exit code 0)`, its restarts and the
+/// last probe or hook failure.
+pub(super) fn container_state_line(c: &wharf_kube::ContainerStatus) -> String {
+    use wharf_kube::ContainerState as S;
+    let mut line = match &c.state {
+        S::Running { started_at } => format!(
+            "Running{}, {}ready{}",
+            started_at
+                .as_deref()
+                .map(|t| format!(" for {}", age(t)))
+                .unwrap_or_default(),
+            if c.ready { "" } else { "not " },
+            if c.started { "" } else { ", not started" }
+        ),
+        S::Waiting { reason, message } => format!(
+            "Waiting: {reason}{}",
+            message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ),
+        S::Terminated {
+            exit_code,
+            reason,
+            message,
+            ..
+        } => format!(
+            "Terminated: {reason} (exit code {exit_code}){}",
+            message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ),
+    };
+    if c.restart_count > 0 {
+        line.push_str(&format!(", restarts {}", c.restart_count));
+    }
+    if let Some(f) = &c.probe_failure {
+        line.push_str(&format!("; last failure: {f}"));
+    }
+    line
+}
+
 fn status(c: &ContainerRow) -> String {
     if let (true, Some(e)) = (c.restarting, &c.exit) {
         return format!("Restarting ({}) {} ago", e.code, ago(&e.finished_at));
     }
-    match c.state {
+    match c.shown_state() {
         ContainerState::Running => format!(
             "Up {}",
             c.started_at.as_deref().map(ago).unwrap_or_default()
@@ -74,7 +137,7 @@ fn status(c: &ContainerRow) -> String {
     }
 }
 
-fn table(rows: &[Vec<String>]) -> String {
+pub(super) fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.first().map(Vec::len).unwrap_or(0);
     let mut widths = vec![0usize; cols];
     for r in rows {
@@ -430,7 +493,7 @@ pub fn inspect(
         if wants("pod") {
             match engine.pod(o) {
                 Ok(p) => {
-                    docs.push(pod_json(&p));
+                    docs.push(pod_json(engine, &p));
                     continue;
                 }
                 Err(wharf_engine::Error::NotFound { .. }) => {}
@@ -489,7 +552,12 @@ fn inspect_tree(engine: &Engine, objects: &[String], json: bool) -> Result<i32> 
     Ok(0)
 }
 
-fn pod_json(p: &PodView) -> Value {
+/// kubectl's view of a pod (phase, conditions, container states), when it can be read.
+fn kube_status(engine: &Engine, p: &PodView) -> Option<wharf_kube::PodStatus> {
+    wharf_kube::pod_status(engine, &p.row.id).ok()
+}
+
+fn pod_json(engine: &Engine, p: &PodView) -> Value {
     let containers: Vec<Value> = p
         .containers
         .iter()
@@ -501,6 +569,7 @@ fn pod_json(p: &PodView) -> Value {
         "Spec": docker_json::pascal_keys(json!(r.spec)),
         "Sandbox": docker_json::pascal_keys(json!(r.sandbox)),
         "Containers": containers,
+        "Status": kube_status(engine, p),
     })
 }
 
@@ -508,9 +577,25 @@ fn pod_json(p: &PodView) -> Value {
 pub fn inspect_pods(engine: &Engine, pods: &[String], format: Option<&str>) -> Result<()> {
     let v: Vec<Value> = pods
         .iter()
-        .map(|p| engine.pod(p).map(|p| pod_json(&p)))
+        .map(|p| engine.pod(p).map(|p| pod_json(engine, &p)))
         .collect::<Result<_, _>>()?;
     format::print_documents(&Format::parse(format.unwrap_or("json"))?, &v)
+}
+
+/// What `pod ls` shows as a pod's status: kubectl's STATUS column (`Running`,
+/// `Init:0/1`, `CrashLoopBackOff`, `Completed`); the engine's state for a pod without
+/// containers (`created`), a stopped or dead one, or one whose records cannot be read.
+fn pod_summary(p: &PodView, k: Option<&wharf_kube::PodStatus>) -> String {
+    use wharf_engine::model::PodState;
+    match k {
+        Some(k)
+            if !p.containers.is_empty()
+                && !matches!(p.row.state, PodState::Stopped | PodState::Dead) =>
+        {
+            k.summary.clone()
+        }
+        _ => p.row.state.to_string(),
+    }
 }
 
 /// `wharf pod ls`.
@@ -525,7 +610,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
     match Format::parse(format)? {
         Format::Json => {
             // podman's layout: one array.
-            let v: Vec<Value> = pods.iter().map(pod_json).collect();
+            let v: Vec<Value> = pods.iter().map(|p| pod_json(engine, p)).collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         Format::Template { template, table } => {
@@ -533,8 +618,13 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 .iter()
                 .map(|p| {
                     let r = &p.row;
+                    let k = kube_status(engine, p);
                     json!({
-                        "ID": &r.id[..12], "Id": r.id, "Name": r.name, "Status": r.state.to_string(),
+                        "ID": &r.id[..12], "Id": r.id, "Name": r.name,
+                        "Status": pod_summary(p, k.as_ref()), "State": r.state.to_string(),
+                        "Ready": k.as_ref().map(|k| format!("{}/{}", k.ready.0, k.ready.1)),
+                        "Restarts": k.as_ref().map_or(0, |k| k.restarts),
+                        "Phase": k.as_ref().map(|k| k.phase),
                         "Created": format!("{} ago", ago(&r.created_at)),
                         "CreatedAt": format::docker_time(&r.created_at),
                         "IP": r.sandbox.ips.join(","), "NumberOfContainers": p.containers.len(),
@@ -545,6 +635,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 .collect();
             let headers = json!({
                 "ID": "POD ID", "Id": "POD ID", "Name": "NAME", "Status": "STATUS",
+                "State": "STATE", "Ready": "READY", "Restarts": "RESTARTS", "Phase": "PHASE",
                 "Created": "CREATED", "CreatedAt": "CREATED AT", "IP": "IP",
                 "NumberOfContainers": "# OF CONTAINERS", "Containers": "CONTAINERS",
                 "Labels": "LABELS", "Networks": "NETWORKS",
@@ -560,6 +651,8 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                     "POD ID",
                     "NAME",
                     "STATUS",
+                    "READY",
+                    "RESTARTS",
                     "CREATED",
                     "IP",
                     "# OF CONTAINERS",
@@ -569,10 +662,14 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
             ];
             for p in &pods {
                 let r = &p.row;
+                let k = kube_status(engine, p);
                 t.push(vec![
                     r.id[..12].to_string(),
                     r.name.clone(),
-                    r.state.to_string(),
+                    pod_summary(p, k.as_ref()),
+                    k.as_ref()
+                        .map_or("-".into(), |k| format!("{}/{}", k.ready.0, k.ready.1)),
+                    k.as_ref().map_or(0, |k| k.restarts).to_string(),
                     format!("{} ago", ago(&r.created_at)),
                     r.sandbox.ips.join(","),
                     p.containers.len().to_string(),

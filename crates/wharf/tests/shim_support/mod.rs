@@ -65,6 +65,7 @@ impl Pod {
             max_restarts: None,
             exit_command: Vec::new(),
             health: None,
+            kube: None,
         }
     }
 
@@ -88,6 +89,7 @@ impl Pod {
             max_restarts: None,
             exit_command: Vec::new(),
             health: None,
+            kube: None,
         }
     }
 

@@ -65,6 +65,7 @@ impl Shim {
                 [c.restart_at, c.kill_at, health]
             })
             .flatten()
+            .chain(self.kube_deadline())
             .min()
     }
 
@@ -99,6 +100,7 @@ impl Shim {
             }
         }
         self.health_tick(now);
+        self.kube_tick(now);
     }
 
     pub(super) fn on_child_exit(&mut self, pid: i32, status: i32) {
@@ -133,6 +135,9 @@ impl Shim {
                 return;
             }
             self.persist_pod();
+            return;
+        }
+        if self.action_exited(pid, status) {
             return;
         }
         let mut found = None;
@@ -268,9 +273,10 @@ impl Shim {
         let c = self.find_key_mut(key).expect("exists");
         c.last_exit = Some(record.clone());
         let failed = record.exit_code != 0;
+        let sidecar = c.spec.kube.as_ref().is_some_and(|k| k.sidecar);
         let policy = match (c.spec.restart, c.spec.init) {
-            // Init containers restart only on failure (Kubernetes).
-            (RestartPolicy::Always, true) => RestartPolicy::OnFailure,
+            // Init containers restart only on failure (Kubernetes), sidecars always.
+            (RestartPolicy::Always, true) if !sidecar => RestartPolicy::OnFailure,
             (p, _) => p,
         };
         let restart = !c.stopping
@@ -288,7 +294,7 @@ impl Shim {
             }
             c.restart_at = Some(Instant::now() + Duration::from_millis(c.delay_ms));
             c.delay_ms = (c.delay_ms * 2).min(c.spec.backoff.max_ms);
-        } else if c.spec.init && failed && has_plan {
+        } else if c.spec.init && !sidecar && failed && has_plan {
             pod_failure = Some(format!(
                 "init container {id} failed: exit code {}{} ({}{})",
                 record.exit_code,
@@ -306,7 +312,12 @@ impl Shim {
         }
         let waiters = std::mem::take(&mut c.waiters);
         let attached = std::mem::take(&mut c.attached);
+        // The status record first: a reader never sees a running container whose probes
+        // were already reset for its exit.
         self.persist(key);
+        self.kube_exited(key);
+        self.release_sidecars();
+        self.end_sidecars_when_apps_done();
         self.publish(EventKind::Exited {
             id,
             exit: record.clone(),

@@ -49,9 +49,7 @@ impl Health {
                 ..Default::default()
             },
             log: VecDeque::new(),
-            next_at: Some(
-                now + Duration::from_millis(spec.first_after_ms.unwrap_or(spec.interval_ms)),
-            ),
+            next_at: Some(now + Duration::from_millis(spec.interval_ms)),
             running: None,
             run_start: now,
         }
@@ -220,23 +218,9 @@ impl Shim {
             },
         );
         h.next_at = Some(Instant::now() + Duration::from_millis(spec.interval_ms));
-        let kill = spec.kill_on_failure && h.state.status == "unhealthy";
         // Checks leave no exec record behind.
         c.execs.retain(|e| e.id != exec_id);
-        let id = c.spec.id.clone();
         self.write_health(key);
-        if kill {
-            // A failed liveness probe: the container is killed, and its restart policy
-            // decides what follows (kubelet's).
-            log(&format!(
-                "container {id}: liveness probe failed: killing it"
-            ));
-            if let Err(e) = self.cfg.runtime.kill(&id, libc::SIGKILL, true) {
-                log(&format!(
-                    "container {id}: kill after a failed liveness probe: {e}"
-                ));
-            }
-        }
         true
     }
 

@@ -48,6 +48,14 @@ impl Shim {
                     h.output(&exec_id, &buf[..n]);
                 }
             }
+            if let Some(i) = exec
+                && let Some(e) = c.execs.get(i)
+                && e.id.starts_with(super::actions::PREFIX)
+            {
+                let exec_id = e.id.clone();
+                self.action_output(key, &exec_id, &buf[..n]);
+                return;
+            }
             self.broadcast(&ids, s.frame_id(), &buf[..n]);
         }
     }

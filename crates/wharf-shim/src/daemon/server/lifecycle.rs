@@ -90,6 +90,7 @@ impl Shim {
             waiters: Vec::new(),
             attached: Vec::new(),
             health: None,
+            kube: None,
         });
         key
     }
@@ -161,6 +162,7 @@ impl Shim {
                 let pid = c.pid.unwrap_or_default();
                 self.persist(key);
                 self.health_restart(key);
+                self.kube_started(key);
                 self.publish(EventKind::Started { id, pid });
                 Ok(())
             }
@@ -259,33 +261,51 @@ impl Shim {
         let Some((init, apps)) = self.plan.clone() else {
             return;
         };
-        if self.phase != PodPhase::Initializing || self.shutting_down {
+        if !matches!(self.phase, PodPhase::Initializing | PodPhase::Running) || self.shutting_down {
             return;
         }
-        for key in init {
-            let Some(c) = self.containers.iter().find(|c| c.key == key) else {
-                continue;
-            };
-            let done = c.status == Status::Exited
-                && c.last_exit.as_ref().is_some_and(|e| e.exit_code == 0);
-            if done {
-                continue;
+        if self.phase == PodPhase::Initializing {
+            for key in init {
+                let Some(c) = self.containers.iter().find(|c| c.key == key) else {
+                    continue;
+                };
+                let sidecar = c.spec.kube.as_ref().is_some_and(|k| k.sidecar);
+                let done = c.status == Status::Exited
+                    && c.last_exit.as_ref().is_some_and(|e| e.exit_code == 0);
+                if done || (sidecar && c.restart_count > 0) {
+                    continue;
+                }
+                if c.status == Status::Waiting && c.restart_at.is_none() && !c.stopping {
+                    self.launch(key);
+                }
+                // A sidecar that runs (and passed its startup probe and postStart hook)
+                // lets the next container start.
+                if sidecar && !self.holds_start(key) {
+                    continue;
+                }
+                return;
             }
-            if c.status == Status::Waiting && c.restart_at.is_none() && !c.stopping {
-                self.launch(key);
-            }
-            return;
+            self.phase = PodPhase::Running;
+            self.persist_pod();
         }
-        self.phase = PodPhase::Running;
-        self.persist_pod();
+        // App containers one after another: a postStart hook holds the next one back.
         for key in apps {
-            let waiting = self
+            let fresh = self
                 .containers
                 .iter()
                 .find(|c| c.key == key)
-                .is_some_and(|c| c.status == Status::Waiting && !c.stopping);
-            if waiting {
+                .is_some_and(|c| {
+                    c.status == Status::Waiting
+                        && !c.stopping
+                        && c.restart_at.is_none()
+                        && c.last_exit.is_none()
+                        && c.restart_count == 0
+                });
+            if fresh {
                 self.launch(key);
+            }
+            if self.holds_start(key) {
+                return;
             }
         }
     }

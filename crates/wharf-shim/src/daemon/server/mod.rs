@@ -13,11 +13,13 @@ use rustix::event::{PollFd, PollFlags};
 use wharf_runtime::cgroups::OomWatcher;
 use wharf_runtime::{CreateOptions, ExecOptions, Runtime};
 
+mod actions;
 mod connections;
 mod events;
 mod exits;
 mod health;
 mod io;
+mod kube;
 mod lifecycle;
 mod requests;
 
@@ -107,6 +109,7 @@ struct Container {
     waiters: Vec<ConnId>,
     attached: Vec<ConnId>,
     health: Option<health::Health>,
+    kube: Option<kube::KubeRun>,
 }
 
 /// A failed request.

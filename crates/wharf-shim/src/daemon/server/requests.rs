@@ -7,7 +7,7 @@ impl Shim {
     pub(super) fn handle(&mut self, conn: ConnId, op: Op) -> OpResult {
         match op {
             Op::Ping => Ok(Some(Reply::Pid(std::process::id() as i32))),
-            Op::Create { spec } => self.op_create(spec).map(|pid| Some(Reply::Pid(pid))),
+            Op::Create { spec } => self.op_create(*spec).map(|pid| Some(Reply::Pid(pid))),
             Op::Start { id } => {
                 let i = self.find(&id)?;
                 let key = self.containers[i].key;
@@ -191,9 +191,9 @@ impl Shim {
         let restart_cancelled = c.restart_at.take().is_some();
         match c.status {
             Status::Running => {
-                c.kill_at = Some(Instant::now() + Duration::from_millis(grace_ms));
-                if let Err(e) = self.cfg.runtime.kill(id, signal, false) {
-                    log(&format!("stop {id}: signal {signal}: {e}"));
+                // A sidecar waits for the app containers; the preStop hook runs first.
+                if !self.hold_sidecar_stop(key, signal, grace_ms) {
+                    self.begin_stop(key, signal, grace_ms, true);
                 }
             }
             Status::Created => {
