@@ -629,3 +629,61 @@ impl<'de> Deserialize<'de> for FileMode {
         d.deserialize_any(V)
     }
 }
+
+/// A Deployment, ReplicaSet, DaemonSet, StatefulSet or Job document: the parts that say
+/// how many pods of its template run, and how.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkloadDoc {
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    pub spec: WorkloadSpec,
+    /// Output only; accepted without a warning.
+    #[serde(default)]
+    pub status: Option<Value>,
+}
+
+/// The spec fields of the workload kinds (each kind reads its own).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WorkloadSpec {
+    pub replicas: Option<i64>,
+    pub selector: Option<LabelSelector>,
+    /// The pod template, kept as YAML: each pod is read from it as a Pod document.
+    pub template: Value,
+    // StatefulSet.
+    pub service_name: Option<String>,
+    pub pod_management_policy: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub volume_claim_templates: Vec<Value>,
+    // Job.
+    pub completions: Option<i64>,
+    pub parallelism: Option<i64>,
+    pub backoff_limit: Option<i64>,
+    // Rollout and history settings: one host runs one revision, so they are accepted
+    // without effect (and without a warning).
+    #[serde(default)]
+    pub strategy: Option<Value>,
+    #[serde(default)]
+    pub update_strategy: Option<Value>,
+    #[serde(default)]
+    pub revision_history_limit: Option<Value>,
+    #[serde(default)]
+    pub min_ready_seconds: Option<Value>,
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<Value>,
+}
+
+/// A label selector (matchLabels; matchExpressions are checked for In/Exists only).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LabelSelector {
+    #[serde(default, deserialize_with = "nullable")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub match_expressions: Vec<Value>,
+}

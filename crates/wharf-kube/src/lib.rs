@@ -35,6 +35,7 @@
 //! without a word.
 
 mod api;
+mod controller;
 mod env;
 mod expand;
 mod host;
@@ -48,13 +49,16 @@ mod status;
 mod validate;
 mod volumes;
 mod warnings;
+mod workloads;
 
+pub use controller::{ControllerState, Progress, reconcile};
 pub use env::POD_IP_PLACEHOLDER;
 pub use host::{HostVolumes, create_volumes};
 pub use manifest::{DataObject, MAX_MANIFEST_BYTES, Manifest, parse, parse_objects};
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
-    PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, substitute_pod_ip,
+    PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, plan_workload_pod,
+    substitute_pod_ip,
 };
 pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};
@@ -63,6 +67,7 @@ pub use volumes::{
     HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, volume_ref,
 };
 pub use wharf_engine::pod_volumes::remove_volumes;
+pub use workloads::{JobSpec, LABEL_OWNER, Workload, WorkloadKind};
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@ use serde_norway::Value;
 use super::api;
 use super::validate;
 use super::warnings;
+use super::workloads::{self, Workload, WorkloadKind};
 use wharf_engine::error::{Error, Result};
 
 /// A parsed manifest: its Pods, ConfigMaps and Secrets, and warnings about what it holds
@@ -16,6 +17,7 @@ use wharf_engine::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Manifest {
     pub(crate) pods: Vec<ParsedPod>,
+    pub(crate) workloads: Vec<Workload>,
     pub(crate) objects: Vec<DataObject>,
     pub(crate) warnings: Vec<String>,
 }
@@ -45,6 +47,12 @@ impl Manifest {
     /// removes).
     pub fn pod_names(&self) -> Vec<&str> {
         self.pods.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    /// The workloads (Deployments, ReplicaSets, DaemonSets, StatefulSets, Jobs), in
+    /// document order.
+    pub fn workloads(&self) -> &[Workload] {
+        &self.workloads
     }
 
     /// Warnings about documents and ConfigMap/Secret fields that are ignored (a plan adds
@@ -91,9 +99,9 @@ fn invalid(msg: String) -> Error {
 /// with a warning; empty documents are skipped.
 pub fn parse(yaml: &str) -> Result<Manifest> {
     let m = read_documents(yaml, "manifest document", |_, _| Ok(()))?;
-    if m.pods.is_empty() {
+    if m.pods.is_empty() && m.workloads.is_empty() {
         return Err(invalid(
-            "the manifest holds no Pod (wharf play runs a kind: Pod, apiVersion: v1 document)"
+            "the manifest holds no Pod or workload (wharf play runs Pods, Deployments, ReplicaSets, DaemonSets, StatefulSets and Jobs)"
                 .into(),
         ));
     }
@@ -126,6 +134,7 @@ fn read_documents(
     check_shape(yaml)?;
     let mut m = Manifest {
         pods: Vec::new(),
+        workloads: Vec::new(),
         objects: Vec::new(),
         warnings: Vec::new(),
     };
@@ -200,6 +209,18 @@ fn check_shape(yaml: &str) -> Result<()> {
 }
 
 fn check_duplicates(m: &Manifest) -> Result<()> {
+    for (i, w) in m.workloads.iter().enumerate() {
+        if m.workloads[..i]
+            .iter()
+            .any(|q| q.kind == w.kind && q.name == w.name)
+        {
+            return Err(invalid(format!(
+                "the manifest defines {} {:?} twice",
+                w.kind.as_str(),
+                w.name
+            )));
+        }
+    }
     for (i, p) in m.pods.iter().enumerate() {
         if m.pods[..i].iter().any(|q| q.name == p.name) {
             return Err(invalid(format!(
@@ -224,7 +245,10 @@ fn check_duplicates(m: &Manifest) -> Result<()> {
 
 /// Deserialize `value` into `T`, collecting the paths of skipped fields; errors name the
 /// field.
-fn typed<T: serde::de::DeserializeOwned>(value: Value, where_: &str) -> Result<(T, Vec<String>)> {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
+    value: Value,
+    where_: &str,
+) -> Result<(T, Vec<String>)> {
     let mut ignored = Vec::new();
     let mut record = |p: serde_ignored::Path<'_>| ignored.push(warnings::path_string(&p));
     let de = serde_ignored::Deserializer::new(value, &mut record);
@@ -252,7 +276,7 @@ fn check_api_version(v: &Option<String>, where_: &str, warnings: &mut Vec<String
     }
 }
 
-fn object_name(meta: &api::ObjectMeta, where_: &str) -> Result<String> {
+pub(crate) fn object_name(meta: &api::ObjectMeta, where_: &str) -> Result<String> {
     let name = match (&meta.name, &meta.generate_name) {
         (Some(n), _) => n.clone(),
         (None, Some(_)) => {
@@ -381,8 +405,19 @@ fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
                 add_object(m, item, &format!("{where_} item {}", j + 1))?;
             }
         }
+        k if WorkloadKind::parse(k).is_some() => {
+            let kind = WorkloadKind::parse(k).expect("checked");
+            let w = workloads::parse(value, kind, &where_, &mut m.warnings)?;
+            m.workloads.push(w);
+        }
+        "CronJob" => m.warnings.push(format!(
+            "{where_}: kind CronJob is not supported and is ignored: nothing keeps a schedule on one host (play its jobTemplate as a kind: Job to run it once)"
+        )),
+        "Service" => m.warnings.push(format!(
+            "{where_}: kind Service is not supported and is ignored: there is no cluster network or service proxy on one host (publish a port with the container's hostPort)"
+        )),
         other => m.warnings.push(format!(
-            "{where_}: kind {other} is not supported and is ignored (wharf play runs Pods, with the ConfigMaps and Secrets they use)"
+            "{where_}: kind {other} is not supported and is ignored (wharf play runs Pods and workloads, with the ConfigMaps and Secrets they use)"
         )),
     }
     Ok(())

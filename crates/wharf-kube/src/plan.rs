@@ -16,6 +16,7 @@ use super::security;
 use super::validate;
 use super::volumes::{self, Volume};
 use super::warnings;
+use super::workloads::{LABEL_OWNER, Workload};
 use wharf_engine::error::{Error, Result};
 use wharf_engine::model::{
     ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy,
@@ -158,6 +159,26 @@ pub fn plan(m: &Manifest) -> Result<PlayPlan> {
 pub fn plan_with(m: &Manifest, pod: Option<&str>, opts: &PlanOptions) -> Result<PlayPlan> {
     let pp = select(m, pod)?;
     Planner::new(m, pp, opts).run()
+}
+
+/// The plan of a new pod of workload `w` (named `name`, ordinal `ordinal` of a
+/// StatefulSet): its template as a Pod, labelled with its owner ([`LABEL_OWNER`]). A Job's
+/// pods restart (restartPolicy OnFailure) at most backoffLimit times.
+pub fn plan_workload_pod(
+    m: &Manifest,
+    w: &Workload,
+    name: &str,
+    ordinal: u32,
+    opts: &PlanOptions,
+) -> Result<PlayPlan> {
+    let where_ = format!("{} {} pod {name}", w.kind.as_str(), w.name);
+    let pp = w.pod(name, ordinal, &where_)?;
+    let mut plan = Planner::new(m, &pp, opts).run()?;
+    plan.pod.labels.insert(LABEL_OWNER.into(), w.owner());
+    if let Some(job) = &w.job {
+        plan.pod.max_restarts = Some(job.backoff_limit);
+    }
+    Ok(plan)
 }
 
 fn select<'a>(m: &'a Manifest, pod: Option<&str>) -> Result<&'a ParsedPod> {

@@ -526,7 +526,7 @@ status: {}
     )
     .unwrap();
     let expected = [
-        "document 1 (Service web): kind Service is not supported and is ignored (wharf play runs Pods, with the ConfigMaps and Secrets they use)",
+        "document 1 (Service web): kind Service is not supported and is ignored: there is no cluster network or service proxy on one host (publish a port with the container's hostPort)",
         "document 2 (ConfigMap cfg): extra is not supported and is ignored",
         "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
         "spec.containers[0].imagePulPolicy is not supported and is ignored",
@@ -1340,5 +1340,120 @@ fn invalid_probes_and_hooks_are_refused_by_path() {
     assert!(
         e.contains("spec.initContainers[0].livenessProbe may only be set on an init container with restartPolicy: Always"),
         "{e}"
+    );
+}
+
+const DEPLOY: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  selector:\n    matchLabels: {app: web}\n  strategy: {type: RollingUpdate}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: c\n        image: i\n";
+
+#[test]
+fn workloads_are_read_and_their_pods_planned_as_their_controllers_make_them() {
+    let m = parse(DEPLOY).unwrap();
+    assert!(m.pod_names().is_empty());
+    let w = &m.workloads()[0];
+    assert_eq!(
+        (w.kind, w.name.as_str(), w.replicas),
+        (WorkloadKind::Deployment, "web", 3)
+    );
+    assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+    let name = w.pod_name(0);
+    assert!(
+        name.starts_with(&format!("web-{}-", w.template_hash)),
+        "{name}"
+    );
+    let plan = plan_workload_pod(&m, w, &name, 0, &opts()).unwrap();
+    assert_eq!(plan.pod.name.as_deref(), Some(name.as_str()));
+    assert_eq!(plan.pod.labels[LABEL_OWNER], "Deployment/web");
+    assert_eq!(plan.pod.labels["pod-template-hash"], w.template_hash);
+    assert_eq!(plan.pod.labels["app"], "web");
+    assert_eq!(
+        plan.containers[0].name.as_deref(),
+        Some(format!("{name}-c").as_str())
+    );
+    // The same template hashes the same; another does not.
+    let again = parse(DEPLOY).unwrap();
+    assert_eq!(again.workloads()[0].template_hash, w.template_hash);
+    let other = parse(&DEPLOY.replace("image: i", "image: j")).unwrap();
+    assert_ne!(other.workloads()[0].template_hash, w.template_hash);
+
+    // A StatefulSet's pods are named and host-named by ordinal; a Job's defaults.
+    let sts = DEPLOY.replace("Deployment", "StatefulSet").replace(
+        "  strategy: {type: RollingUpdate}\n",
+        "  serviceName: web\n",
+    );
+    let m = parse(&sts).unwrap();
+    let w = &m.workloads()[0];
+    assert!(w.ordered);
+    assert_eq!(w.pod_name(1), "web-1");
+    let plan = plan_workload_pod(&m, w, "web-1", 1, &opts()).unwrap();
+    assert_eq!(plan.pod.hostname.as_deref(), Some("web-1"));
+    assert_eq!(plan.pod.labels["apps.kubernetes.io/pod-index"], "1");
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: pi\nspec:\n  template:\n    spec:\n      restartPolicy: OnFailure\n      containers:\n      - name: c\n        image: i\n";
+    let m = parse(job).unwrap();
+    let w = &m.workloads()[0];
+    assert_eq!(
+        w.job,
+        Some(JobSpec {
+            completions: 1,
+            parallelism: 1,
+            backoff_limit: 6
+        })
+    );
+    let plan = plan_workload_pod(&m, w, "pi-abcde", 0, &opts()).unwrap();
+    assert_eq!(plan.pod.max_restarts, Some(6));
+    assert_eq!(plan.pod.labels["job-name"], "pi");
+    let ds = DEPLOY
+        .replace("Deployment", "DaemonSet")
+        .replace("  strategy: {type: RollingUpdate}\n", "");
+    assert_eq!(parse(&ds).unwrap().workloads()[0].replicas, 1);
+}
+
+#[test]
+fn workloads_the_api_server_would_refuse_are_refused() {
+    for (yaml, want) in [
+        (
+            DEPLOY.replace("matchLabels: {app: web}", "matchLabels: {app: api}"),
+            "selector does not match template labels (app: api)",
+        ),
+        (
+            DEPLOY.replace("    spec:\n      containers", "    spec:\n      restartPolicy: Never\n      containers"),
+            "restartPolicy \"Never\": a Deployment's pods need \"Always\"",
+        ),
+        (
+            DEPLOY.replace("apps/v1", "extensions/v1beta1"),
+            "apiVersion \"extensions/v1beta1\" is not supported (Deployment is apps/v1)",
+        ),
+        (
+            DEPLOY.replace("  selector:\n    matchLabels: {app: web}\n", ""),
+            "spec.selector is required",
+        ),
+        (
+            DEPLOY.replace("replicas: 3", "replicas: -1"),
+            "spec.replicas -1 is out of range",
+        ),
+        (
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: pi\nspec:\n  template:\n    spec:\n      containers:\n      - name: c\n        image: i\n".to_string(),
+            "a Job's pods need \"OnFailure\" or \"Never\"",
+        ),
+        (
+            DEPLOY.replace("Deployment", "StatefulSet").replace(
+                "  strategy: {type: RollingUpdate}\n",
+                "  volumeClaimTemplates:\n  - metadata: {name: data}\n",
+            ),
+            "spec.volumeClaimTemplates are not supported",
+        ),
+    ] {
+        let e = parse(&yaml).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(want), "want {want:?}, got {e:?}");
+    }
+    // A CronJob's schedule has no meaning here: said, and skipped.
+    let m = parse(&format!(
+        "{DEPLOY}---\napiVersion: batch/v1\nkind: CronJob\nmetadata: {{name: nightly}}\nspec: {{}}\n"
+    ))
+    .unwrap();
+    assert!(
+        m.warnings().iter().any(|w| w
+            .contains("kind CronJob is not supported and is ignored: nothing keeps a schedule")),
+        "{:?}",
+        m.warnings()
     );
 }

@@ -452,3 +452,271 @@ fn a_failing_init_container_is_shown_as_kubectl_would_and_comes_down() {
     assert!(out.stderr.contains("pod never does not exist"), "{out:?}");
     w.assert_clean();
 }
+
+/// The names of the pods `play --status` lists.
+fn pod_names(w: &Wharf, manifest: &str) -> Vec<String> {
+    let v: Value =
+        serde_json::from_str(&w.ok(&["play", "--status", "--format", "json", manifest])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A Deployment runs its replicas (named `<name>-<template hash>-<suffix>`, labelled
+/// with the hash); a pod that is removed, or whose shim is killed, is replaced by its
+/// controller with no CLI running; `--down` stops the controller and removes every pod.
+#[test]
+fn a_deployment_whose_pod_is_killed_comes_back() {
+    let w = Wharf::new("kubelet-deploy");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "deploy.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+"#,
+    );
+    let out = w.run(&["play", "--network", "none", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let first = pod_names(&w, &m);
+    assert_eq!(first.len(), 2, "{first:?}");
+    for n in &first {
+        assert!(
+            n.starts_with("web-") && n.len() == "web-".len() + 10 + 1 + 5,
+            "{n}"
+        );
+    }
+    let pod = w.ok(&["pod", "inspect", &first[0]]);
+    assert!(pod.contains("pod-template-hash"), "{pod}");
+    // Removed by hand: replaced.
+    w.ok(&["pod", "rm", "-f", &first[0]]);
+    // Its shim killed (the pod dies with it): replaced.
+    let id = w.ok(&["pod", "inspect", "--format", "{{.Id}}", &first[1]]);
+    let pid_file = w
+        .run_dir()
+        .join(format!("pods/{}/shim/shim.pid", id.trim()));
+    let shim: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: a signal to the test's own pod's shim.
+    unsafe { libc::kill(shim, libc::SIGKILL) };
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let now = pod_names(&w, &m);
+            now.len() == 2 && now.iter().all(|n| !first.contains(n))
+        }),
+        "not replaced: {:?} (was {first:?})\n{}",
+        pod_names(&w, &m),
+        w.ok(&["play", "--status", &m])
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            w.ok(&["play", "--status", &m])
+                .lines()
+                .filter(|l| l.starts_with("web-") && l.contains("1/1") && l.contains("Running"))
+                .count()
+                == 2
+        }),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    w.ok(&["play", "--down", &m]);
+    // Nothing comes back: the controller is gone with them.
+    std::thread::sleep(Duration::from_millis(1500));
+    w.assert_clean();
+}
+
+/// A Job whose pod fails twice and then succeeds completes within its backoffLimit (its
+/// failed pods kept, as Kubernetes keeps them); one that keeps failing stops at its
+/// backoffLimit (BackoffLimitExceeded).
+#[test]
+fn a_job_that_fails_twice_then_succeeds_within_its_backoff_limit() {
+    let mut w = Wharf::new("kubelet-job");
+    // The controller's back-off between failed pods, shortened as for the shim.
+    w.set_var("WHARF_RESTART_BACKOFF_MS", "200");
+    w.pull_busybox();
+    let state = w.path("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let job = |name: &str, limit: u32, succeed_at: u32| {
+        format!(
+            r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  backoffLimit: {limit}
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: try
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "n=$(cat /state/{name} 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/{name}; echo attempt $n; [ $n -ge {succeed_at} ]"]
+        volumeMounts: [{{name: state, mountPath: /state}}]
+      volumes:
+      - name: state
+        hostPath: {{path: {}}}
+"#,
+            state.display()
+        )
+    };
+    let m = manifest(&w, "job.yaml", &job("flaky", 3, 3));
+    w.ok(&["play", "--network", "none", &m]);
+    assert!(
+        wait_until(Duration::from_secs(30), || w
+            .ok(&["play", "--status", &m])
+            .contains("Job/flaky: Complete")),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    let table = w.ok(&["play", "--status", &m]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.starts_with("flaky-"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(
+        rows.iter().filter(|r| r[2] == "Error").count(),
+        2,
+        "{table}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r[2] == "Completed").count(),
+        1,
+        "{table}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(state.join("flaky")).unwrap().trim(),
+        "3"
+    );
+    w.ok(&["play", "--down", &m]);
+
+    let m = manifest(&w, "doomed.yaml", &job("doomed", 1, 99));
+    w.ok(&["play", "--network", "none", &m]);
+    assert!(
+        wait_until(Duration::from_secs(30), || w
+            .ok(&["play", "--status", &m])
+            .contains("Job/doomed: Failed: BackoffLimitExceeded")),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    // backoffLimit 1: the first pod and one more, no third.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        std::fs::read_to_string(state.join("doomed"))
+            .unwrap()
+            .trim(),
+        "2"
+    );
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}
+
+/// A StatefulSet's pods are `<name>-0`, `<name>-1` (hostnames too), made in order, each
+/// once the one before is ready; a DaemonSet runs one pod on this host.
+#[test]
+fn statefulset_pods_are_ordered_and_a_daemonset_runs_one_pod() {
+    let w = Wharf::new("kubelet-sts");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "sts.yaml",
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 2
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: db
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "hostname > /tmp/host; sleep 1; touch /tmp/ready; trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+        readinessProbe:
+          exec: {command: [test, -f, /tmp/ready]}
+          periodSeconds: 1
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: agent
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+"#,
+    );
+    let out = w.ok(&["play", "--network", "none", &m]);
+    // Only db-0 at first: db-1 waits for it to be ready.
+    assert!(
+        out.contains("pod db-0 created") && !out.contains("db-1"),
+        "{out}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || pod_names(&w, &m)
+            .contains(&"db-1".to_string())),
+        "{:?}",
+        pod_names(&w, &m)
+    );
+    let st0 = w.ok(&["pod", "inspect", "--format", "{{.Created}}", "db-0"]);
+    let st1 = w.ok(&["pod", "inspect", "--format", "{{.Created}}", "db-1"]);
+    assert!(st0 < st1, "{st0} {st1}");
+    assert!(
+        wait_until(Duration::from_secs(10), || w
+            .run(&["exec", "db-1-db", "cat", "/tmp/host"])
+            .stdout
+            .trim()
+            == "db-1"),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    let names = pod_names(&w, &m);
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("agent-")).count(),
+        1,
+        "{names:?}"
+    );
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}

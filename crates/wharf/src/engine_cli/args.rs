@@ -818,6 +818,13 @@ pub enum Cmd {
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },
+    /// A workload's controller (started by `play`, detached): keeps the pods of the
+    /// workload recorded in DIR.
+    #[command(name = "kube-controller", hide = true)]
+    KubeController {
+        /// The workload's record directory.
+        dir: PathBuf,
+    },
 }
 
 /// `--tail N` or `--tail all`, as docker takes it.

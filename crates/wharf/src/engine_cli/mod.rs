@@ -9,6 +9,7 @@ pub mod args;
 mod convert;
 pub mod docker_json;
 mod files;
+mod kube;
 mod networks;
 mod output;
 mod space;
@@ -464,7 +465,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             file,
         } if *status => {
             let _ = (down, network, pull, configmap);
-            play_status(cli, file, format.as_deref())
+            kube::play_status(cli, file, format.as_deref())
         }
         Cmd::Play {
             down,
@@ -473,7 +474,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             configmap,
             file,
             ..
-        } => play(cli, file, *down, network, (pull.as_deref(), configmap)),
+        } => kube::play(cli, file, *down, network, (pull.as_deref(), configmap)),
+        Cmd::KubeController { dir } => kube::controller(cli, dir),
     }
 }
 
@@ -808,182 +810,4 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
             Ok(0)
         }
     }
-}
-
-/// `wharf play --status FILE`: the manifest's pods as `kubectl get pods` shows them, each
-/// container's state below its pod; exit 1 when a pod does not exist.
-fn play_status(cli: &Cli, file: &std::path::Path, format: Option<&str>) -> Result<i32> {
-    let manifest = read_manifest(file)?;
-    let engine = open(cli)?;
-    let mut code = 0;
-    let mut docs = Vec::new();
-    let mut rows = vec![
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    let mut details = Vec::new();
-    for name in manifest.pod_names() {
-        let st = match wharf_kube::pod_status(&engine, name) {
-            Ok(st) => st,
-            Err(wharf_engine::Error::NotFound { .. }) => {
-                eprintln!("wharf: pod {name} does not exist");
-                code = 1;
-                continue;
-            }
-            Err(e) => return Err(e).with_context(|| format!("pod {name}")),
-        };
-        let created = engine.pod(name)?.row.created_at;
-        rows.push(vec![
-            name.to_string(),
-            format!("{}/{}", st.ready.0, st.ready.1),
-            st.summary.clone(),
-            st.restarts.to_string(),
-            output::age(&created),
-        ]);
-        for c in st
-            .init_container_statuses
-            .iter()
-            .chain(&st.container_statuses)
-        {
-            details.push(format!(
-                "  {name}/{}: {}",
-                c.name,
-                output::container_state_line(c)
-            ));
-        }
-        docs.push(serde_json::json!({"name": name, "status": st}));
-    }
-    match format.unwrap_or("table") {
-        "json" => println!("{}", serde_json::to_string_pretty(&docs)?),
-        "table" => {
-            if rows.len() > 1 {
-                print!("{}", output::table(&rows));
-                for d in details {
-                    println!("{d}");
-                }
-            }
-        }
-        other => bail!("invalid --format {other:?}: table or json"),
-    }
-    Ok(code)
-}
-
-/// A manifest file (`-` for stdin), read within the size limit and parsed.
-fn read_manifest(file: &std::path::Path) -> Result<wharf_kube::Manifest> {
-    let limit = wharf_kube::MAX_MANIFEST_BYTES;
-    let text = if file.as_os_str() == "-" {
-        convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")?
-    } else {
-        let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
-        convert::read_bounded(f, limit, &format!("manifest {}", file.display()))?
-    };
-    wharf_kube::parse(&text).with_context(|| format!("manifest {}", file.display()))
-}
-
-fn play(
-    cli: &Cli,
-    file: &std::path::Path,
-    down: bool,
-    network: &str,
-    (pull, configmaps): (Option<&str>, &[PathBuf]),
-) -> Result<i32> {
-    use wharf_kube::{self as kube, PlanOptions, PullPolicy};
-    if let Some(p) = pull
-        && !matches!(p, "always" | "missing" | "never")
-    {
-        bail!("invalid --pull {p:?}: always, missing or never");
-    }
-    // Each warning once, however many pods or passes bring it up.
-    let mut warned = std::collections::HashSet::new();
-    let mut warn = |w: String| {
-        if warned.insert(w.clone()) {
-            eprintln!("wharf: warning: {w}");
-        }
-    };
-    let limit = kube::MAX_MANIFEST_BYTES;
-    let mut manifest = read_manifest(file)?;
-    for f in configmaps {
-        let text = convert::read_bounded(
-            std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?,
-            limit,
-            &format!("--configmap {}", f.display()),
-        )?;
-        let objects = kube::parse_objects(&text, &f.display().to_string())?;
-        manifest
-            .add_objects(objects)
-            .with_context(|| format!("--configmap {}", f.display()))?;
-    }
-    let engine = open(cli)?;
-    let opts = PlanOptions::for_host(&cli.root);
-    if down {
-        // Only the names and grace periods matter: a pod whose ConfigMaps are not given
-        // again still comes down.
-        for name in manifest.pod_names() {
-            let grace = kube::plan_with(&manifest, Some(name), &opts)
-                .ok()
-                .and_then(|p| p.grace_period);
-            let name = name.to_string();
-            // What the wait is for: a pod's containers may take their whole grace period.
-            if engine.pod(&name).is_ok() {
-                match grace {
-                    Some(g) => eprintln!("wharf: stopping pod {name} (grace period {g}s)"),
-                    None => eprintln!("wharf: stopping pod {name}"),
-                }
-            }
-            match kube::play_down(&engine, &name, grace.map(Duration::from_secs)) {
-                Ok(pod) => println!("{}", pod.id),
-                Err(wharf_engine::Error::NotFound { .. }) => {
-                    eprintln!("wharf: pod {name} does not exist")
-                }
-                Err(e) => return Err(e).with_context(|| format!("taking pod {name} down")),
-            }
-        }
-        return Ok(0);
-    }
-    let mut plans = Vec::new();
-    for name in manifest.pod_names() {
-        let plan = kube::plan_with(&manifest, Some(name), &opts)
-            .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
-        plans.push(plan);
-    }
-    for w in manifest.warnings() {
-        warn(w.clone());
-    }
-    let mut made: Vec<String> = Vec::new();
-    let result = (|| -> Result<()> {
-        for mut plan in plans {
-            let name = plan.pod.name.clone().unwrap_or_default();
-            for w in &plan.warnings {
-                warn(format!("pod {name}: {w}"));
-            }
-            if network != "default" && plan.pod.network != wharf_engine::model::NetworkMode::Host {
-                plan.pod.network = convert::network(network);
-            }
-            for img in &plan.images {
-                let policy = pull.unwrap_or(match img.policy {
-                    PullPolicy::Always => "always",
-                    PullPolicy::IfNotPresent => "missing",
-                    PullPolicy::Never => "never",
-                });
-                ensure_image(&engine, &img.image, policy).with_context(|| format!("pod {name}"))?;
-            }
-            let played =
-                kube::play(&engine, plan).with_context(|| format!("playing pod {name}"))?;
-            made.push(played.pod.id.clone());
-            println!("Pod:\n{}\nContainers:", played.pod.id);
-            for c in &played.containers {
-                println!("{}", c.id);
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        // All or nothing: the manifest's pods that did come up go again.
-        for id in made {
-            let _ = kube::play_down(&engine, &id, Some(Duration::ZERO));
-        }
-        return Err(e);
-    }
-    Ok(0)
 }

@@ -1,0 +1,536 @@
+//! `wharf play`: Kubernetes manifests on this host. Pods are played as they are; each
+//! workload (Deployment, ReplicaSet, DaemonSet, StatefulSet, Job) gets its first pods at
+//! once and then a controller process of its own (`wharf kube-controller DIR`, detached,
+//! like a pod's shim) that keeps them as its kind asks, with no CLI running. Its record
+//! lives in `<root>/kube/workloads/<namespace>.<kind>.<name>/`:
+//!
+//! ```text
+//! manifest.yaml    the manifest and the --configmap files it was played with
+//! options.json     the workload, --network and --pull of the play
+//! controller.pid   "<pid> <start time>" of its controller
+//! controller.log   what the controller did (pods made and removed) and its errors
+//! status.json      a finished Job's outcome
+//! ```
+//!
+//! `play --down` stops the controller, then removes the pods (found by their owner label).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use wharf_engine::{Engine, PodFilter};
+use wharf_kube::{self as kube, PlanOptions, PlayPlan, PullPolicy, Workload};
+
+use super::args::Cli;
+use super::{convert, ensure_image, open, output};
+
+/// What a workload's controller needs besides its manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Options {
+    kind: kube::WorkloadKind,
+    name: String,
+    network: String,
+    pull: Option<String>,
+}
+
+/// A finished Job's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Outcome {
+    complete: bool,
+    message: Option<String>,
+}
+
+/// `wharf play FILE` (and `--down`).
+pub fn play(
+    cli: &Cli,
+    file: &Path,
+    down: bool,
+    network: &str,
+    (pull, configmaps): (Option<&str>, &[PathBuf]),
+) -> Result<i32> {
+    if let Some(p) = pull
+        && !matches!(p, "always" | "missing" | "never")
+    {
+        bail!("invalid --pull {p:?}: always, missing or never");
+    }
+    // Each warning once, however many pods or passes bring it up.
+    let mut warned = std::collections::HashSet::new();
+    let mut warn = |w: String| {
+        if warned.insert(w.clone()) {
+            eprintln!("wharf: warning: {w}");
+        }
+    };
+    let mut text = read_text(file)?;
+    let mut manifest =
+        kube::parse(&text).with_context(|| format!("manifest {}", file.display()))?;
+    for f in configmaps {
+        let more = convert::read_bounded(
+            std::fs::File::open(f).with_context(|| format!("read {}", f.display()))?,
+            kube::MAX_MANIFEST_BYTES,
+            &format!("--configmap {}", f.display()),
+        )?;
+        let objects = kube::parse_objects(&more, &f.display().to_string())?;
+        manifest
+            .add_objects(objects)
+            .with_context(|| format!("--configmap {}", f.display()))?;
+        text.push_str("\n---\n");
+        text.push_str(&more);
+    }
+    let engine = open(cli)?;
+    let opts = PlanOptions::for_host(&cli.root);
+    if down {
+        return play_down(cli, &engine, &manifest, &opts);
+    }
+    let mut plans = Vec::new();
+    for name in manifest.pod_names() {
+        let plan = kube::plan_with(&manifest, Some(name), &opts)
+            .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
+        plans.push(plan);
+    }
+    for w in manifest.workloads() {
+        if record_dir(cli, w).join("options.json").exists() {
+            bail!(
+                "{} {} already runs: take it down first (wharf play --down)",
+                w.kind.as_str(),
+                w.name
+            );
+        }
+    }
+    for w in manifest.warnings() {
+        warn(w.clone());
+    }
+    let mut made: Vec<String> = Vec::new();
+    let mut started: Vec<&Workload> = Vec::new();
+    let result = (|| -> Result<()> {
+        for mut plan in plans {
+            let name = plan.pod.name.clone().unwrap_or_default();
+            for w in &plan.warnings {
+                warn(format!("pod {name}: {w}"));
+            }
+            prepare(&engine, &mut plan, network, pull).with_context(|| format!("pod {name}"))?;
+            let played =
+                kube::play(&engine, plan).with_context(|| format!("playing pod {name}"))?;
+            made.push(played.pod.id.clone());
+            println!("Pod:\n{}\nContainers:", played.pod.id);
+            for c in &played.containers {
+                println!("{}", c.id);
+            }
+        }
+        for w in manifest.workloads() {
+            let label = format!("{} {}", w.kind.as_str(), w.name);
+            let dir = record_dir(cli, w);
+            write_record(&dir, &text, w, network, pull)
+                .with_context(|| format!("{label}: record {}", dir.display()))?;
+            started.push(w);
+            // The first pods now, so that what is wrong with them is said here.
+            let mut state = kube::ControllerState::default();
+            let mut first_warnings = Vec::new();
+            let (lines, _) = kube::reconcile(
+                &engine,
+                &manifest,
+                w,
+                &opts,
+                &mut state,
+                &mut |plan: &mut PlayPlan| {
+                    first_warnings.extend(plan.warnings.iter().map(|x| format!("{label}: {}", x)));
+                    prepare(&engine, plan, network, pull).map_err(engine_error)
+                },
+            )
+            .with_context(|| label.clone())?;
+            for x in first_warnings {
+                warn(x);
+            }
+            println!("{}:", label);
+            for l in lines {
+                println!("{l}");
+            }
+            spawn_controller(cli, &dir).with_context(|| format!("{label}: its controller"))?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // All or nothing: what did come up goes again.
+        for w in started {
+            let _ = take_down_workload(cli, &engine, w, Some(Duration::ZERO));
+        }
+        for id in made {
+            let _ = kube::play_down(&engine, &id, Some(Duration::ZERO));
+        }
+        return Err(e);
+    }
+    Ok(0)
+}
+
+/// The pull policy and `--network` of the play applied to a pod's plan; its images
+/// pulled as that policy says.
+fn prepare(engine: &Engine, plan: &mut PlayPlan, network: &str, pull: Option<&str>) -> Result<()> {
+    if network != "default" && plan.pod.network != wharf_engine::model::NetworkMode::Host {
+        plan.pod.network = convert::network(network);
+    }
+    for img in &plan.images {
+        let policy = pull.unwrap_or(match img.policy {
+            PullPolicy::Always => "always",
+            PullPolicy::IfNotPresent => "missing",
+            PullPolicy::Never => "never",
+        });
+        ensure_image(engine, &img.image, policy)?;
+    }
+    Ok(())
+}
+
+/// A CLI step's error where the engine's kind is expected (its whole chain as the text).
+fn engine_error(e: anyhow::Error) -> wharf_engine::Error {
+    match e.downcast::<wharf_engine::Error>() {
+        Ok(e) => e,
+        Err(e) => wharf_engine::Error::Other(format!("{e:#}")),
+    }
+}
+
+/// `play --down`: the manifest's pods (by name: a pod whose ConfigMaps are not given
+/// again still comes down), then its workloads (controller first, then their pods).
+fn play_down(
+    cli: &Cli,
+    engine: &Engine,
+    manifest: &kube::Manifest,
+    opts: &PlanOptions,
+) -> Result<i32> {
+    for name in manifest.pod_names() {
+        let grace = kube::plan_with(manifest, Some(name), opts)
+            .ok()
+            .and_then(|p| p.grace_period);
+        let name = name.to_string();
+        // What the wait is for: a pod's containers may take their whole grace period.
+        if engine.pod(&name).is_ok() {
+            match grace {
+                Some(g) => eprintln!("wharf: stopping pod {name} (grace period {g}s)"),
+                None => eprintln!("wharf: stopping pod {name}"),
+            }
+        }
+        match kube::play_down(engine, &name, grace.map(Duration::from_secs)) {
+            Ok(pod) => println!("{}", pod.id),
+            Err(wharf_engine::Error::NotFound { .. }) => {
+                eprintln!("wharf: pod {name} does not exist")
+            }
+            Err(e) => return Err(e).with_context(|| format!("taking pod {name} down")),
+        }
+    }
+    for w in manifest.workloads() {
+        let label = format!("{} {}", w.kind.as_str(), w.name);
+        let n = take_down_workload(cli, engine, w, None)
+            .with_context(|| format!("taking {label} down"))?;
+        if n == 0 && !record_dir(cli, w).exists() {
+            eprintln!("wharf: {label} does not exist");
+        }
+    }
+    Ok(0)
+}
+
+/// Stop workload `w`'s controller, remove its pods and its record. Returns how many
+/// pods were removed.
+fn take_down_workload(
+    cli: &Cli,
+    engine: &Engine,
+    w: &Workload,
+    grace: Option<Duration>,
+) -> Result<usize> {
+    let dir = record_dir(cli, w);
+    // First the controller, so that it makes no pod while they go.
+    stop_controller(&dir);
+    let _ = std::fs::remove_file(dir.join("options.json"));
+    let pods = owned_pods(engine, w)?;
+    for p in &pods {
+        eprintln!("wharf: stopping pod {}", p.row.name);
+        let pod = kube::play_down(engine, &p.row.id, grace)?;
+        println!("{}", pod.id);
+    }
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("remove {}", dir.display())),
+    }
+    Ok(pods.len())
+}
+
+fn owned_pods(engine: &Engine, w: &Workload) -> Result<Vec<wharf_engine::PodView>> {
+    let mut pods = engine.list_pods(&PodFilter {
+        labels: [(kube::LABEL_OWNER.to_string(), w.owner())].into(),
+        ..Default::default()
+    })?;
+    pods.sort_by(|a, b| a.row.name.cmp(&b.row.name));
+    Ok(pods)
+}
+
+/// `<root>/kube/workloads/<namespace>.<kind>.<name>`.
+fn record_dir(cli: &Cli, w: &Workload) -> PathBuf {
+    cli.root.join("kube").join("workloads").join(format!(
+        "{}.{}.{}",
+        w.namespace.as_deref().unwrap_or("default"),
+        w.kind.as_str().to_lowercase(),
+        w.name
+    ))
+}
+
+fn write_record(
+    dir: &Path,
+    text: &str,
+    w: &Workload,
+    network: &str,
+    pull: Option<&str>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let _ = std::fs::remove_file(dir.join("status.json"));
+    std::fs::write(dir.join("manifest.yaml"), text)?;
+    let opts = Options {
+        kind: w.kind,
+        name: w.name.clone(),
+        network: network.to_string(),
+        pull: pull.map(str::to_string),
+    };
+    // Written last: its presence is what keeps a controller going.
+    std::fs::write(dir.join("options.json"), serde_json::to_vec(&opts)?)?;
+    Ok(())
+}
+
+/// Start `wharf kube-controller DIR`, detached (its own process group, out of the
+/// terminal's job control; output to controller.log); it is reparented to init once this
+/// command exits.
+fn spawn_controller(cli: &Cli, dir: &Path) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("controller.log"))?;
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--root")
+        .arg(&cli.root)
+        .arg("--run-dir")
+        .arg(&cli.run)
+        .arg("--config")
+        .arg(&cli.config)
+        .arg("kube-controller")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0);
+    let child = cmd.spawn()?;
+    let start = wharf_runtime::sys::process_start_time(child.id() as i32).unwrap_or(0);
+    std::fs::write(
+        dir.join("controller.pid"),
+        format!("{} {start}\n", child.id()),
+    )?;
+    Ok(())
+}
+
+/// Stop a workload's controller (SIGTERM; it is gone within a pass), if it runs.
+fn stop_controller(dir: &Path) {
+    let Ok(text) = std::fs::read_to_string(dir.join("controller.pid")) else {
+        return;
+    };
+    let mut it = text.split_whitespace();
+    let (Some(pid), Some(start)) = (
+        it.next().and_then(|p| p.parse::<i32>().ok()),
+        it.next().and_then(|s| s.parse::<u64>().ok()),
+    ) else {
+        return;
+    };
+    let alive = || wharf_runtime::sys::process_start_time(pid).is_ok_and(|s| s == start);
+    if !alive() {
+        return;
+    }
+    let Some(target) = rustix::process::Pid::from_raw(pid) else {
+        return;
+    };
+    // The process the pid file names, checked by its start time.
+    let _ = rustix::process::kill_process(target, rustix::process::Signal::TERM);
+    for _ in 0..100 {
+        if !alive() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = rustix::process::kill_process(target, rustix::process::Signal::KILL);
+}
+
+/// `wharf kube-controller DIR`: keep the workload recorded in DIR, a pass a second,
+/// until its record goes (`play --down`) or, for a Job, it completes or fails.
+pub fn controller(cli: &Cli, dir: &Path) -> Result<i32> {
+    let opts: Options = serde_json::from_slice(
+        &std::fs::read(dir.join("options.json"))
+            .with_context(|| format!("read {}", dir.join("options.json").display()))?,
+    )?;
+    let text = std::fs::read_to_string(dir.join("manifest.yaml"))?;
+    let manifest = kube::parse(&text)?;
+    let w = manifest
+        .workloads()
+        .iter()
+        .find(|w| w.kind == opts.kind && w.name == opts.name)
+        .with_context(|| format!("the manifest has no {} {}", opts.kind.as_str(), opts.name))?
+        .clone();
+    let plan_opts = PlanOptions::for_host(&cli.root);
+    let mut state = kube::ControllerState::default();
+    let log = |msg: &str| {
+        eprintln!(
+            "{} {} {}: {msg}",
+            wharf_sys::time::now_rfc3339_nano(),
+            opts.kind.as_str(),
+            opts.name
+        )
+    };
+    log("controller started");
+    loop {
+        if !dir.join("options.json").exists() {
+            log("taken down: controller stops");
+            return Ok(0);
+        }
+        let pass = open(cli).and_then(|engine| {
+            Ok(kube::reconcile(
+                &engine,
+                &manifest,
+                &w,
+                &plan_opts,
+                &mut state,
+                &mut |plan: &mut PlayPlan| {
+                    prepare(&engine, plan, &opts.network, opts.pull.as_deref())
+                        .map_err(engine_error)
+                },
+            )?)
+        });
+        match pass {
+            Ok((lines, progress)) => {
+                for l in lines {
+                    log(&l);
+                }
+                let outcome = match progress {
+                    kube::Progress::Active => None,
+                    kube::Progress::Complete => Some(Outcome {
+                        complete: true,
+                        message: None,
+                    }),
+                    kube::Progress::Failed(m) => Some(Outcome {
+                        complete: false,
+                        message: Some(m),
+                    }),
+                };
+                if let Some(o) = outcome {
+                    log(if o.complete {
+                        "Job complete"
+                    } else {
+                        "Job failed"
+                    });
+                    std::fs::write(dir.join("status.json"), serde_json::to_vec(&o)?)?;
+                    return Ok(0);
+                }
+            }
+            Err(e) => log(&format!("{e:#}")),
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `wharf play --status FILE`: the manifest's pods (its workloads' too) as `kubectl get
+/// pods` shows them, each container's state below; exit 1 when a pod does not exist.
+pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> {
+    let manifest =
+        kube::parse(&read_text(file)?).with_context(|| format!("manifest {}", file.display()))?;
+    let engine = open(cli)?;
+    let mut code = 0;
+    let mut docs = Vec::new();
+    let mut rows = vec![
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut details = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for name in manifest.pod_names() {
+        if engine.pod(name).is_err() {
+            eprintln!("wharf: pod {name} does not exist");
+            code = 1;
+            continue;
+        }
+        names.push(name.to_string());
+    }
+    let mut workloads = Vec::new();
+    for w in manifest.workloads() {
+        let pods = owned_pods(&engine, w)?;
+        let outcome: Option<Outcome> = std::fs::read(record_dir(cli, w).join("status.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let label = format!("{}/{}", w.kind.as_str(), w.name);
+        let line = match (&outcome, w.job) {
+            (Some(o), _) if o.complete => format!("{label}: Complete"),
+            (Some(o), _) => format!("{label}: Failed: {}", o.message.as_deref().unwrap_or("")),
+            (None, Some(j)) => format!(
+                "{label}: {} pods, {} completions wanted",
+                pods.len(),
+                j.completions
+            ),
+            (None, None) => format!("{label}: {} pods, {} wanted", pods.len(), w.replicas),
+        };
+        if !record_dir(cli, w).exists() && pods.is_empty() {
+            eprintln!("wharf: {} {} does not exist", w.kind.as_str(), w.name);
+            code = 1;
+            continue;
+        }
+        workloads.push(line);
+        names.extend(pods.into_iter().map(|p| p.row.name));
+    }
+    for name in &names {
+        // A workload's controller may remove a pod between the listing and here.
+        let (st, created) = match (wharf_kube::pod_status(&engine, name), engine.pod(name)) {
+            (Ok(st), Ok(p)) => (st, p.row.created_at),
+            (Err(wharf_engine::Error::NotFound { .. }), _)
+            | (_, Err(wharf_engine::Error::NotFound { .. })) => continue,
+            (Err(e), _) | (_, Err(e)) => return Err(e).with_context(|| format!("pod {name}")),
+        };
+        rows.push(vec![
+            name.to_string(),
+            format!("{}/{}", st.ready.0, st.ready.1),
+            st.summary.clone(),
+            st.restarts.to_string(),
+            output::age(&created),
+        ]);
+        for c in st
+            .init_container_statuses
+            .iter()
+            .chain(&st.container_statuses)
+        {
+            details.push(format!(
+                "  {name}/{}: {}",
+                c.name,
+                output::container_state_line(c)
+            ));
+        }
+        docs.push(serde_json::json!({"name": name, "status": st}));
+    }
+    match format.unwrap_or("table") {
+        "json" => println!("{}", serde_json::to_string_pretty(&docs)?),
+        "table" => {
+            if rows.len() > 1 {
+                print!("{}", output::table(&rows));
+                for d in details {
+                    println!("{d}");
+                }
+            }
+            for w in workloads {
+                println!("{w}");
+            }
+        }
+        other => bail!("invalid --format {other:?}: table or json"),
+    }
+    Ok(code)
+}
+
+/// A manifest file's text (`-` for stdin), within the size limit.
+fn read_text(file: &Path) -> Result<String> {
+    let limit = kube::MAX_MANIFEST_BYTES;
+    if file.as_os_str() == "-" {
+        convert::read_bounded(std::io::stdin(), limit, "the manifest on stdin")
+    } else {
+        let f = std::fs::File::open(file).with_context(|| format!("read {}", file.display()))?;
+        convert::read_bounded(f, limit, &format!("manifest {}", file.display()))
+    }
+}
