@@ -482,6 +482,16 @@ pub(crate) struct Volume {
     pub secret: Option<SecretSource>,
     #[serde(rename = "downwardAPI")]
     pub downward_api: Option<DownwardApiSource>,
+    pub persistent_volume_claim: Option<ClaimSource>,
+}
+
+/// persistentVolumeClaim: a named volume of the engine's, by the claim's name.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClaimSource {
+    pub claim_name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub read_only: bool,
 }
 
 /// emptyDir.

@@ -55,7 +55,11 @@ pub fn create_volumes(volumes: &[Volume], dir: &Path) -> Result<HostVolumes> {
         dir: dir.to_path_buf(),
         paths: BTreeMap::new(),
     };
-    for v in volumes {
+    // Claims are the engine's named volumes, made with the containers.
+    for v in volumes
+        .iter()
+        .filter(|v| !matches!(v.source, VolumeSource::Claim { .. }))
+    {
         match create_one(v, dir) {
             Ok((path, is_empty_dir)) => {
                 out.paths.insert(v.name.clone(), (path, is_empty_dir));
@@ -118,6 +122,10 @@ fn create_one(v: &Volume, dir: &Path) -> Result<(PathBuf, bool)> {
     let path = dir.join(&v.name);
     let what = |w: &str| format!("volume {}: {w} {}", v.name, path.display());
     match &v.source {
+        VolumeSource::Claim { .. } => Err(Error::Invalid(format!(
+            "volume {}: a claim is the engine's named volume, not a pod directory",
+            v.name
+        ))),
         VolumeSource::HostPath { path, kind } => {
             check_host_path(path, *kind).map_err(|e| Error::Os {
                 what: format!("volume {}: hostPath {}", v.name, path.display()),

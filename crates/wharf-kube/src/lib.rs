@@ -64,7 +64,8 @@ pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};
 pub use status::{Condition, ContainerState, ContainerStatus, PodStatus, pod_status};
 pub use volumes::{
-    HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, volume_ref,
+    HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, claim_names,
+    volume_ref,
 };
 pub use wharf_engine::pod_volumes::remove_volumes;
 pub use workloads::{JobSpec, LABEL_OWNER, Workload, WorkloadKind};

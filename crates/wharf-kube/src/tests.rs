@@ -672,8 +672,12 @@ fn invalid_pods_are_errors_naming_the_field() {
             "spec.containers[0].volumeMounts[0].subPath \"../../etc\" must be a relative path without '..'",
         ),
         (
-            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
-            "spec.volumes[0] (data): persistentVolumeClaim volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI)",
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: data\n    nfs: {server: nas, path: /x}\n",
+            "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, persistentVolumeClaim)",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /d, subPath: x}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
+            "spec.containers[0].volumeMounts[0]: subPath is not supported on persistentVolumeClaim volumes",
         ),
         (
             "  containers:\n  - name: c\n    image: i\n  volumes:\n  - {name: v, emptyDir: {}, hostPath: {path: /x}}\n",
@@ -1437,9 +1441,9 @@ fn workloads_the_api_server_would_refuse_are_refused() {
         (
             DEPLOY.replace("Deployment", "StatefulSet").replace(
                 "  strategy: {type: RollingUpdate}\n",
-                "  volumeClaimTemplates:\n  - metadata: {name: data}\n",
+                "  volumeClaimTemplates:\n  - spec: {}\n",
             ),
-            "spec.volumeClaimTemplates are not supported",
+            "spec.volumeClaimTemplates[0].metadata.name is required",
         ),
     ] {
         let e = parse(&yaml).err().map(|e| e.to_string()).unwrap_or_default();
@@ -1455,5 +1459,47 @@ fn workloads_the_api_server_would_refuse_are_refused() {
             .contains("kind CronJob is not supported and is ignored: nothing keeps a schedule")),
         "{:?}",
         m.warnings()
+    );
+}
+
+#[test]
+fn claims_are_named_volumes_and_statefulset_claim_templates_one_per_pod() {
+    let plan = play(&pod(
+        "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /data}\n    - {name: ro, mountPath: /ro}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: db-data}\n  - name: ro\n    persistentVolumeClaim: {claimName: shared, readOnly: true}\n",
+    ))
+    .unwrap();
+    let mounts = &plan.containers[0].mounts;
+    assert_eq!(
+        (
+            mounts[0].kind.as_str(),
+            mounts[0].source.to_str(),
+            mounts[0].readonly
+        ),
+        ("volume", Some("db-data"), false)
+    );
+    assert_eq!(
+        (
+            mounts[1].kind.as_str(),
+            mounts[1].source.to_str(),
+            mounts[1].readonly
+        ),
+        ("volume", Some("shared"), true)
+    );
+    assert_eq!(claim_names(&plan.volumes), ["db-data", "shared"]);
+    let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: db}\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n  template:\n    metadata:\n      labels: {app: db}\n    spec:\n      containers:\n      - name: c\n        image: i\n        volumeMounts:\n        - {name: data, mountPath: /var/lib/db}\n";
+    let m = parse(sts).unwrap();
+    assert!(
+        m.warnings()
+            .iter()
+            .any(|w| w.contains("volumeClaimTemplates become named volumes")),
+        "{:?}",
+        m.warnings()
+    );
+    let w = &m.workloads()[0];
+    let plan = plan_workload_pod(&m, w, "db-1", 1, &opts()).unwrap();
+    assert_eq!(claim_names(&plan.volumes), ["data-db-1"]);
+    assert_eq!(
+        plan.containers[0].mounts[0].source.to_str(),
+        Some("data-db-1")
     );
 }

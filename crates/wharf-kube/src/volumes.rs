@@ -68,6 +68,14 @@ pub enum VolumeSource {
         /// Keep it off the disk: a tmpfs (secrets, as the kubelet does).
         in_memory: bool,
     },
+    /// A persistentVolumeClaim: the engine's named volume of the claim's name, made on
+    /// first use and kept when the pod goes (`play --down --force` removes it).
+    Claim {
+        /// The claim's (and the volume's) name.
+        claim: String,
+        /// Mounted read-only in every container.
+        read_only: bool,
+    },
 }
 
 /// hostPath `type`: what must exist at the path before the pod starts.
@@ -164,6 +172,7 @@ pub fn plan(
             v.config_map.is_some(),
             v.secret.is_some(),
             v.downward_api.is_some(),
+            v.persistent_volume_claim.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -177,7 +186,7 @@ pub fn plan(
                 .collect();
             return Err(invalid(match (set, unsupported.first()) {
                 (0, Some(kind)) => format!(
-                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI)",
+                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, persistentVolumeClaim)",
                     v.name
                 ),
                 (0, None) => format!("{path} ({}): the volume has no source", v.name),
@@ -210,12 +219,24 @@ pub fn plan(
                 s.optional,
                 &p,
             )?
+        } else if let Some(c) = &v.persistent_volume_claim {
+            if !validate::is_dns_subdomain(&c.claim_name) {
+                return Err(invalid(format!(
+                    "{path}.persistentVolumeClaim.claimName {:?} is invalid: {}",
+                    c.claim_name,
+                    validate::dns_subdomain_hint()
+                )));
+            }
+            VolumeSource::Claim {
+                claim: c.claim_name.clone(),
+                read_only: c.read_only,
+            }
         } else {
             let d = v.downward_api.as_ref().expect("counted above");
             downward_api(pod, d, &format!("{path}.downwardAPI"))?
         };
         let fs_group = match source {
-            VolumeSource::HostPath { .. } => None,
+            VolumeSource::HostPath { .. } | VolumeSource::Claim { .. } => None,
             _ => fs_group,
         };
         out.push(Volume {
@@ -464,7 +485,36 @@ pub fn mounts(
             _ => None,
         };
         // The kubelet mounts configMap, secret and downwardAPI volumes read-only.
-        let readonly = m.read_only || matches!(vol.source, VolumeSource::Files { .. });
+        let readonly = m.read_only
+            || matches!(
+                vol.source,
+                VolumeSource::Files { .. }
+                    | VolumeSource::Claim {
+                        read_only: true,
+                        ..
+                    }
+            );
+        if let VolumeSource::Claim { claim, .. } = &vol.source {
+            if sub_path.is_some() {
+                return Err(invalid(format!(
+                    "{p}: subPath is not supported on persistentVolumeClaim volumes"
+                )));
+            }
+            if m.mount_propagation.as_deref().is_some_and(|p| p != "None") {
+                return Err(invalid(format!(
+                    "{p}.mountPropagation is not supported on persistentVolumeClaim volumes"
+                )));
+            }
+            // The engine's named volume: made at the container's creation when missing.
+            out.push(VolumeMount {
+                source: PathBuf::from(claim),
+                destination,
+                readonly,
+                kind: wharf_engine::named_volumes::KIND.to_string(),
+                options: Vec::new(),
+            });
+            continue;
+        }
         let mut options = Vec::new();
         match m.mount_propagation.as_deref() {
             None | Some("None") => {}
@@ -524,4 +574,15 @@ fn check_sub_path(s: &str, what: &str) -> Result<Option<PathBuf>> {
             .filter(|c| matches!(c, std::path::Component::Normal(_)))
             .collect(),
     ))
+}
+
+/// The named volumes of the persistentVolumeClaims among `volumes`.
+pub fn claim_names(volumes: &[Volume]) -> Vec<String> {
+    volumes
+        .iter()
+        .filter_map(|v| match &v.source {
+            VolumeSource::Claim { claim, .. } => Some(claim.clone()),
+            _ => None,
+        })
+        .collect()
 }

@@ -78,6 +78,9 @@ pub struct Workload {
     /// A StatefulSet's pods start one after another, each once the one before is ready
     /// (podManagementPolicy OrderedReady, the default).
     pub ordered: bool,
+    /// A StatefulSet's volumeClaimTemplates (their names): each pod gets a claim
+    /// `<template>-<pod>` of its own.
+    pub claim_templates: Vec<String>,
     /// The pod template (metadata and spec), as YAML.
     template: Value,
     /// A hash of the template, as Deployments label their pods (`pod-template-hash`).
@@ -141,6 +144,21 @@ impl Workload {
             // A StatefulSet's pods are named hosts (`web-0`).
             spec.insert("hostname".into(), name.into());
         }
+        if !self.claim_templates.is_empty() {
+            let mut volumes = match spec.remove("volumes") {
+                Some(Value::Sequence(v)) => v,
+                _ => Vec::new(),
+            };
+            for (t, claim) in self.claims(name) {
+                let mut source = Mapping::new();
+                source.insert("claimName".into(), claim.into());
+                let mut v = Mapping::new();
+                v.insert("name".into(), t.into());
+                v.insert("persistentVolumeClaim".into(), Value::Mapping(source));
+                volumes.push(Value::Mapping(v));
+            }
+            spec.insert("volumes".into(), Value::Sequence(volumes));
+        }
         let mut doc = Mapping::new();
         doc.insert("apiVersion".into(), "v1".into());
         doc.insert("kind".into(), "Pod".into());
@@ -155,6 +173,14 @@ impl Workload {
             name: name.to_string(),
             ignored,
         })
+    }
+
+    /// The claims of pod `name` from the volumeClaimTemplates: (template, claim name).
+    pub fn claims(&self, name: &str) -> Vec<(String, String)> {
+        self.claim_templates
+            .iter()
+            .map(|t| (t.clone(), format!("{t}-{name}")))
+            .collect()
     }
 
     /// The labels Kubernetes' controller of this kind puts on its pods.
@@ -278,10 +304,24 @@ pub(crate) fn parse(
             )));
         }
     }
-    if !spec.volume_claim_templates.is_empty() {
-        return Err(invalid(format!(
-            "{where_}: spec.volumeClaimTemplates are not supported: give the template a volume instead (a hostPath or emptyDir)"
-        )));
+    let mut claim_templates = Vec::new();
+    for (i, t) in spec.volume_claim_templates.iter().enumerate() {
+        let name = t
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .filter(|n| crate::validate::is_dns_label(n))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "{where_}: spec.volumeClaimTemplates[{i}].metadata.name is required (a DNS label)"
+                ))
+            })?;
+        claim_templates.push(name.to_string());
+    }
+    if !claim_templates.is_empty() {
+        warnings.push(format!(
+            "{where_}: spec.volumeClaimTemplates become named volumes (<template>-<pod>), made on first use and kept by play --down (--force removes them); their storage class, size and access modes are not applied"
+        ));
     }
     let count = |v: Option<i64>, field: &str, default: u32| -> Result<u32> {
         match v {
@@ -330,6 +370,7 @@ pub(crate) fn parse(
         replicas,
         job,
         ordered,
+        claim_templates,
         template: spec.template,
         template_hash,
     })

@@ -720,3 +720,48 @@ spec:
     w.ok(&["play", "--down", &m]);
     w.assert_clean();
 }
+
+/// A persistentVolumeClaim is the engine's named volume of the claim's name: made on
+/// first use, kept by `play --down` (and seen again by the next play), removed by
+/// `play --down --force`.
+#[test]
+fn a_claim_outlives_its_pod_until_down_force() {
+    let w = Wharf::new("kubelet-claim");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "claim.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: keeper
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "cat /data/count 2>/dev/null || echo none; echo kept > /data/count"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: keeper-data}
+"#,
+    );
+    w.ok(&["play", "--network", "none", &m]);
+    assert_eq!(w.wait_for_log("keeper-c", "\n"), "none\n");
+    assert!(w.ok(&["volume", "ls", "-q"]).contains("keeper-data"));
+    let out = w.run(&["play", "--down", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "volume keeper-data (persistentVolumeClaim) is kept: play --down --force removes it"
+        ),
+        "{out:?}"
+    );
+    w.ok(&["play", "--network", "none", &m]);
+    assert_eq!(w.wait_for_log("keeper-c", "\n"), "kept\n");
+    w.ok(&["play", "--down", "--force", &m]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
+    w.assert_clean();
+}

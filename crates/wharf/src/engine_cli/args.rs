@@ -797,6 +797,10 @@ pub enum Cmd {
         /// Stop and remove what the manifest created.
         #[arg(long, conflicts_with = "status")]
         down: bool,
+        /// With --down: remove the volumes of its persistentVolumeClaims too (podman's
+        /// `kube down --force`); they are kept otherwise.
+        #[arg(long, requires = "down")]
+        force: bool,
         /// Show the manifest's pods as `kubectl get pods` does (READY, STATUS, RESTARTS,
         /// AGE), with each container's state below; `--format json` prints their status
         /// objects.

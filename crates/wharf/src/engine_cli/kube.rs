@@ -45,7 +45,7 @@ struct Outcome {
 pub fn play(
     cli: &Cli,
     file: &Path,
-    down: bool,
+    (down, force): (bool, bool),
     network: &str,
     (pull, configmaps): (Option<&str>, &[PathBuf]),
 ) -> Result<i32> {
@@ -80,7 +80,7 @@ pub fn play(
     let engine = open(cli)?;
     let opts = PlanOptions::for_host(&cli.root);
     if down {
-        return play_down(cli, &engine, &manifest, &opts);
+        return play_down(cli, &engine, &manifest, &opts, force);
     }
     let mut plans = Vec::new();
     for name in manifest.pod_names() {
@@ -194,11 +194,13 @@ fn play_down(
     engine: &Engine,
     manifest: &kube::Manifest,
     opts: &PlanOptions,
+    force: bool,
 ) -> Result<i32> {
+    let mut claims = std::collections::BTreeSet::new();
     for name in manifest.pod_names() {
-        let grace = kube::plan_with(manifest, Some(name), opts)
-            .ok()
-            .and_then(|p| p.grace_period);
+        let plan = kube::plan_with(manifest, Some(name), opts).ok();
+        claims.extend(plan.iter().flat_map(|p| kube::claim_names(&p.volumes)));
+        let grace = plan.and_then(|p| p.grace_period);
         let name = name.to_string();
         // What the wait is for: a pod's containers may take their whole grace period.
         if engine.pod(&name).is_ok() {
@@ -222,8 +224,38 @@ fn play_down(
         if n == 0 && !record_dir(cli, w).exists() {
             eprintln!("wharf: {label} does not exist");
         }
+        // The template's claims, and each pod's of a StatefulSet.
+        if let Ok(plan) = kube::plan_workload_pod(manifest, w, &w.name, 0, opts) {
+            claims.extend(kube::claim_names(&plan.volumes));
+        }
+        for i in 0..w.replicas {
+            claims.extend(
+                w.claims(&format!("{}-{i}", w.name))
+                    .into_iter()
+                    .map(|(_, c)| c),
+            );
+        }
     }
-    Ok(0)
+    let mut code = 0;
+    for claim in claims {
+        if !force {
+            if engine.volume(&claim).is_ok() {
+                eprintln!(
+                    "wharf: volume {claim} (persistentVolumeClaim) is kept: play --down --force removes it"
+                );
+            }
+            continue;
+        }
+        match engine.remove_volume(&claim) {
+            Ok(()) => println!("{claim}"),
+            Err(wharf_engine::Error::NotFound { .. }) => {}
+            Err(e) => {
+                eprintln!("wharf: volume {claim}: {e}");
+                code = 1;
+            }
+        }
+    }
+    Ok(code)
 }
 
 /// Stop workload `w`'s controller, remove its pods and its record. Returns how many

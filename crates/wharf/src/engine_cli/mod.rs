@@ -457,6 +457,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         ),
         Cmd::Play {
             down,
+            force: _,
             status,
             format,
             network,
@@ -469,12 +470,19 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         }
         Cmd::Play {
             down,
+            force,
             network,
             pull,
             configmap,
             file,
             ..
-        } => kube::play(cli, file, *down, network, (pull.as_deref(), configmap)),
+        } => kube::play(
+            cli,
+            file,
+            (*down, *force),
+            network,
+            (pull.as_deref(), configmap),
+        ),
         Cmd::KubeController { dir } => kube::controller(cli, dir),
     }
 }
