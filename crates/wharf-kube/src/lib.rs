@@ -38,6 +38,7 @@ mod api;
 mod controller;
 mod env;
 mod expand;
+mod generate;
 mod host;
 mod manifest;
 mod plan;
@@ -53,6 +54,7 @@ mod workloads;
 
 pub use controller::{ControllerState, Progress, reconcile};
 pub use env::POD_IP_PLACEHOLDER;
+pub use generate::generate;
 pub use host::{HostVolumes, create_volumes};
 pub use manifest::{DataObject, MAX_MANIFEST_BYTES, Manifest, parse, parse_objects};
 pub use plan::{

@@ -765,3 +765,71 @@ spec:
     assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
     w.assert_clean();
 }
+
+/// `kube generate` writes the Pod manifest of a running container's pod; `play` of it
+/// makes the same container again (command, env, limits, capabilities, volumes).
+#[test]
+fn kube_generate_writes_a_manifest_that_plays_back() {
+    let w = Wharf::new("kubelet-generate");
+    w.pull_busybox();
+    let host_dir = w.path("shared");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(host_dir.join("hello"), "from the host\n").unwrap();
+    let bind = format!("{}:/host:ro", host_dir.display());
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "gen",
+        "--network",
+        "none",
+        "-e",
+        "GREETING=hi",
+        "-v",
+        "gen-data:/data",
+        "-v",
+        &bind,
+        "--memory",
+        "64m",
+        "--cpus",
+        "0.5",
+        "--cap-drop",
+        "NET_RAW",
+        "--stop-timeout",
+        "1",
+        &busybox(),
+        "sh",
+        "-c",
+        "echo $GREETING; cat /host/hello; echo saved > /data/f; sleep 1000",
+    ]);
+    w.wait_for_log("gen", "from the host");
+    let yaml = w.path("gen.yaml");
+    w.ok(&["kube", "generate", "-f", yaml.to_str().unwrap(), "gen"]);
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    assert!(text.contains("play it with --network none"), "{text}");
+    assert!(text.contains("claimName: gen-data"), "{text}");
+    assert!(!text.contains("io.wharf."), "engine labels left in: {text}");
+    assert!(text.contains("terminationGracePeriodSeconds: 1"), "{text}");
+    w.ok(&["rm", "-f", "gen"]);
+    w.ok(&["play", "--network", "none", yaml.to_str().unwrap()]);
+    assert_eq!(
+        w.wait_for_log("gen-gen", "from the host"),
+        "hi\nfrom the host\n"
+    );
+    let c = w.inspect("gen-gen");
+    assert_eq!(c["HostConfig"]["Memory"], 64 << 20, "{c:#}");
+    assert_eq!(c["HostConfig"]["NanoCpus"], 500_000_000, "{c:#}");
+    assert!(
+        c["HostConfig"]["CapDrop"].to_string().contains("NET_RAW"),
+        "{c:#}"
+    );
+    assert!(
+        c["Config"]["Env"].to_string().contains("GREETING=hi"),
+        "{c:#}"
+    );
+    // The named volume came back as the claim: the same data.
+    assert_eq!(w.ok(&["exec", "gen-gen", "cat", "/data/f"]), "saved\n");
+    w.ok(&["play", "--down", "--force", yaml.to_str().unwrap()]);
+    assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
+    w.assert_clean();
+}

@@ -822,6 +822,11 @@ pub enum Cmd {
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },
+    /// Kubernetes manifests of what runs (podman's `kube`).
+    Kube {
+        #[command(subcommand)]
+        cmd: KubeCmd,
+    },
     /// A workload's controller (started by `play`, detached): keeps the pods of the
     /// workload recorded in DIR.
     #[command(name = "kube-controller", hide = true)]
@@ -839,4 +844,18 @@ fn parse_tail(s: &str) -> Result<usize, String> {
             .parse()
             .map_err(|_| format!("{n:?} is not a number of lines or \"all\"")),
     }
+}
+
+/// `wharf kube` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum KubeCmd {
+    /// Write the Pod manifest of a pod (or of a container's pod), so that `wharf play` of
+    /// it makes it again.
+    Generate {
+        /// Write it to this file instead of stdout.
+        #[arg(short = 'f', long = "filename")]
+        filename: Option<PathBuf>,
+        /// The pod or container (name or id).
+        name: String,
+    },
 }

@@ -484,6 +484,18 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             (pull.as_deref(), configmap),
         ),
         Cmd::KubeController { dir } => kube::controller(cli, dir),
+        Cmd::Kube {
+            cmd: args::KubeCmd::Generate { filename, name },
+        } => {
+            let yaml = wharf_kube::generate(&open(cli)?, name)?;
+            match filename {
+                Some(f) => {
+                    std::fs::write(f, yaml).with_context(|| format!("write {}", f.display()))?
+                }
+                None => print!("{yaml}"),
+            }
+            Ok(0)
+        }
     }
 }
 
