@@ -483,6 +483,58 @@ pub(crate) struct Volume {
     #[serde(rename = "downwardAPI")]
     pub downward_api: Option<DownwardApiSource>,
     pub persistent_volume_claim: Option<ClaimSource>,
+    pub projected: Option<ProjectedSource>,
+}
+
+/// projected: several sources' files in one volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProjectedSource {
+    #[serde(default, deserialize_with = "nullable")]
+    pub sources: Vec<ProjectionSource>,
+    pub default_mode: Option<FileMode>,
+}
+
+/// One source of a projected volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProjectionSource {
+    pub secret: Option<ProjectedObject>,
+    pub config_map: Option<ProjectedObject>,
+    #[serde(rename = "downwardAPI")]
+    pub downward_api: Option<DownwardApiProjection>,
+    pub service_account_token: Option<TokenProjection>,
+}
+
+/// A ConfigMap or Secret in a projected volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProjectedObject {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub items: Vec<KeyToPath>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub optional: bool,
+}
+
+/// downwardAPI files in a projected volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DownwardApiProjection {
+    #[serde(default, deserialize_with = "nullable")]
+    pub items: Vec<DownwardApiFile>,
+}
+
+/// A service account token file in a projected volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TokenProjection {
+    pub path: String,
+    #[serde(default)]
+    pub audience: Option<String>,
+    #[serde(default)]
+    pub expiration_seconds: Option<i64>,
 }
 
 /// persistentVolumeClaim: a named volume of the engine's, by the claim's name.

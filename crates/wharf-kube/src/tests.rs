@@ -673,7 +673,7 @@ fn invalid_pods_are_errors_naming_the_field() {
         ),
         (
             "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: data\n    nfs: {server: nas, path: /x}\n",
-            "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, persistentVolumeClaim)",
+            "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
         ),
         (
             "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /d, subPath: x}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
@@ -1501,5 +1501,36 @@ fn claims_are_named_volumes_and_statefulset_claim_templates_one_per_pod() {
     assert_eq!(
         plan.containers[0].mounts[0].source.to_str(),
         Some("data-db-1")
+    );
+}
+
+#[test]
+fn projected_volumes_merge_their_sources_and_say_what_a_token_is() {
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {mode: fast}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: sec}\nstringData: {password: s3cret}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {app: web}\nspec:\n  containers:\n  - name: c\n    image: i\n    volumeMounts: [{name: all, mountPath: /etc/all}]\n  volumes:\n  - name: all\n    projected:\n      defaultMode: 0440\n      sources:\n      - configMap: {name: cfg}\n      - secret:\n          name: sec\n          items: [{key: password, path: db/password}]\n      - downwardAPI:\n          items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]\n      - serviceAccountToken: {path: token, expirationSeconds: 3600}\n";
+    let plan = play(yaml).unwrap();
+    let VolumeSource::Files {
+        files, in_memory, ..
+    } = &plan.volumes[0].source
+    else {
+        panic!("{:?}", plan.volumes[0])
+    };
+    assert!(*in_memory, "a secret is in it: kept off the disk");
+    let names: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+    assert_eq!(names, ["mode", "db/password", "labels", "token"]);
+    assert_eq!(files[1].data, b"s3cret");
+    assert_eq!(files[2].data, b"app=\"web\"\n");
+    assert!(files.iter().all(|f| f.mode == 0o440), "{files:?}");
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.contains("serviceAccountToken: token holds a placeholder, not a token")),
+        "{:?}",
+        plan.warnings
+    );
+    // Two sources may not write the same file.
+    let e = err(&yaml.replace("path: db/password", "path: mode"));
+    assert!(
+        e.contains("\"mode\" collides with another file of the volume"),
+        "{e}"
     );
 }

@@ -173,6 +173,7 @@ pub fn plan(
             v.secret.is_some(),
             v.downward_api.is_some(),
             v.persistent_volume_claim.is_some(),
+            v.projected.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -186,7 +187,7 @@ pub fn plan(
                 .collect();
             return Err(invalid(match (set, unsupported.first()) {
                 (0, Some(kind)) => format!(
-                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, persistentVolumeClaim)",
+                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
                     v.name
                 ),
                 (0, None) => format!("{path} ({}): the volume has no source", v.name),
@@ -219,6 +220,8 @@ pub fn plan(
                 s.optional,
                 &p,
             )?
+        } else if let Some(pr) = &v.projected {
+            projected_volume(pod, pr, &format!("{path}.projected"), warnings)?
         } else if let Some(c) = &v.persistent_volume_claim {
             if !validate::is_dns_subdomain(&c.claim_name) {
                 return Err(invalid(format!(
@@ -432,6 +435,91 @@ fn downward_api(pod: &PodInfo<'_>, d: &api::DownwardApiSource, path: &str) -> Re
         origin: "downwardAPI".into(),
         files,
         in_memory: false,
+    })
+}
+
+/// A projected volume: the files of each source (secrets, configMaps, downwardAPI items,
+/// a service account token) in one directory; no two may claim the same path.
+fn projected_volume(
+    pod: &PodInfo<'_>,
+    pr: &api::ProjectedSource,
+    path: &str,
+    warnings: &mut Vec<String>,
+) -> Result<VolumeSource> {
+    let default_mode = pr.default_mode;
+    let mut files: Vec<VolumeFile> = Vec::new();
+    let mut in_memory = false;
+    for (i, s) in pr.sources.iter().enumerate() {
+        let p = format!("{path}.sources[{i}]");
+        let set = [
+            s.secret.is_some(),
+            s.config_map.is_some(),
+            s.downward_api.is_some(),
+            s.service_account_token.is_some(),
+        ];
+        if set.iter().filter(|b| **b).count() != 1 {
+            return Err(invalid(format!(
+                "{p} must have exactly one of secret, configMap, downwardAPI or serviceAccountToken"
+            )));
+        }
+        let more = if let Some(o) = &s.secret {
+            in_memory = true;
+            let p = format!("{p}.secret");
+            projected(
+                pod,
+                "Secret",
+                &o.name,
+                &o.items,
+                default_mode,
+                o.optional,
+                &p,
+            )?
+        } else if let Some(o) = &s.config_map {
+            let p = format!("{p}.configMap");
+            projected(
+                pod,
+                "ConfigMap",
+                &o.name,
+                &o.items,
+                default_mode,
+                o.optional,
+                &p,
+            )?
+        } else if let Some(d) = &s.downward_api {
+            let src = api::DownwardApiSource {
+                items: d.items.clone(),
+                default_mode,
+            };
+            downward_api(pod, &src, &format!("{p}.downwardAPI"))?
+        } else {
+            let t = s.service_account_token.as_ref().expect("counted");
+            in_memory = true;
+            warnings.push(format!(
+                "{p}.serviceAccountToken: {} holds a placeholder, not a token: there is no API server to issue or accept one",
+                t.path
+            ));
+            VolumeSource::Files {
+                origin: "serviceAccountToken".into(),
+                files: vec![VolumeFile {
+                    path: PathBuf::from(&t.path),
+                    data: b"wharf-placeholder-token: no API server runs on this host\n".to_vec(),
+                    mode: mode(default_mode, DEFAULT_FILE_MODE),
+                }],
+                in_memory: true,
+            }
+        };
+        let VolumeSource::Files { files: more, .. } = more else {
+            continue;
+        };
+        for f in more {
+            let rel = check_item_path(&files, &f.path.to_string_lossy(), &p)?;
+            files.push(VolumeFile { path: rel, ..f });
+        }
+    }
+    Ok(VolumeSource::Files {
+        origin: "projected".into(),
+        files,
+        in_memory,
     })
 }
 
