@@ -61,7 +61,7 @@ fn lookup_key<'a>(
         }
         Lookup::Missing => {
             return Err(invalid(format!(
-                "{path}: {kind} {name:?} is not in the manifest (add it, give it with --configmap FILE, or set optional: true)"
+                "{path}: {kind} {name:?} is not in the manifest (add it, give it with --configmap FILE, create it with wharf configmap|secret create, or set optional: true)"
             )));
         }
     };

@@ -47,6 +47,7 @@ mod quantity;
 mod resources;
 mod security;
 mod status;
+mod store;
 mod validate;
 mod volumes;
 mod warnings;
@@ -65,6 +66,7 @@ pub use plan::{
 pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};
 pub use status::{Condition, ContainerState, ContainerStatus, PodStatus, pod_status};
+pub use store::{ObjectStore, Stored, from_flags};
 pub use volumes::{
     HostPathType, VOLUME_MOUNT_KIND, Volume, VolumeFile, VolumeRef, VolumeSource, claim_names,
     volume_ref,

@@ -165,6 +165,22 @@ impl Manifest {
         self.objects.extend(objects);
         check_duplicates(self)
     }
+
+    /// Add ConfigMaps and Secrets from Wharf's store, where the manifest and the files
+    /// given with it do not define one of that kind, name and namespace (they win).
+    pub fn add_stored_objects(&mut self, stored: Vec<DataObject>) {
+        for o in stored {
+            let ns = o.namespace.as_deref().unwrap_or("default");
+            let defined = self.objects.iter().any(|q| {
+                q.kind == o.kind
+                    && q.name == o.name
+                    && q.namespace.as_deref().unwrap_or("default") == ns
+            });
+            if !defined {
+                self.objects.push(o);
+            }
+        }
+    }
 }
 
 /// The largest manifest `wharf play` reads (the Kubernetes API server takes requests of

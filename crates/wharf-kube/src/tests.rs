@@ -562,7 +562,7 @@ fn missing_references_are_errors_unless_optional() {
     ));
     assert_eq!(
         e,
-        "spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap \"nope\" is not in the manifest (add it, give it with --configmap FILE, or set optional: true)"
+        "spec.containers[0].env[0].valueFrom.configMapKeyRef: ConfigMap \"nope\" is not in the manifest (add it, give it with --configmap FILE, create it with wharf configmap|secret create, or set optional: true)"
     );
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {k: v}\n---\n";
     let e = err(&format!(

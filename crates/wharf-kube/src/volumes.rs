@@ -370,7 +370,7 @@ fn projected(
         }
         Lookup::Missing => {
             return Err(invalid(format!(
-                "{path}.{name_field}: {kind} {name:?} is not in the manifest (add it, give it with --configmap FILE, or set optional: true)"
+                "{path}.{name_field}: {kind} {name:?} is not in the manifest (add it, give it with --configmap FILE, create it with wharf configmap|secret create, or set optional: true)"
             )));
         }
     };

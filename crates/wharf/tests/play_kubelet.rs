@@ -833,3 +833,88 @@ fn kube_generate_writes_a_manifest_that_plays_back() {
     assert_eq!(w.ok(&["volume", "ls", "-q"]), "");
     w.assert_clean();
 }
+
+/// ConfigMaps and Secrets kept by Wharf (`configmap|secret create`, kubectl's flags) are
+/// found by `play` when the manifest does not define them; a Secret's values are not
+/// shown by `inspect`; a manifest's own definition wins.
+#[test]
+fn stored_configmaps_and_secrets_serve_plays() {
+    let w = Wharf::new("kubelet-store");
+    w.pull_busybox();
+    let file = w.path("motd");
+    std::fs::write(&file, "welcome\n").unwrap();
+    let from_file = format!("banner={}", file.display());
+    w.ok(&[
+        "configmap",
+        "create",
+        "cfg",
+        "--from-literal",
+        "greeting=hello",
+        "--from-file",
+        &from_file,
+    ]);
+    w.ok(&["secret", "create", "sec", "--from-literal", "token=s3cret"]);
+    let err = w.fails(1, &["secret", "create", "sec", "--from-literal", "token=x"]);
+    assert!(err.contains("Secret sec already exists"), "{err}");
+    let ls = w.ok(&["secret", "ls"]);
+    assert!(
+        ls.contains("default") && ls.contains("sec") && ls.contains(" 1 "),
+        "{ls}"
+    );
+    let shown = w.ok(&["secret", "inspect", "sec"]);
+    assert!(
+        shown.contains("6 bytes") && !shown.contains("s3cret"),
+        "{shown}"
+    );
+    assert!(w.ok(&["configmap", "inspect", "cfg"]).contains("welcome"));
+    let m = manifest(
+        &w,
+        "uses.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: uses
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo $GREETING; cat /cfg/banner /s/token; echo"]
+    env:
+    - name: GREETING
+      valueFrom:
+        configMapKeyRef: {name: cfg, key: greeting}
+    volumeMounts:
+    - {name: c, mountPath: /cfg}
+    - {name: s, mountPath: /s}
+  volumes:
+  - name: c
+    configMap: {name: cfg}
+  - name: s
+    secret: {secretName: sec}
+"#,
+    );
+    w.ok(&["play", "--network", "none", &m]);
+    assert_eq!(
+        w.wait_for_log("uses-c", "s3cret"),
+        "hello\nwelcome\ns3cret\n"
+    );
+    w.ok(&["play", "--down", &m]);
+    // The manifest's own ConfigMap wins over the stored one.
+    let own = std::fs::read_to_string(&m).unwrap()
+        + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hi, banner: own}\n";
+    std::fs::write(&m, own).unwrap();
+    w.ok(&["play", "--network", "none", &m]);
+    assert_eq!(w.wait_for_log("uses-c", "s3cret"), "hi\nowns3cret\n");
+    w.ok(&["play", "--down", &m]);
+    w.ok(&["secret", "rm", "sec"]);
+    w.ok(&["configmap", "rm", "cfg"]);
+    assert_eq!(w.ok(&["secret", "ls", "-q"]), "");
+    let err = w.fails(1, &["play", "--network", "none", &m]);
+    assert!(
+        err.contains("Secret \"sec\" is not in the manifest"),
+        "{err}"
+    );
+    w.assert_clean();
+}

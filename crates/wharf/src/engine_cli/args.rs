@@ -822,6 +822,17 @@ pub enum Cmd {
         /// The manifest (`-` for stdin).
         file: PathBuf,
     },
+    /// ConfigMaps kept by Wharf for `play` (kubectl's `create configmap` flags).
+    #[command(name = "configmap", alias = "cm")]
+    Configmap {
+        #[command(subcommand)]
+        cmd: ObjectCmd,
+    },
+    /// Secrets kept by Wharf for `play` (kubectl's `create secret generic` flags).
+    Secret {
+        #[command(subcommand)]
+        cmd: ObjectCmd,
+    },
     /// Kubernetes manifests of what runs (podman's `kube`).
     Kube {
         #[command(subcommand)]
@@ -857,5 +868,59 @@ pub enum KubeCmd {
         filename: Option<PathBuf>,
         /// The pod or container (name or id).
         name: String,
+    },
+}
+
+/// `wharf configmap|secret` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ObjectCmd {
+    /// Keep a ConfigMap or Secret for the manifests `play` runs.
+    Create {
+        /// KEY=VALUE (repeatable).
+        #[arg(long = "from-literal")]
+        from_literal: Vec<String>,
+        /// [KEY=]PATH: a file's content under its name or KEY (repeatable).
+        #[arg(long = "from-file")]
+        from_file: Vec<PathBuf>,
+        /// A file of KEY=VALUE lines (repeatable).
+        #[arg(long = "from-env-file")]
+        from_env_file: Vec<PathBuf>,
+        /// Its namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Replace one of that name.
+        #[arg(long)]
+        replace: bool,
+        /// Its name.
+        name: String,
+    },
+    /// List them.
+    #[command(alias = "list")]
+    Ls {
+        /// Names only.
+        #[arg(short, long)]
+        quiet: bool,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        format: String,
+    },
+    /// Show them (a Secret's values are not shown: only its keys and sizes).
+    Inspect {
+        /// Its namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Names.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Remove them.
+    #[command(alias = "remove")]
+    Rm {
+        /// Its namespace.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+        /// Names.
+        #[arg(required = true)]
+        names: Vec<String>,
     },
 }

@@ -77,6 +77,11 @@ pub fn play(
         text.push_str("\n---\n");
         text.push_str(&more);
     }
+    manifest.add_stored_objects(
+        kube::ObjectStore::new(&cli.root)
+            .all()
+            .context("Wharf's ConfigMaps and Secrets")?,
+    );
     let engine = open(cli)?;
     let opts = PlanOptions::for_host(&cli.root);
     if down {

@@ -10,6 +10,7 @@ mod convert;
 pub mod docker_json;
 mod files;
 mod kube;
+mod kube_objects;
 mod networks;
 mod output;
 mod space;
@@ -484,6 +485,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             (pull.as_deref(), configmap),
         ),
         Cmd::KubeController { dir } => kube::controller(cli, dir),
+        Cmd::Configmap { cmd } => kube_objects::run(cli, "ConfigMap", cmd),
+        Cmd::Secret { cmd } => kube_objects::run(cli, "Secret", cmd),
         Cmd::Kube {
             cmd: args::KubeCmd::Generate { filename, name },
         } => {
