@@ -114,6 +114,10 @@ pub struct PodSpec {
     /// More names the pod answers to on a user network (`--network-alias`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_aliases: Vec<String>,
+    /// Disk emptyDir volumes (by name, in the pod's volume directory) and their sizeLimit
+    /// in bytes: the pod's shim evicts the pod when one holds more (`wharf play`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub disk_limits: BTreeMap<String, u64>,
     /// Rotate a container's log at this size (`--log-opt max-size`; default 10 MB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_max_size: Option<u64>,

@@ -341,6 +341,16 @@ impl Engine {
                 .filter(|c| !c.spec.init)
                 .map(|c| self.shim_spec(&pod, c, stdio(c), self.backoff()))
                 .collect(),
+            disk_limits: pod
+                .spec
+                .disk_limits
+                .iter()
+                .map(|(name, bytes)| proto::DiskLimit {
+                    volume: name.clone(),
+                    path: self.pod_volumes_dir(&pod.id).join(name),
+                    bytes: *bytes,
+                })
+                .collect(),
         };
         shim.run_pod(&plan)?;
         let now = wharf_sys::time::now_rfc3339_nano();

@@ -14,7 +14,7 @@ use super::manifest::{Manifest, ParsedPod};
 use super::resources::{self, Resources};
 use super::security;
 use super::validate;
-use super::volumes::{self, Volume};
+use super::volumes::{self, Volume, VolumeSource};
 use super::warnings;
 use super::workloads::{LABEL_OWNER, Workload};
 use wharf_engine::error::{Error, Result};
@@ -324,7 +324,17 @@ impl<'a> Planner<'a> {
             containers.push(self.container(c, &path, (false, false), &info, &volumes, grace)?);
         }
 
-        let pod_spec = self.pod_spec(spec)?;
+        let mut pod_spec = self.pod_spec(spec)?;
+        // Disk emptyDirs with a sizeLimit: the shim evicts the pod when one holds more.
+        for v in &volumes {
+            if let VolumeSource::EmptyDir {
+                memory: false,
+                size_limit: Some(bytes),
+            } = v.source
+            {
+                pod_spec.disk_limits.insert(v.name.clone(), bytes);
+            }
+        }
         let images = images(spec)?;
         let needs_pod_ip = init_containers.iter().chain(&containers).any(uses_pod_ip);
         Ok(PlayPlan {
@@ -737,6 +747,7 @@ impl<'a> Planner<'a> {
             extra_hosts.push((a.ip.clone(), a.hostnames.clone()));
         }
         Ok(PodSpec {
+            disk_limits: BTreeMap::new(),
             name: Some(name),
             hostname,
             network: if spec.host_network {

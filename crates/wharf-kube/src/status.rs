@@ -281,7 +281,14 @@ fn summarize(
         cond("ContainersReady", containers_ready, "ContainersNotReady"),
         cond("Ready", containers_ready, "ContainersNotReady"),
     ];
-    let (summary, restarts) = kubectl_status(phase, &init, &apps, containers_ready);
+    let (mut summary, restarts) = kubectl_status(phase, &init, &apps, containers_ready);
+    // An evicted pod says so (kubectl shows the pod's reason).
+    if failure
+        .as_deref()
+        .is_some_and(|f| f.starts_with(wharf_shim::protocol::EVICTED))
+    {
+        summary = wharf_shim::protocol::EVICTED.into();
+    }
     PodStatus {
         phase,
         message: failure,

@@ -535,7 +535,6 @@ status: {}
         "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
         "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",
         "spec.volumes[0].emptyDir.medum is not supported and is ignored",
-        "spec.volumes[0].emptyDir.sizeLimit is not enforced for a disk emptyDir and is ignored (it sizes medium: Memory volumes)",
         "spec.containers[0].stdinOnce is not supported and is ignored: stdin stays open while the container runs",
         "spec.serviceAccountName \"builder\" is not supported and is ignored: no service account token is mounted",
     ];
@@ -547,6 +546,8 @@ status: {}
         );
     }
     assert_eq!(plan.warnings.len(), expected.len(), "{:#?}", plan.warnings);
+    // A disk emptyDir's sizeLimit is enforced by eviction: the shim is told.
+    assert_eq!(plan.pod.disk_limits.get("data"), Some(&(1 << 30)));
 }
 
 const POD_HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n";

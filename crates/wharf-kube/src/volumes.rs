@@ -48,7 +48,8 @@ pub enum VolumeSource {
     EmptyDir {
         /// On a tmpfs (medium: Memory).
         memory: bool,
-        /// Size of the tmpfs in bytes (sizeLimit; only for memory).
+        /// sizeLimit in bytes: the tmpfs's size (memory), or the most the directory may
+        /// hold before the pod is evicted (disk).
         size_limit: Option<u64>,
     },
     /// A path of the host, bound as is.
@@ -195,7 +196,7 @@ pub fn plan(
             }));
         }
         let source = if let Some(e) = &v.empty_dir {
-            empty_dir(e, &path, warnings)?
+            empty_dir(e, &path)?
         } else if let Some(h) = &v.host_path {
             host_path(h, &path)?
         } else if let Some(c) = &v.config_map {
@@ -251,11 +252,7 @@ pub fn plan(
     Ok(out)
 }
 
-fn empty_dir(
-    e: &api::EmptyDirSource,
-    path: &str,
-    warnings: &mut Vec<String>,
-) -> Result<VolumeSource> {
+fn empty_dir(e: &api::EmptyDirSource, path: &str) -> Result<VolumeSource> {
     let memory = match e.medium.as_deref().unwrap_or("") {
         "" => false,
         "Memory" => true,
@@ -274,14 +271,9 @@ fn empty_dir(
                 .value()
                 .filter(|b| *b > 0)
                 .ok_or_else(|| invalid(format!("{p} must be a positive size")))?;
-            if !memory {
-                warnings.push(format!(
-                    "{p} is not enforced for a disk emptyDir and is ignored (it sizes medium: Memory volumes)"
-                ));
-                None
-            } else {
-                Some(bytes as u64)
-            }
+            // A tmpfs of that size for medium Memory; on disk, the pod's shim measures
+            // it and evicts the pod when it holds more (kubelet's local storage eviction).
+            Some(bytes as u64)
         }
     };
     Ok(VolumeSource::EmptyDir { memory, size_limit })

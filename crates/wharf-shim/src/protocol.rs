@@ -454,7 +454,25 @@ pub struct PodPlan {
     /// App containers, started together after the last init container succeeded.
     #[serde(default)]
     pub containers: Vec<ContainerSpec>,
+    /// Disk emptyDir volumes with a sizeLimit: when one holds more, the pod is evicted
+    /// (its containers killed, the pod failed), as kubelet does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disk_limits: Vec<DiskLimit>,
 }
+
+/// A directory the shim measures, and the most it may hold.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DiskLimit {
+    /// The volume's name (for the eviction message).
+    pub volume: String,
+    /// Its directory on the host.
+    pub path: PathBuf,
+    /// Bytes (the sizeLimit).
+    pub bytes: u64,
+}
+
+/// The start of a pod's failure text when it was evicted.
+pub const EVICTED: &str = "Evicted";
 
 /// The start of a pod's failure text when its minimal init (the pid namespace's PID 1)
 /// exited while the pod was not being shut down: the pod cannot run containers any more.

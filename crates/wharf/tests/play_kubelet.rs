@@ -918,3 +918,69 @@ spec:
     );
     w.assert_clean();
 }
+
+/// A disk emptyDir that grows past its sizeLimit gets its pod evicted, as kubelet's
+/// eviction manager does: its containers killed, none restarted, the pod Failed with
+/// kubelet's message; a medium: Memory one is a tmpfs of that size.
+#[test]
+fn an_empty_dir_over_its_size_limit_evicts_the_pod() {
+    let mut w = Wharf::new("kubelet-evict");
+    w.set_var("WHARF_EVICTION_INTERVAL_MS", "300");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "evict.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: hog
+spec:
+  restartPolicy: Always
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "df -k /mem | tail -1; sleep 1; dd if=/dev/zero of=/cache/big bs=1024 count=2048; sleep 1000"]
+    volumeMounts:
+    - {name: cache, mountPath: /cache}
+    - {name: mem, mountPath: /mem}
+  volumes:
+  - name: cache
+    emptyDir: {sizeLimit: 1Mi}
+  - name: mem
+    emptyDir: {medium: Memory, sizeLimit: 4Mi}
+"#,
+    );
+    let out = w.run(&["play", "--network", "none", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stderr.contains("sizeLimit"),
+        "enforced, not warned: {out:?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || status(&w, &m)["phase"]
+            == "Failed"),
+        "{:#}",
+        status(&w, &m)
+    );
+    let st = status(&w, &m);
+    assert!(
+        st["message"].as_str().is_some_and(|m| m.starts_with(
+            "Evicted: Usage of EmptyDir volume \"cache\" exceeds the limit \"1048576\""
+        )),
+        "{st:#}"
+    );
+    let table = w.ok(&["play", "--status", &m]);
+    assert!(table.lines().nth(1).unwrap().contains("Evicted"), "{table}");
+    // Killed, and not restarted under restartPolicy Always.
+    std::thread::sleep(Duration::from_millis(1500));
+    let c = container(&status(&w, &m), "containerStatuses", "c").clone();
+    assert!(c["state"]["terminated"].is_object(), "{c:#}");
+    assert_eq!(c["restartCount"], 0, "{c:#}");
+    // The memory one: a 4 MiB tmpfs (df's size column, in KiB).
+    let log = w.ok(&["logs", "hog-c"]);
+    assert!(log.contains(" 4096 "), "{log}");
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}

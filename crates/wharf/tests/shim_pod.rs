@@ -140,6 +140,7 @@ fn init_containers_run_in_order_before_the_app_containers() {
     std::fs::create_dir(&dir).unwrap();
     let step = |id: &str, script: &str| pod.spec_with(id, &["sh", "-c", script], shared(&dir));
     let plan = PodPlan {
+        disk_limits: Vec::new(),
         init: vec![
             step("init1", "sleep 0.1; echo init1 >> /shared/order"),
             step("init2", "echo init2 >> /shared/order"),
@@ -187,6 +188,7 @@ fn init_containers_run_in_order_before_the_app_containers() {
 fn a_failing_init_container_stops_the_pod() {
     let pod = Pod::new("shim-init-fail");
     let plan = PodPlan {
+        disk_limits: Vec::new(),
         init: vec![
             pod.spec("ok", &["true"]),
             pod.spec("bad", &["sh", "-c", "exit 3"]),
@@ -242,6 +244,7 @@ fn a_failing_init_container_is_retried_under_on_failure() {
     flaky.restart = RestartPolicy::Always;
     flaky.backoff = short_backoff();
     let plan = PodPlan {
+        disk_limits: Vec::new(),
         init: vec![flaky],
         containers: vec![pod.spec("app", &["sleep", "1000"])],
     };

@@ -66,6 +66,7 @@ impl Shim {
             })
             .flatten()
             .chain(self.kube_deadline())
+            .chain(self.next_disk_check)
             .min()
     }
 
@@ -101,6 +102,7 @@ impl Shim {
         }
         self.health_tick(now);
         self.kube_tick(now);
+        self.disk_tick(now);
     }
 
     pub(super) fn on_child_exit(&mut self, pid: i32, status: i32) {

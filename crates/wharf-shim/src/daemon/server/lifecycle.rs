@@ -252,6 +252,7 @@ impl Shim {
         }
         self.phase = PodPhase::Initializing;
         self.plan = Some((init, apps));
+        self.watch_disk(plan.disk_limits);
         self.advance_pod();
         Ok(Some(Reply::Done))
     }

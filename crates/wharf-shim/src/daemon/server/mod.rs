@@ -16,6 +16,7 @@ use wharf_runtime::{CreateOptions, ExecOptions, Runtime};
 mod actions;
 mod connections;
 mod events;
+mod eviction;
 mod exits;
 mod health;
 mod io;
@@ -138,6 +139,9 @@ pub struct Shim {
     deferred_exits: Vec<(i32, i32)>,
     /// Moved into `cfg.cgroup` already (or tried).
     cgroup_joined: std::cell::Cell<bool>,
+    /// Disk emptyDirs measured for eviction, and when next.
+    disk_limits: Vec<DiskLimit>,
+    next_disk_check: Option<Instant>,
 }
 
 #[derive(Clone, Copy)]
@@ -177,6 +181,8 @@ impl Shim {
             shutting_down: false,
             deferred_exits: Vec::new(),
             cgroup_joined: std::cell::Cell::new(false),
+            disk_limits: Vec::new(),
+            next_disk_check: None,
         }
     }
 
