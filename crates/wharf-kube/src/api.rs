@@ -749,3 +749,58 @@ pub(crate) struct LabelSelector {
     #[serde(default, deserialize_with = "nullable")]
     pub match_expressions: Vec<Value>,
 }
+
+/// A Service document: what `wharf play` maps of it (a NodePort's ports, to the pod its
+/// selector picks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ServiceDoc {
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ServiceSpec,
+    #[serde(default)]
+    pub status: Option<Value>,
+}
+
+/// The parts of a Service's spec that a host port mapping needs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ServiceSpec {
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub selector: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ports: Vec<ServicePort>,
+    // Cluster-level settings with no meaning on one host: accepted without a warning.
+    #[serde(default)]
+    pub cluster_ip: Option<Value>,
+    #[serde(default, rename = "clusterIPs")]
+    pub cluster_ips: Option<Value>,
+    #[serde(default)]
+    pub session_affinity: Option<Value>,
+    #[serde(default)]
+    pub external_traffic_policy: Option<Value>,
+    #[serde(default)]
+    pub internal_traffic_policy: Option<Value>,
+    #[serde(default)]
+    pub ip_families: Option<Value>,
+    #[serde(default)]
+    pub ip_family_policy: Option<Value>,
+}
+
+/// A Service port.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ServicePort {
+    pub name: Option<String>,
+    pub port: i64,
+    pub target_port: Option<IntOrString>,
+    pub node_port: Option<i64>,
+    pub protocol: Option<String>,
+}

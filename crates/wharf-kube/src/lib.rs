@@ -46,6 +46,7 @@ mod play;
 mod quantity;
 mod resources;
 mod security;
+mod services;
 mod status;
 mod store;
 mod validate;

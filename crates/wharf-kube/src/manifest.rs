@@ -18,6 +18,9 @@ use wharf_engine::error::{Error, Result};
 pub struct Manifest {
     pub(crate) pods: Vec<ParsedPod>,
     pub(crate) workloads: Vec<Workload>,
+    /// NodePort and LoadBalancer Services: their node ports become host ports of the
+    /// Pod their selector picks.
+    pub(crate) services: Vec<NodePortService>,
     pub(crate) objects: Vec<DataObject>,
     pub(crate) warnings: Vec<String>,
 }
@@ -28,6 +31,16 @@ pub(crate) struct ParsedPod {
     pub pod: api::Pod,
     pub name: String,
     pub ignored: Vec<String>,
+}
+
+/// A Service whose ports are published on the node.
+#[derive(Debug, Clone)]
+pub(crate) struct NodePortService {
+    pub namespace: Option<String>,
+    pub selector: BTreeMap<String, String>,
+    pub ports: Vec<api::ServicePort>,
+    /// "document N (Service NAME)", for warnings.
+    pub where_: String,
 }
 
 /// What a ConfigMap or Secret holds, decoded.
@@ -135,6 +148,7 @@ fn read_documents(
     let mut m = Manifest {
         pods: Vec::new(),
         workloads: Vec::new(),
+        services: Vec::new(),
         objects: Vec::new(),
         warnings: Vec::new(),
     };
@@ -429,9 +443,29 @@ fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
         "CronJob" => m.warnings.push(format!(
             "{where_}: kind CronJob is not supported and is ignored: nothing keeps a schedule on one host (play its jobTemplate as a kind: Job to run it once)"
         )),
-        "Service" => m.warnings.push(format!(
-            "{where_}: kind Service is not supported and is ignored: there is no cluster network or service proxy on one host (publish a port with the container's hostPort)"
-        )),
+        "Service" => {
+            let (svc, ignored): (api::ServiceDoc, Vec<String>) = typed(value, &where_)?;
+            let name = object_name(&svc.metadata, &where_)?;
+            m.warnings.extend(
+                ignored
+                    .iter()
+                    .map(|p| format!("{where_}: {}", warnings::ignored(p))),
+            );
+            match svc.spec.type_.as_deref().unwrap_or("ClusterIP") {
+                "NodePort" | "LoadBalancer" if !svc.spec.selector.is_empty() => {
+                    let _ = name;
+                    m.services.push(NodePortService {
+                        namespace: svc.metadata.namespace,
+                        selector: svc.spec.selector,
+                        ports: svc.spec.ports,
+                        where_,
+                    });
+                }
+                t => m.warnings.push(format!(
+                    "{where_}: a {t} Service without a node port is ignored: there is no cluster network or service proxy on one host (a NodePort Service's ports, or a container's hostPort, are published on this host)"
+                )),
+            }
+        }
         other => m.warnings.push(format!(
             "{where_}: kind {other} is not supported and is ignored (wharf play runs Pods and workloads, with the ConfigMaps and Secrets they use)"
         )),

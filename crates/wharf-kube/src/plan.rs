@@ -173,7 +173,9 @@ pub fn plan_workload_pod(
 ) -> Result<PlayPlan> {
     let where_ = format!("{} {} pod {name}", w.kind.as_str(), w.name);
     let pp = w.pod(name, ordinal, &where_)?;
-    let mut plan = Planner::new(m, &pp, opts).run()?;
+    let mut planner = Planner::new(m, &pp, opts);
+    planner.replica = w.replicas > 1;
+    let mut plan = planner.run()?;
     plan.pod.labels.insert(LABEL_OWNER.into(), w.owner());
     if let Some(job) = &w.job {
         plan.pod.max_restarts = Some(job.backoff_limit);
@@ -203,6 +205,9 @@ struct Planner<'a> {
     pp: &'a ParsedPod,
     opts: &'a PlanOptions,
     namespace: String,
+    /// One of a workload's several replicas (no Service node ports: a host port has one
+    /// owner).
+    replica: bool,
     warnings: Vec<String>,
 }
 
@@ -219,6 +224,7 @@ impl<'a> Planner<'a> {
                 .clone()
                 .unwrap_or_else(|| "default".into()),
             warnings: Vec::new(),
+            replica: false,
         }
     }
 
@@ -325,6 +331,15 @@ impl<'a> Planner<'a> {
         }
 
         let mut pod_spec = self.pod_spec(spec)?;
+        crate::services::publish(
+            self.m,
+            self.pp,
+            &self.namespace,
+            spec.host_network,
+            self.replica,
+            &mut pod_spec.ports,
+            &mut self.warnings,
+        )?;
         // Disk emptyDirs with a sizeLimit: the shim evicts the pod when one holds more.
         for v in &volumes {
             if let VolumeSource::EmptyDir {

@@ -526,7 +526,7 @@ status: {}
     )
     .unwrap();
     let expected = [
-        "document 1 (Service web): kind Service is not supported and is ignored: there is no cluster network or service proxy on one host (publish a port with the container's hostPort)",
+        "document 1 (Service web): a ClusterIP Service without a node port is ignored: there is no cluster network or service proxy on one host (a NodePort Service's ports, or a container's hostPort, are published on this host)",
         "document 2 (ConfigMap cfg): extra is not supported and is ignored",
         "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
         "spec.containers[0].imagePulPolicy is not supported and is ignored",

@@ -984,3 +984,70 @@ spec:
     w.ok(&["play", "--down", &m]);
     w.assert_clean();
 }
+
+/// A NodePort Service's node port is published on this host, to the pod its selector
+/// picks (its named targetPort resolved), reachable from the (test's) host; a ClusterIP
+/// Service is said to be skipped.
+#[test]
+fn a_node_port_service_is_published_on_the_host() {
+    let w = Wharf::new("kubelet-nodeport");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "svc.yaml",
+        r#"apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: http
+    nodePort: 30080
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: internal
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "mkdir /w && echo hello-service > /w/index.html && exec httpd -f -p 8080 -h /w"]
+    ports: [{name: http, containerPort: 8080}]
+"#,
+    );
+    let out = w.run(&["play", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("node port 30080/tcp is published on this host, to pod web port 8080"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("(Service internal): a ClusterIP Service without a node port is ignored"),
+        "{out:?}"
+    );
+    assert_eq!(w.ok(&["port", "web-httpd"]), "8080/tcp -> 0.0.0.0:30080\n");
+    let resp = w.http_get("127.0.0.1:30080");
+    assert!(
+        resp.contains(" 200 ") && resp.contains("hello-service"),
+        "{resp}"
+    );
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}
