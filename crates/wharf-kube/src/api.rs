@@ -51,21 +51,30 @@ pub(crate) struct ObjectMeta {
     pub self_link: Option<Value>,
 }
 
-/// A Pod document.
+/// An object with a spec: the fields every such document has.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Pod {
+pub(crate) struct Document<S> {
     #[serde(default)]
     pub api_version: Option<String>,
     #[serde(default)]
     pub kind: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub metadata: ObjectMeta,
-    pub spec: PodSpec,
+    pub spec: S,
     /// Output only; accepted without a warning.
     #[serde(default)]
     pub status: Option<Value>,
 }
+
+/// A Pod document.
+pub(crate) type Pod = Document<PodSpec>;
+/// A Deployment, ReplicaSet, DaemonSet, StatefulSet or Job document: the parts that say
+/// how many pods of its template run, and how.
+pub(crate) type WorkloadDoc = Document<WorkloadSpec>;
+/// A Service document: what `wharf play` maps of it (a NodePort's ports, to the pod its
+/// selector picks).
+pub(crate) type ServiceDoc = Document<ServiceSpec>;
 
 /// A ConfigMap document.
 #[derive(Debug, Clone, Deserialize)]
@@ -692,23 +701,6 @@ impl<'de> Deserialize<'de> for FileMode {
     }
 }
 
-/// A Deployment, ReplicaSet, DaemonSet, StatefulSet or Job document: the parts that say
-/// how many pods of its template run, and how.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct WorkloadDoc {
-    #[serde(default)]
-    pub api_version: Option<String>,
-    #[serde(default)]
-    pub kind: Option<String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub metadata: ObjectMeta,
-    pub spec: WorkloadSpec,
-    /// Output only; accepted without a warning.
-    #[serde(default)]
-    pub status: Option<Value>,
-}
-
 /// The spec fields of the workload kinds (each kind reads its own).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -748,23 +740,6 @@ pub(crate) struct LabelSelector {
     pub match_labels: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "nullable")]
     pub match_expressions: Vec<Value>,
-}
-
-/// A Service document: what `wharf play` maps of it (a NodePort's ports, to the pod its
-/// selector picks).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ServiceDoc {
-    #[serde(default)]
-    pub api_version: Option<String>,
-    #[serde(default)]
-    pub kind: Option<String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub metadata: ObjectMeta,
-    #[serde(default)]
-    pub spec: ServiceSpec,
-    #[serde(default)]
-    pub status: Option<Value>,
 }
 
 /// The parts of a Service's spec that a host port mapping needs.
