@@ -272,11 +272,19 @@ impl Engine {
 
     /// Stop every running container of a pod, together (one grace period for all).
     pub fn stop_pod(&self, key: &str, grace: Option<Duration>) -> Result<()> {
-        let pod = self.db.find_pod(key)?;
+        self.stop_pods(&[key], grace)
+    }
+
+    /// Stop several pods' running containers together, within one grace period (a
+    /// workload's replicas going down at once, as kubelet stops pods in parallel).
+    pub fn stop_pods(&self, keys: &[&str], grace: Option<Duration>) -> Result<()> {
         let mut running = Vec::new();
-        for c in self.db.containers(Some(&pod.id))? {
-            if self.refresh(&c)?.state == ContainerState::Running {
-                running.push(c.id);
+        for key in keys {
+            let pod = self.db.find_pod(key)?;
+            for c in self.db.containers(Some(&pod.id))? {
+                if self.refresh(&c)?.state == ContainerState::Running {
+                    running.push(c.id);
+                }
             }
         }
         let keys: Vec<&str> = running.iter().map(String::as_str).collect();

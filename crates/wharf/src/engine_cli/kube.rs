@@ -276,8 +276,13 @@ fn take_down_workload(
     stop_controller(&dir);
     let _ = std::fs::remove_file(dir.join("options.json"));
     let pods = owned_pods(engine, w)?;
+    // Together: the replicas share one grace period.
+    let ids: Vec<&str> = pods.iter().map(|p| p.row.id.as_str()).collect();
     for p in &pods {
         eprintln!("wharf: stopping pod {}", p.row.name);
+    }
+    engine.stop_pods(&ids, grace)?;
+    for p in &pods {
         let pod = kube::play_down(engine, &p.row.id, grace)?;
         println!("{}", pod.id);
     }
