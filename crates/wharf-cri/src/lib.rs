@@ -13,6 +13,7 @@ mod containers;
 pub mod daemon;
 mod engines;
 mod exec_sync;
+pub mod grpc_probe;
 mod idle;
 mod images;
 pub mod log;

@@ -201,9 +201,19 @@ impl Engine {
                     .ips
                     .first()
                     .map(|ip| ip.split('/').next().unwrap_or(ip).to_string());
+                k.helper = Some(self.wharf_bin());
                 k
             }),
         }
+    }
+
+    /// The wharf binary: the options' or this process's.
+    fn wharf_bin(&self) -> PathBuf {
+        self.opts
+            .wharf_bin
+            .clone()
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("wharf"))
     }
 
     /// `wharf rm -f -v ID` on this engine's state: what a container's shim runs to remove it
@@ -211,14 +221,8 @@ impl Engine {
     /// options name; the shim inherits the rest of the environment, as it does the
     /// configuration of the engine that started it).
     fn removal_command(&self, id: &str) -> Vec<String> {
-        let bin = self
-            .opts
-            .wharf_bin
-            .clone()
-            .or_else(|| std::env::current_exe().ok())
-            .unwrap_or_else(|| PathBuf::from("wharf"));
         vec![
-            bin.display().to_string(),
+            self.wharf_bin().display().to_string(),
             "--root".into(),
             self.paths.root.display().to_string(),
             "--run-dir".into(),

@@ -73,6 +73,7 @@ pub mod digest;
 pub mod error;
 mod gc;
 pub mod hosts_dir;
+pub mod https_probe;
 pub mod lock;
 pub mod manifest;
 pub mod names;

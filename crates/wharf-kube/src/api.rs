@@ -265,7 +265,7 @@ pub(crate) struct Probe {
     pub exec: Option<ExecAction>,
     pub http_get: Option<HttpGetAction>,
     pub tcp_socket: Option<TcpSocketAction>,
-    pub grpc: Option<Value>,
+    pub grpc: Option<GrpcAction>,
     pub initial_delay_seconds: Option<u64>,
     pub period_seconds: Option<u64>,
     pub timeout_seconds: Option<u64>,
@@ -778,4 +778,12 @@ pub(crate) struct ServicePort {
     pub target_port: Option<IntOrString>,
     pub node_port: Option<i64>,
     pub protocol: Option<String>,
+}
+
+/// A gRPC health probe.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GrpcAction {
+    pub port: i64,
+    pub service: Option<String>,
 }

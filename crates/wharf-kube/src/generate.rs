@@ -384,13 +384,28 @@ fn probe_doc(p: &ProbeSpec) -> Value {
 fn action_doc(a: &Action) -> Value {
     match a {
         Action::Exec { command } => json!({"exec": {"command": command}}),
+        Action::Grpc {
+            host: _,
+            port,
+            service,
+        } => {
+            let mut g = json!({ "port": port });
+            if !service.is_empty() {
+                g["service"] = json!(service);
+            }
+            json!({ "grpc": g })
+        }
         Action::HttpGet {
             host,
             port,
             path,
             headers,
+            https,
         } => {
             let mut h = json!({"path": path, "port": port});
+            if *https {
+                h["scheme"] = json!("HTTPS");
+            }
             if let Some(host) = host {
                 h["host"] = json!(host);
             }

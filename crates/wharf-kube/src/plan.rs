@@ -528,19 +528,28 @@ impl<'a> Planner<'a> {
                 )));
             }
         }
-        if p.grpc.is_some() {
-            self.warnings.push(format!(
-                "{path}.grpc is not supported and is ignored: the shim speaks no HTTP/2 (exec, httpGet and tcpSocket probes are run)"
-            ));
-            return Ok(None);
-        }
-        let action = self.action(
-            c,
-            p.exec.as_ref(),
-            p.http_get.as_ref(),
-            p.tcp_socket.as_ref(),
-            path,
-        )?;
+        let action = match &p.grpc {
+            Some(g) => Action::Grpc {
+                host: None,
+                port: u16::try_from(g.port)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "{path}.grpc.port: {} is not a port (1-65535)",
+                            g.port
+                        ))
+                    })?,
+                service: g.service.clone().unwrap_or_default(),
+            },
+            None => self.action(
+                c,
+                p.exec.as_ref(),
+                p.http_get.as_ref(),
+                p.tcp_socket.as_ref(),
+                path,
+            )?,
+        };
         let success = p.success_threshold.unwrap_or(1);
         if kills && success != 1 {
             return Err(invalid(format!(
@@ -625,23 +634,15 @@ impl<'a> Planner<'a> {
         }
         if let Some(h) = http {
             let port = port_of(c, &h.port, &format!("{path}.httpGet.port"))?;
-            match h.scheme.as_deref().unwrap_or("HTTP") {
-                "HTTP" => {}
-                "HTTPS" => self.warnings.push(format!(
-                    "{path}.httpGet.scheme HTTPS is checked as a TCP connection only: the shim makes no TLS handshakes"
-                )),
+            let https = match h.scheme.as_deref().unwrap_or("HTTP") {
+                "HTTP" => false,
+                "HTTPS" => true,
                 other => {
                     return Err(invalid(format!(
                         "{path}.httpGet.scheme {other:?} is invalid: HTTP or HTTPS"
                     )));
                 }
-            }
-            if h.scheme.as_deref() == Some("HTTPS") {
-                return Ok(Action::TcpSocket {
-                    host: h.host.clone().filter(|h| !h.is_empty()),
-                    port,
-                });
-            }
+            };
             let mut p = h.path.clone().unwrap_or_default();
             if !p.starts_with('/') {
                 p.insert(0, '/');
@@ -669,6 +670,7 @@ impl<'a> Planner<'a> {
                     .iter()
                     .map(|hd| (hd.name.clone(), hd.value.clone()))
                     .collect(),
+                https,
             });
         }
         let t = tcp.expect("one handler");

@@ -507,6 +507,7 @@ spec:
     terminationMessagePath: /dev/termination-log
     livenessProbe:
       grpc: {port: 80}
+      gprcTimeout: 3
     stdinOnce: true
     resources:
       limits: {nvidia.com/gpu: 1}
@@ -530,7 +531,7 @@ status: {}
         "document 2 (ConfigMap cfg): extra is not supported and is ignored",
         "spec.nodeSelector is not supported and is ignored: scheduling has no meaning on a single host",
         "spec.containers[0].imagePulPolicy is not supported and is ignored",
-        "spec.containers[0].livenessProbe.grpc is not supported and is ignored: the shim speaks no HTTP/2 (exec, httpGet and tcpSocket probes are run)",
+        "spec.containers[0].livenessProbe.gprcTimeout is not supported and is ignored",
         "spec.containers[0].securityContext.seLinuxOptions is not supported and is ignored: SELinux labels are not applied",
         "spec.containers[0].volumeMounts[0].mountPropagaton is not supported and is ignored",
         "spec.containers[0].resources.limits.nvidia.com/gpu is not supported and is ignored: only cpu and memory are limited",
@@ -1240,6 +1241,7 @@ fn probes_and_hooks_take_kubelets_defaults_and_named_ports() {
             port: 8080,
             path: "/healthz".into(),
             headers: vec![("X-A".into(), "b".into())],
+            https: false,
         }
     );
     assert_eq!(
@@ -1269,21 +1271,18 @@ fn probes_and_hooks_take_kubelets_defaults_and_named_ports() {
         ),
         (5000, 2000, 3000, 4, Some(2000))
     );
-    // HTTPS is checked as a connection, and said so.
+    // HTTPS: made by the probe helper, the certificate not verified.
     assert_eq!(
         k.startup.as_ref().unwrap().action,
-        Action::TcpSocket {
+        Action::HttpGet {
             host: None,
-            port: 8443
+            port: 8443,
+            path: "/".into(),
+            headers: Vec::new(),
+            https: true,
         }
     );
-    assert!(
-        plan.warnings
-            .iter()
-            .any(|w| w.contains("startupProbe.httpGet.scheme HTTPS is checked as a TCP connection")),
-        "{:?}",
-        plan.warnings
-    );
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
     assert_eq!(
         k.post_start,
         Some(Action::Exec {

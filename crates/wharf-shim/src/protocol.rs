@@ -238,6 +238,11 @@ pub struct KubeSpec {
     /// host (127.0.0.1 when None).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_ip: Option<String>,
+    /// The program that makes HTTPS and gRPC checks (`wharf`, run as `wharf kube-probe
+    /// https|grpc ...` in the pod's network namespace): the shim itself speaks neither
+    /// TLS nor HTTP/2, which keeps it small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper: Option<PathBuf>,
 }
 
 /// A Kubernetes probe: `action` run every `period_ms` from `initial_delay_ms` after the
@@ -285,6 +290,22 @@ pub enum Action {
         /// Extra request headers.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         headers: Vec<(String, String)>,
+        /// Over TLS, the certificate not verified (kubelet's HTTPS probes); made by the
+        /// probe helper ([`KubeSpec::helper`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        https: bool,
+    },
+    /// A gRPC health check (grpc.health.v1.Health/Check) from the pod's network namespace
+    /// (succeeds on SERVING); made by the probe helper ([`KubeSpec::helper`]).
+    Grpc {
+        /// Host to connect to (the pod's address when None).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        /// Port.
+        port: u16,
+        /// The service asked about ("" for the server as a whole).
+        #[serde(default)]
+        service: String,
     },
     /// A TCP connection from the pod's network namespace (succeeds when it is accepted).
     TcpSocket {

@@ -389,7 +389,7 @@ fn play_pull_override_and_warnings_once() {
     std::fs::write(
         &manifest,
         format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: warny\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: a\n    image: {}\n    command: [sleep, \"100\"]\n    livenessProbe:\n      grpc:\n        port: 80\n",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: warny\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: a\n    image: {}\n    command: [sleep, \"100\"]\n    livenessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSecond: 10\n",
             busybox()
         ),
     )

@@ -1051,3 +1051,135 @@ spec:
     w.ok(&["play", "--down", &m]);
     w.assert_clean();
 }
+
+/// A free TCP port on loopback (bound and let go).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// gRPC and HTTPS probes (which the shim hands to `wharf kube-probe`): a gRPC readiness
+/// probe follows a real grpc.health.v1 server's status; an HTTPS liveness probe passes
+/// against a TLS server whose certificate nobody trusts (kubelet does not verify) and
+/// restarts the container once that server is gone.
+#[test]
+fn grpc_and_https_probes_are_run() {
+    let mut w = Wharf::new("kubelet-grpc");
+    w.set_var("WHARF_RESTART_BACKOFF_MS", "200");
+    w.pull_busybox();
+    // A gRPC health server, in this process.
+    let gport = free_port();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (reporter, service) = tonic_health::server::health_reporter();
+    rt.block_on(reporter.set_service_status("", tonic_health::ServingStatus::Serving));
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{gport}").parse().unwrap();
+    rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve(addr),
+    );
+    // An HTTPS server with a self-signed certificate.
+    let hport = free_port();
+    let (cert, key) = (w.path("cert.pem"), w.path("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=probe",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let mut tls = std::process::Command::new("openssl")
+        .args(["s_server", "-www", "-quiet", "-accept"])
+        .arg(format!("127.0.0.1:{hport}"))
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let m = manifest(
+        &w,
+        "grpc.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: probes
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+    readinessProbe:
+      grpc: {{port: {gport}}}
+      periodSeconds: 1
+      failureThreshold: 1
+    livenessProbe:
+      httpGet: {{scheme: HTTPS, port: {hport}, path: /}}
+      periodSeconds: 1
+      failureThreshold: 2
+"#
+        ),
+    );
+    let out = w.run(&["play", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stderr.contains("grpc") && !out.stderr.contains("HTTPS"),
+        "{out:?}"
+    );
+    let c = |w: &Wharf| container(&status(w, &m), "containerStatuses", "c").clone();
+    assert!(
+        wait_until(Duration::from_secs(15), || c(&w)["ready"] == true),
+        "{:#}",
+        c(&w)
+    );
+    rt.block_on(reporter.set_service_status("", tonic_health::ServingStatus::NotServing));
+    assert!(
+        wait_until(Duration::from_secs(10), || c(&w)["ready"] == false),
+        "{:#}",
+        c(&w)
+    );
+    let now = c(&w);
+    assert!(
+        now["probeFailure"].as_str().is_some_and(|f| f.contains(
+            "Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")"
+        )),
+        "{now:#}"
+    );
+    // The HTTPS liveness probe has passed all along.
+    assert_eq!(now["restartCount"], 0, "{now:#}");
+    let _ = tls.kill();
+    let _ = tls.wait();
+    assert!(
+        wait_until(Duration::from_secs(20), || c(&w)["restartCount"].as_u64()
+            >= Some(1)),
+        "{:#}",
+        c(&w)
+    );
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}

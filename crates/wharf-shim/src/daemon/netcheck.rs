@@ -32,20 +32,8 @@ pub fn spawn(
     http: Option<HttpGet<'_>>,
     timeout: Duration,
 ) -> Result<(i32, OwnedFd), String> {
-    let ns = match netns {
-        Some(p) => Some(
-            std::fs::File::open(p)
-                .map_err(|e| format!("open network namespace {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
-    let mut fds = [0; 2];
-    // SAFETY: a two-int array for pipe2.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: both fds were just made and are owned here.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let ns = open_netns(netns)?;
+    let (r, w) = verdict_pipe()?;
     // SAFETY: the shim is single-threaded, so the child may allocate; it ends in _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -76,6 +64,75 @@ pub fn spawn(
         unsafe { libc::_exit(code) };
     }
     Ok((pid, r))
+}
+
+/// Start `helper args...` in `netns` (the shim's own namespace when None), its output to
+/// a verdict pipe: for checks the shim cannot make itself (HTTPS, gRPC). Returns the
+/// child's pid and the read end of the pipe.
+pub fn spawn_helper(
+    netns: Option<&Path>,
+    helper: &Path,
+    args: &[String],
+) -> Result<(i32, OwnedFd), String> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let ns = open_netns(netns)?;
+    let prog = CString::new(helper.as_os_str().as_bytes())
+        .map_err(|_| format!("probe helper {}: a NUL in its path", helper.display()))?;
+    let mut argv: Vec<CString> = vec![prog.clone()];
+    for a in args {
+        argv.push(CString::new(a.as_bytes()).map_err(|_| format!("argument {a:?}: a NUL"))?);
+    }
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (r, w) = verdict_pipe()?;
+    // SAFETY: the shim is single-threaded; the child only calls setns, dup2, sigprocmask,
+    // execv and _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: in the child, on descriptors it holds; argv outlives the exec.
+        unsafe {
+            if let Some(f) = &ns
+                && libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) != 0
+            {
+                libc::_exit(1);
+            }
+            libc::dup2(w.as_raw_fd(), 1);
+            libc::dup2(w.as_raw_fd(), 2);
+            // The shim blocks the signals its signalfd reads; the helper must not.
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            libc::execv(prog.as_ptr(), ptrs.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    Ok((pid, r))
+}
+
+/// The network namespace a check runs in, opened before the fork (so that a missing one
+/// is the shim's error, not a failed check).
+fn open_netns(netns: Option<&Path>) -> Result<Option<std::fs::File>, String> {
+    netns
+        .map(|p| {
+            std::fs::File::open(p)
+                .map_err(|e| format!("open network namespace {}: {e}", p.display()))
+        })
+        .transpose()
+}
+
+/// The pipe a check writes its verdict to: (read end, write end).
+fn verdict_pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0; 2];
+    // SAFETY: a two-int array for pipe2.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both fds were just made and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// The verdict a finished child wrote (empty if none).

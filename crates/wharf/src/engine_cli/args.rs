@@ -838,6 +838,17 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: KubeCmd,
     },
+    /// A probe check the pod's shim cannot make itself (HTTPS, gRPC), run by it in the
+    /// pod's network namespace: `https HOST PORT PATH TIMEOUT_MS [HEADER...]` or `grpc
+    /// HOST PORT SERVICE TIMEOUT_MS`. Exits 0 when the check passes, else prints why.
+    #[command(name = "kube-probe", hide = true)]
+    KubeProbe {
+        /// https or grpc.
+        kind: String,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// A workload's controller (started by `play`, detached): keeps the pods of the
     /// workload recorded in DIR.
     #[command(name = "kube-controller", hide = true)]

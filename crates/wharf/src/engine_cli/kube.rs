@@ -576,3 +576,48 @@ fn read_text(file: &Path) -> Result<String> {
         convert::read_bounded(f, limit, &format!("manifest {}", file.display()))
     }
 }
+
+/// `wharf kube-probe https|grpc ...`: a check for a pod's shim (see the argument list in
+/// `args::Cmd::KubeProbe`); exit 0 on success, 1 with kubelet's message otherwise.
+pub fn probe(kind: &str, args: &[String]) -> Result<i32> {
+    let arg = |i: usize, what: &str| -> Result<&String> {
+        args.get(i)
+            .with_context(|| format!("kube-probe {kind}: {what} is missing"))
+    };
+    let port: u16 = arg(1, "PORT")?.parse().context("kube-probe: PORT")?;
+    let timeout = Duration::from_millis(
+        arg(3, "TIMEOUT_MS")?
+            .parse()
+            .context("kube-probe: TIMEOUT_MS")?,
+    );
+    let result = match kind {
+        "https" => {
+            let headers: Vec<(String, String)> = args[4..]
+                .iter()
+                .filter_map(|h| h.split_once(": "))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            wharf_image::https_probe::probe_https(
+                arg(0, "HOST")?,
+                port,
+                arg(2, "PATH")?,
+                &headers,
+                timeout,
+            )
+        }
+        "grpc" => wharf_cri::grpc_probe::grpc_health_check(
+            arg(0, "HOST")?,
+            port,
+            arg(2, "SERVICE")?,
+            timeout,
+        ),
+        other => bail!("kube-probe: {other:?} is not a check (https or grpc)"),
+    };
+    match result {
+        Ok(()) => Ok(0),
+        Err(msg) => {
+            println!("{msg}");
+            Ok(1)
+        }
+    }
+}

@@ -485,6 +485,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             (pull.as_deref(), configmap),
         ),
         Cmd::KubeController { dir } => kube::controller(cli, dir),
+        Cmd::KubeProbe { kind, args } => kube::probe(kind, args),
         Cmd::Configmap { cmd } => kube_objects::run(cli, "ConfigMap", cmd),
         Cmd::Secret { cmd } => kube_objects::run(cli, "Secret", cmd),
         Cmd::Kube {

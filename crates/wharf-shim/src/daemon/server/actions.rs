@@ -85,6 +85,52 @@ impl Shim {
                 port,
                 path,
                 headers,
+                https: true,
+            } => {
+                let host = host.clone().or(kube.pod_ip.clone());
+                let mut args = vec![
+                    "kube-probe".to_string(),
+                    "https".into(),
+                    host.unwrap_or_else(|| "127.0.0.1".into()),
+                    port.to_string(),
+                    path.clone(),
+                    timeout
+                        .unwrap_or(Duration::from_secs(10))
+                        .as_millis()
+                        .to_string(),
+                ];
+                args.extend(headers.iter().map(|(k, v)| format!("{k}: {v}")));
+                let (pid, fd) = self.helper(&kube, &args)?;
+                run.pid = Some(pid);
+                run.verdict = Some(fd);
+            }
+            Action::Grpc {
+                host,
+                port,
+                service,
+            } => {
+                let host = host.clone().or(kube.pod_ip.clone());
+                let args = vec![
+                    "kube-probe".to_string(),
+                    "grpc".into(),
+                    host.unwrap_or_else(|| "127.0.0.1".into()),
+                    port.to_string(),
+                    service.clone(),
+                    timeout
+                        .unwrap_or(Duration::from_secs(10))
+                        .as_millis()
+                        .to_string(),
+                ];
+                let (pid, fd) = self.helper(&kube, &args)?;
+                run.pid = Some(pid);
+                run.verdict = Some(fd);
+            }
+            Action::HttpGet {
+                host,
+                port,
+                path,
+                headers,
+                https: false,
             } => {
                 let host = host.clone().or(kube.pod_ip.clone());
                 let (pid, fd) = netcheck::spawn(
@@ -111,6 +157,15 @@ impl Shim {
             }
         }
         Ok(run)
+    }
+
+    /// Start the probe helper with `args` in the pod's network namespace.
+    fn helper(&self, kube: &KubeSpec, args: &[String]) -> Result<(i32, OwnedFd), String> {
+        let helper = kube
+            .helper
+            .as_deref()
+            .ok_or("HTTPS and gRPC checks need the probe helper (wharf), which was not given")?;
+        netcheck::spawn_helper(kube.netns.as_deref(), helper, args)
     }
 
     /// The process of the container's config, for exec actions and health checks.
@@ -172,7 +227,14 @@ impl Shim {
             Ok(())
         } else {
             let out = match run.verdict {
-                Some(fd) => netcheck::verdict(fd),
+                Some(fd) => {
+                    let v = netcheck::verdict(fd).trim().to_string();
+                    if v.is_empty() {
+                        format!("the check exited with code {code}")
+                    } else {
+                        v
+                    }
+                }
                 None => {
                     let text = String::from_utf8_lossy(&run.output).trim().to_string();
                     format!(
