@@ -304,6 +304,12 @@ spec:
       exec: {{command: [test, -f, /tmp/up]}}
       periodSeconds: 1
     volumeMounts: [{{name: log, mountPath: /log}}]
+  - name: logger
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    restartPolicy: Always
+    command: [sh, -c, "{T} echo logger-start $(T) >> /log/NAME; trap 'sleep 0.3; echo logger-term $(T) >> /log/NAME; exit 0' TERM; while true; do sleep 0.1; done"]
+    volumeMounts: [{{name: log, mountPath: /log}}]
   containers:
   - name: app
     image: IMAGE
@@ -341,12 +347,16 @@ spec:
     let proxy = container(&st, "initContainerStatuses", "proxy");
     assert!(proxy["state"]["running"].is_object(), "{st:#}");
     let table = w.ok(&["play", "--status", &m]);
-    assert!(table.lines().nth(1).unwrap().contains("2/2"), "{table}");
+    assert!(table.lines().nth(1).unwrap().contains("3/3"), "{table}");
     w.ok(&["play", "--down", &m]);
     let ev = events(&file);
-    // The sidecar got its stop signal only after the app had exited (and its handler
-    // takes half a second, so a simultaneous signal would have shown first).
-    assert!(at(&ev, "app-term") <= at(&ev, "proxy-term"), "{ev:?}");
+    // The sidecars got their stop signals only after the app had exited, in the reverse
+    // of their start order (their handlers take a while, so simultaneous signals would
+    // have shown: the proxy's takes longer than the logger's).
+    assert!(at(&ev, "proxy-start") <= at(&ev, "logger-start"), "{ev:?}");
+    assert!(at(&ev, "logger-start") <= at(&ev, "app-start"), "{ev:?}");
+    assert!(at(&ev, "app-term") <= at(&ev, "logger-term"), "{ev:?}");
+    assert!(at(&ev, "logger-term") <= at(&ev, "proxy-term"), "{ev:?}");
 
     // An app that completes: the sidecar is stopped, the pod Succeeded.
     let m = manifest(

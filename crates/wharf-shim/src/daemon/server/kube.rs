@@ -499,25 +499,45 @@ impl Shim {
     }
 
     /// Once no app container runs, the sidecar stops held back go ahead (preStop hook,
-    /// signal), within what is left of their grace periods.
+    /// signal), within what is left of their grace periods, in the reverse of their start
+    /// order: each once the sidecars started after it have exited (kubelet's order).
     pub(super) fn release_sidecars(&mut self) {
         if self.apps_running() {
             return;
         }
         let now = Instant::now();
-        let held: Vec<(u64, i32, u64)> = self
+        let sidecar = |c: &Container| c.spec.kube.as_ref().is_some_and(|k| k.sidecar);
+        // The sidecars in start order (the plan's init order is the containers' order).
+        let order: Vec<u64> = self
             .containers
-            .iter_mut()
-            .filter_map(|c| {
-                let k = c.kube.as_mut().filter(|k| k.waits_for_apps)?;
-                k.waits_for_apps = false;
-                let sig = k.pending_signal.take()?;
-                let left = c.kill_at.map(|t| t.saturating_duration_since(now));
-                Some((c.key, sig, left.unwrap_or_default().as_millis() as u64))
-            })
+            .iter()
+            .filter(|c| sidecar(c))
+            .map(|c| c.key)
             .collect();
-        for (key, sig, left) in held {
-            self.begin_stop(key, sig, left, true);
+        for (i, key) in order.iter().enumerate().rev() {
+            let later_running = order[i + 1..].iter().any(|k| {
+                self.containers
+                    .iter()
+                    .any(|c| c.key == *k && c.status == Status::Running)
+            });
+            if later_running {
+                return;
+            }
+            let Some(c) = self.find_key_mut(*key) else {
+                continue;
+            };
+            let Some(k) = c.kube.as_mut().filter(|k| k.waits_for_apps) else {
+                continue;
+            };
+            k.waits_for_apps = false;
+            let Some(sig) = k.pending_signal.take() else {
+                continue;
+            };
+            let left = c.kill_at.map(|t| t.saturating_duration_since(now));
+            let left = left.unwrap_or_default().as_millis() as u64;
+            self.begin_stop(*key, sig, left, true);
+            // The ones started before it wait for its exit.
+            return;
         }
     }
 
@@ -535,24 +555,30 @@ impl Shim {
         if !done || self.shutting_down {
             return;
         }
-        let sidecars: Vec<(u64, i32, u64)> = self
+        let now = Instant::now();
+        for c in self
             .containers
             .iter_mut()
             .filter(|c| c.status == Status::Running && !c.stopping)
-            .filter_map(|c| {
-                let k = c.spec.kube.as_ref().filter(|k| k.sidecar)?;
-                c.stopping = true;
-                let sig = if k.stop_signal > 0 {
-                    k.stop_signal
-                } else {
-                    libc::SIGTERM
-                };
-                Some((c.key, sig, k.grace_ms))
-            })
-            .collect();
-        for (key, sig, grace) in sidecars {
-            self.begin_stop(key, sig, grace, true);
+        {
+            let Some(spec) = c.spec.kube.as_ref().filter(|k| k.sidecar) else {
+                continue;
+            };
+            let sig = if spec.stop_signal > 0 {
+                spec.stop_signal
+            } else {
+                libc::SIGTERM
+            };
+            let grace = Duration::from_millis(spec.grace_ms);
+            c.stopping = true;
+            c.kill_at = Some(now + grace);
+            if let Some(k) = c.kube.as_mut() {
+                k.pending_signal = Some(sig);
+                k.waits_for_apps = true;
+            }
         }
+        // In the reverse of their start order.
+        self.release_sidecars();
     }
 
     /// Whether container `key` holds the pod's start sequence: its postStart hook runs,
