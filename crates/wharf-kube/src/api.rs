@@ -214,6 +214,7 @@ pub(crate) struct PodSecurityContext {
     #[serde(default)]
     pub fs_group_change_policy: Option<String>,
     pub seccomp_profile: Option<SeccompProfile>,
+    pub app_armor_profile: Option<SeccompProfile>,
 }
 
 /// A container (or init container).
@@ -458,6 +459,7 @@ pub(crate) struct SecurityContext {
     pub read_only_root_filesystem: Option<bool>,
     pub allow_privilege_escalation: Option<bool>,
     pub seccomp_profile: Option<SeccompProfile>,
+    pub app_armor_profile: Option<SeccompProfile>,
     pub proc_mount: Option<String>,
 }
 

@@ -21,6 +21,9 @@ pub struct Manifest {
     /// NodePort and LoadBalancer Services: their node ports become host ports of the
     /// Pod their selector picks.
     pub(crate) services: Vec<NodePortService>,
+    /// Every document's kind and name ("CronJob nightly"), for the error about a
+    /// manifest with nothing to run.
+    pub(crate) seen: Vec<String>,
     pub(crate) objects: Vec<DataObject>,
     pub(crate) warnings: Vec<String>,
 }
@@ -113,10 +116,14 @@ fn invalid(msg: String) -> Error {
 pub fn parse(yaml: &str) -> Result<Manifest> {
     let m = read_documents(yaml, "manifest document", |_, _| Ok(()))?;
     if m.pods.is_empty() && m.workloads.is_empty() {
-        return Err(invalid(
-            "the manifest holds no Pod or workload (wharf play runs Pods, Deployments, ReplicaSets, DaemonSets, StatefulSets and Jobs)"
-                .into(),
-        ));
+        let held = if m.seen.is_empty() {
+            "nothing".to_string()
+        } else {
+            m.seen.join(", ")
+        };
+        return Err(invalid(format!(
+            "the manifest holds no Pod or workload (it holds {held}; wharf play runs Pods, Deployments, ReplicaSets, DaemonSets, StatefulSets and Jobs)"
+        )));
     }
     check_duplicates(&m)?;
     Ok(m)
@@ -149,6 +156,7 @@ fn read_documents(
         pods: Vec::new(),
         workloads: Vec::new(),
         services: Vec::new(),
+        seen: Vec::new(),
         objects: Vec::new(),
         warnings: Vec::new(),
     };
@@ -358,6 +366,9 @@ fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
         .map(|n| format!(" {n}"))
         .unwrap_or_default();
     let where_ = format!("{where_} ({kind}{name_hint})");
+    if kind != "List" {
+        m.seen.push(format!("{kind}{name_hint}"));
+    }
     match kind.as_str() {
         "Pod" => {
             let (pod, ignored): (api::Pod, _) = typed(value, &where_)?;

@@ -13,6 +13,8 @@ use wharf_engine::model::{ContainerSpec, SeccompMode};
 const POD_SECCOMP_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
 /// Prefix of the old per-container annotation (the container's name follows).
 const CONTAINER_SECCOMP_ANNOTATION: &str = "container.seccomp.security.alpha.kubernetes.io/";
+/// The AppArmor annotation of a container (before the appArmorProfile field).
+const CONTAINER_APPARMOR_ANNOTATION: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 fn id(v: i64, path: &str) -> Result<u32> {
     if !(0..=i64::from(i32::MAX)).contains(&v) {
@@ -179,6 +181,58 @@ pub fn apply(i: &Inputs<'_>, spec: &mut ContainerSpec, warnings: &mut Vec<String
     } else {
         SeccompMode::RuntimeDefault
     };
+    // AppArmor: the container's field, its annotation, the pod's field. A Localhost
+    // profile is applied by the runtime (which refuses to start the container where
+    // AppArmor is off, as kubelet refuses the pod); Wharf has no default profile.
+    let annotation = format!("{CONTAINER_APPARMOR_ANNOTATION}{}", i.container_name);
+    let apparmor = if let Some(p) = &ctr.app_armor_profile {
+        Some((
+            p.type_.clone(),
+            p.localhost_profile.clone(),
+            format!("{cpath}.appArmorProfile"),
+        ))
+    } else if let Some(v) = i.annotations.get(&annotation) {
+        let path = format!("metadata.annotations[{annotation}]");
+        Some(match v.as_str() {
+            "runtime/default" => ("RuntimeDefault".into(), None, path),
+            "unconfined" => ("Unconfined".into(), None, path),
+            v => match v.strip_prefix("localhost/") {
+                Some(name) => ("Localhost".into(), Some(name.to_string()), path),
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "{path}: {v:?} is not an AppArmor profile (runtime/default, unconfined or localhost/NAME)"
+                    )));
+                }
+            },
+        })
+    } else {
+        pod.app_armor_profile.as_ref().map(|p| {
+            (
+                p.type_.clone(),
+                p.localhost_profile.clone(),
+                "spec.securityContext.appArmorProfile".to_string(),
+            )
+        })
+    };
+    if let Some((kind, name, path)) = apparmor {
+        match (kind.as_str(), name) {
+            ("Localhost", Some(n)) if !n.is_empty() => spec.apparmor_profile = Some(n),
+            ("Localhost", _) => {
+                return Err(Error::Invalid(format!(
+                    "{path}.localhostProfile is required for type Localhost"
+                )));
+            }
+            ("Unconfined", _) => {}
+            ("RuntimeDefault", _) => warnings.push(format!(
+                "{path}: RuntimeDefault: Wharf has no default AppArmor profile; the container runs without one"
+            )),
+            (other, _) => {
+                return Err(Error::Invalid(format!(
+                    "{path}.type {other:?} is invalid (RuntimeDefault, Unconfined or Localhost)"
+                )));
+            }
+        }
+    }
     Ok(())
 }
 

@@ -1534,3 +1534,46 @@ fn projected_volumes_merge_their_sources_and_say_what_a_token_is() {
         "{e}"
     );
 }
+
+#[test]
+fn apparmor_profiles_from_fields_and_annotations() {
+    let plan = play(&pod_with_annotations(
+        "container.apparmor.security.beta.kubernetes.io/c: localhost/k8s-deny-write",
+        "  containers:\n  - name: c\n    image: i\n  - name: d\n    image: i\n    securityContext:\n      appArmorProfile: {type: RuntimeDefault}\n",
+    ))
+    .unwrap();
+    assert_eq!(
+        plan.containers[0].apparmor_profile.as_deref(),
+        Some("k8s-deny-write")
+    );
+    assert_eq!(plan.containers[1].apparmor_profile, None);
+    assert!(
+        plan.warnings.iter().any(|w| w
+            .contains("appArmorProfile: RuntimeDefault: Wharf has no default AppArmor profile")),
+        "{:?}",
+        plan.warnings
+    );
+    let e = err(&pod_with_annotations(
+        "container.apparmor.security.beta.kubernetes.io/c: strict",
+        "  containers:\n  - name: c\n    image: i\n",
+    ));
+    assert!(e.contains("\"strict\" is not an AppArmor profile"), "{e}");
+    let e = err(&pod(
+        "  securityContext:\n    appArmorProfile: {type: Localhost}\n  containers:\n  - name: c\n    image: i\n",
+    ));
+    assert!(
+        e.contains("spec.securityContext.appArmorProfile.localhostProfile is required"),
+        "{e}"
+    );
+    // A manifest with nothing to run says what it holds.
+    let e = parse("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly}\nspec: {}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("it holds CronJob nightly;"), "{e}");
+}
+
+fn pod_with_annotations(annotation: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    {annotation}\nspec:\n{spec}"
+    )
+}

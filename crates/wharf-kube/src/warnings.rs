@@ -41,7 +41,6 @@ fn reason(field: &str) -> Option<&'static str> {
         "imagePullSecrets" => "registry credentials come from Wharf's registry configuration",
         "sysctls" => "sysctls are not set",
         "seLinuxOptions" => "SELinux labels are not applied",
-        "appArmorProfile" => "AppArmor profiles are not applied",
         "windowsOptions" => "this is a Linux host",
         "runtimeClassName" => "Wharf is the only runtime",
         "activeDeadlineSeconds" => "pods are not stopped after a deadline",

@@ -497,15 +497,26 @@ spec:
       labels: {app: web}
     spec:
       terminationGracePeriodSeconds: 1
+      nodeSelector: {disk: ssd}
       containers:
       - name: web
         image: IMAGE
         imagePullPolicy: IfNotPresent
         command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
 "#,
     );
     let out = w.run(&["play", "--network", "none", &m]);
     assert_eq!(out.code, 0, "{out:?}");
+    // Each warning once: the template's, and the manifest's (the Service).
+    assert_eq!(out.stderr.matches("nodeSelector").count(), 1, "{out:?}");
+    assert_eq!(out.stderr.matches("(Service web)").count(), 1, "{out:?}");
     let first = pod_names(&w, &m);
     assert_eq!(first.len(), 2, "{first:?}");
     for n in &first {

@@ -105,12 +105,14 @@ pub fn play(
     for w in manifest.warnings() {
         warn(w.clone());
     }
+    let general: std::collections::HashSet<&String> = manifest.warnings().iter().collect();
     let mut made: Vec<String> = Vec::new();
     let mut started: Vec<&Workload> = Vec::new();
     let result = (|| -> Result<()> {
         for mut plan in plans {
             let name = plan.pod.name.clone().unwrap_or_default();
-            for w in &plan.warnings {
+            // The manifest's own warnings were said already, without a pod's name.
+            for w in plan.warnings.iter().filter(|w| !general.contains(*w)) {
                 warn(format!("pod {name}: {w}"));
             }
             prepare(&engine, &mut plan, network, pull).with_context(|| format!("pod {name}"))?;
@@ -138,7 +140,12 @@ pub fn play(
                 &opts,
                 &mut state,
                 &mut |plan: &mut PlayPlan| {
-                    first_warnings.extend(plan.warnings.iter().map(|x| format!("{label}: {}", x)));
+                    first_warnings.extend(
+                        plan.warnings
+                            .iter()
+                            .filter(|x| !general.contains(*x))
+                            .map(|x| format!("{label}: {x}")),
+                    );
                     prepare(&engine, plan, network, pull).map_err(engine_error)
                 },
             )
