@@ -56,6 +56,7 @@ pub struct StdioMode {
 const DOCKER_BACKOFF: Backoff = Backoff {
     initial_ms: 100,
     max_ms: 60_000,
+    first_immediate: false,
 };
 
 pub(crate) fn exit_info(e: &proto::ExitRecord) -> ExitInfo {
@@ -385,6 +386,7 @@ impl Engine {
         Some(Backoff {
             initial_ms: ms,
             max_ms: ms.saturating_mul(30),
+            first_immediate: false,
         })
     }
 

@@ -454,14 +454,19 @@ pub struct Backoff {
     pub initial_ms: u64,
     /// Longest delay.
     pub max_ms: u64,
+    /// The first restart of a series is at once, the delays come after it (kubelet's:
+    /// a container that crashes once is back at once; CrashLoopBackOff is for repeats).
+    #[serde(default)]
+    pub first_immediate: bool,
 }
 
 impl Default for Backoff {
-    /// kubelet's: 10 s doubling up to 5 min.
+    /// kubelet's: at once, then 10 s doubling up to 5 min.
     fn default() -> Self {
         Backoff {
             initial_ms: 10_000,
             max_ms: 300_000,
+            first_immediate: true,
         }
     }
 }

@@ -232,6 +232,7 @@ fn subscribers_hear_each_step_as_it_happens() {
     spec.backoff = Backoff {
         initial_ms: 300,
         max_ms: 300,
+        first_immediate: false,
     };
     let pid = pod.shim.create(&spec).unwrap();
     pod.shim.start("c").unwrap();

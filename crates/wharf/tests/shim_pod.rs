@@ -11,6 +11,7 @@ fn short_backoff() -> Backoff {
     Backoff {
         initial_ms: 20,
         max_ms: 80,
+        first_immediate: false,
     }
 }
 
@@ -93,6 +94,38 @@ fn restart_policies_with_backoff() {
     }
 }
 
+/// kubelet's back-off: a container that crashes is restarted at once the first time,
+/// and only then after the delays (CrashLoopBackOff is for repeats).
+#[test]
+fn the_first_restart_of_a_kubelet_backoff_is_at_once() {
+    let pod = Pod::new("shim-backoff-first");
+    let mut s = pod.spec("c", &["sh", "-c", "echo run; exit 1"]);
+    s.restart = RestartPolicy::Always;
+    s.backoff = Backoff {
+        initial_ms: 1500,
+        max_ms: 1500,
+        first_immediate: true,
+    };
+    let started = std::time::Instant::now();
+    pod.run(&s);
+    // The second run comes well before the first delay would have ended.
+    assert!(wait_until(Duration::from_secs(10), || {
+        pod.shim.container("c").unwrap().restart_count >= 1
+    }));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the first restart waited: {:?}",
+        started.elapsed()
+    );
+    // The third waits out the delay.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(pod.shim.container("c").unwrap().restart_count, 1);
+    assert!(wait_until(Duration::from_secs(10), || {
+        pod.shim.container("c").unwrap().restart_count >= 2
+    }));
+    pod.shim.stop("c", libc::SIGKILL, Duration::ZERO).unwrap();
+}
+
 #[test]
 fn backoff_doubles_up_to_its_maximum() {
     let pod = Pod::new("shim-backoff");
@@ -101,6 +134,7 @@ fn backoff_doubles_up_to_its_maximum() {
     s.backoff = Backoff {
         initial_ms: 100,
         max_ms: 400,
+        first_immediate: false,
     };
     pod.run(&s);
     // Each run logs one line; the log's timestamps tell when the runs were.

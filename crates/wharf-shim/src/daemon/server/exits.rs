@@ -293,9 +293,15 @@ impl Shim {
             let ran = c.run_started.map(|t| t.elapsed()).unwrap_or_default();
             if ran >= Duration::from_millis(2 * c.spec.backoff.max_ms) {
                 c.delay_ms = c.spec.backoff.initial_ms;
+                c.immediate_used = false;
             }
-            c.restart_at = Some(Instant::now() + Duration::from_millis(c.delay_ms));
-            c.delay_ms = (c.delay_ms * 2).min(c.spec.backoff.max_ms);
+            if c.spec.backoff.first_immediate && !c.immediate_used {
+                c.immediate_used = true;
+                c.restart_at = Some(Instant::now());
+            } else {
+                c.restart_at = Some(Instant::now() + Duration::from_millis(c.delay_ms));
+                c.delay_ms = (c.delay_ms * 2).min(c.spec.backoff.max_ms);
+            }
         } else if c.spec.init && !sidecar && failed && has_plan {
             pod_failure = Some(format!(
                 "init container {id} failed: exit code {}{} ({}{})",

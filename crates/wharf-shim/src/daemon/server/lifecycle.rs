@@ -70,6 +70,7 @@ impl Shim {
         self.containers.push(Container {
             key,
             delay_ms: spec.backoff.initial_ms,
+            immediate_used: false,
             spec,
             status: Status::Waiting,
             pid: None,

@@ -101,6 +101,8 @@ struct Container {
     restart_count: u32,
     restart_at: Option<Instant>,
     delay_ms: u64,
+    /// The at-once first restart of this back-off series was taken.
+    immediate_used: bool,
     stopping: bool,
     kill_at: Option<Instant>,
     in_runtime: bool,
