@@ -192,8 +192,13 @@ fn container_status(
             waiting(
                 "CrashLoopBackOff",
                 Some(format!(
-                    "back-off restarting failed container {name}: last exit code {}",
-                    e.exit_code
+                    "back-off restarting failed container {name}: last exit code {}{}",
+                    e.exit_code,
+                    // Why it could not run, when it never did (a start error).
+                    e.message
+                        .as_deref()
+                        .map(|m| format!(" ({}: {m})", e.reason))
+                        .unwrap_or_default()
                 )),
             ),
             false,
