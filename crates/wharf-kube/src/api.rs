@@ -515,6 +515,9 @@ pub(crate) struct ProjectionSource {
     #[serde(rename = "downwardAPI")]
     pub downward_api: Option<DownwardApiProjection>,
     pub service_account_token: Option<TokenProjection>,
+    /// Sources an API server issues (refused by name).
+    pub cluster_trust_bundle: Option<Value>,
+    pub pod_certificate: Option<Value>,
 }
 
 /// A ConfigMap or Secret in a projected volume.

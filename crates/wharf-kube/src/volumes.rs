@@ -443,6 +443,16 @@ fn projected_volume(
     let mut in_memory = false;
     for (i, s) in pr.sources.iter().enumerate() {
         let p = format!("{path}.sources[{i}]");
+        for (field, given) in [
+            ("clusterTrustBundle", s.cluster_trust_bundle.is_some()),
+            ("podCertificate", s.pod_certificate.is_some()),
+        ] {
+            if given {
+                return Err(invalid(format!(
+                    "{p}.{field} is not supported: there is no API server to issue it"
+                )));
+            }
+        }
         let set = [
             s.secret.is_some(),
             s.config_map.is_some(),
