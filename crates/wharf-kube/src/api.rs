@@ -723,6 +723,7 @@ pub(crate) struct WorkloadSpec {
     pub completions: Option<i64>,
     pub parallelism: Option<i64>,
     pub backoff_limit: Option<i64>,
+    pub completion_mode: Option<String>,
     // Rollout and history settings: one host runs one revision, so they are accepted
     // without effect (and without a warning).
     #[serde(default)]

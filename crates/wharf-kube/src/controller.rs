@@ -9,13 +9,14 @@
 //! process can run it: `wharf play` does once to make the first pods, then the workload's
 //! controller process (`wharf kube-controller`) every second.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use wharf_engine::error::Result;
 use wharf_engine::model::PodState;
 use wharf_engine::{Engine, PodFilter};
 
-use crate::workloads::{LABEL_OWNER, Workload, WorkloadKind};
+use crate::workloads::{COMPLETION_INDEX, LABEL_OWNER, Workload, WorkloadKind};
 use crate::{Manifest, PlanOptions, PlayPlan, plan_workload_pod, play, play_down, pod_status};
 
 /// Where a workload stands.
@@ -45,6 +46,8 @@ struct Seen {
     ready: bool,
     restarts: u32,
     gone: bool,
+    /// An Indexed Job's pod's index.
+    index: Option<u32>,
 }
 
 /// One pass over workload `w`: remove what ended (not a Job's pods: they are its
@@ -61,7 +64,17 @@ pub fn reconcile(
     let mut done = Vec::new();
     let pods = seen(engine, w)?;
     if let Some(job) = w.job {
-        let succeeded = pods.iter().filter(|p| p.phase == "Succeeded").count() as u32;
+        // An Indexed Job counts indexes that succeeded, not pods.
+        let succeeded_indexes: BTreeSet<u32> = pods
+            .iter()
+            .filter(|p| p.phase == "Succeeded")
+            .filter_map(|p| p.index)
+            .collect();
+        let succeeded = if job.indexed {
+            succeeded_indexes.len() as u32
+        } else {
+            pods.iter().filter(|p| p.phase == "Succeeded").count() as u32
+        };
         let failed_pods = pods
             .iter()
             .filter(|p| p.phase == "Failed" || p.gone)
@@ -95,9 +108,21 @@ pub fn reconcile(
         }
         let want = job.parallelism.min(job.completions - succeeded) as usize;
         if active.len() < want && state.next_create.is_none_or(|t| Instant::now() >= t) {
+            // The lowest indexes neither done nor running (an Indexed Job's), else 0.
+            let busy: BTreeSet<u32> = active.iter().filter_map(|p| p.index).collect();
+            let mut free = (0..job.completions)
+                .filter(|i| !succeeded_indexes.contains(i) && !busy.contains(i));
             for _ in active.len()..want {
-                let name = w.pod_name(0);
-                make(engine, manifest, w, &name, 0, opts, prepare)?;
+                let index = if job.indexed {
+                    match free.next() {
+                        Some(i) => i,
+                        None => break,
+                    }
+                } else {
+                    0
+                };
+                let name = w.pod_name(index);
+                make(engine, manifest, w, &name, index, opts, prepare)?;
                 done.push(format!("pod {name} created"));
             }
         }
@@ -197,6 +222,12 @@ fn seen(engine: &Engine, w: &Workload) -> Result<Vec<Seen>> {
                 .map(|c| c.restart_count)
                 .sum(),
             gone: matches!(p.row.state, PodState::Dead | PodState::Stopped),
+            index: p
+                .row
+                .spec
+                .labels
+                .get(COMPLETION_INDEX)
+                .and_then(|i| i.parse().ok()),
         });
     }
     Ok(out)

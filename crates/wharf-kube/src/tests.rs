@@ -1399,7 +1399,8 @@ fn workloads_are_read_and_their_pods_planned_as_their_controllers_make_them() {
         Some(JobSpec {
             completions: 1,
             parallelism: 1,
-            backoff_limit: 6
+            backoff_limit: 6,
+            indexed: false,
         })
     );
     let plan = plan_workload_pod(&m, w, "pi-abcde", 0, &opts()).unwrap();

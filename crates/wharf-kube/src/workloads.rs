@@ -63,7 +63,14 @@ pub struct JobSpec {
     pub parallelism: u32,
     /// Failures (failed pods and container restarts) before the Job fails.
     pub backoff_limit: u32,
+    /// completionMode Indexed: each pod has an index (0..completions), in its name,
+    /// its `batch.kubernetes.io/job-completion-index` annotation and label, and
+    /// JOB_COMPLETION_INDEX; the Job completes when every index has succeeded.
+    pub indexed: bool,
 }
+
+/// The label and annotation of an Indexed Job's pod that holds its index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// A workload of a manifest.
 #[derive(Debug, Clone)]
@@ -102,10 +109,14 @@ impl Workload {
     }
 
     /// The name of a new pod: `<name>-<ordinal>` for a StatefulSet, `<name>-<hash>-<5
-    /// random>` for a Deployment, `<name>-<5 random>` for the others.
+    /// random>` for a Deployment, `<name>-<index>-<5 random>` for an Indexed Job's,
+    /// `<name>-<5 random>` for the others.
     pub fn pod_name(&self, ordinal: u32) -> String {
         match self.kind {
             WorkloadKind::StatefulSet => format!("{}-{ordinal}", self.name),
+            WorkloadKind::Job if self.job.is_some_and(|j| j.indexed) => {
+                format!("{}-{ordinal}-{}", self.name, suffix(5))
+            }
             WorkloadKind::Deployment => {
                 format!("{}-{}-{}", self.name, self.template_hash, suffix(5))
             }
@@ -136,10 +147,37 @@ impl Workload {
             labels.insert(k.into(), v.into());
         }
         meta.insert("labels".into(), Value::Mapping(labels));
+        let indexed = self.job.is_some_and(|j| j.indexed);
+        if indexed {
+            let mut annotations = match meta.remove("annotations") {
+                Some(Value::Mapping(m)) => m,
+                _ => Mapping::new(),
+            };
+            annotations.insert(COMPLETION_INDEX.into(), ordinal.to_string().into());
+            meta.insert("annotations".into(), Value::Mapping(annotations));
+        }
         let mut spec = match template.remove("spec") {
             Some(Value::Mapping(m)) => m,
             _ => Mapping::new(),
         };
+        if indexed {
+            // Every container learns its index (kubelet gives it through the annotation).
+            for list in ["initContainers", "containers"] {
+                if let Some(Value::Sequence(cs)) = spec.get_mut(list) {
+                    for c in cs.iter_mut().filter_map(Value::as_mapping_mut) {
+                        let mut var = Mapping::new();
+                        var.insert("name".into(), "JOB_COMPLETION_INDEX".into());
+                        var.insert("value".into(), ordinal.to_string().into());
+                        match c.get_mut("env") {
+                            Some(Value::Sequence(env)) => env.push(Value::Mapping(var)),
+                            _ => {
+                                c.insert("env".into(), Value::Sequence(vec![Value::Mapping(var)]));
+                            }
+                        }
+                    }
+                }
+            }
+        }
         if self.kind == WorkloadKind::StatefulSet && !spec.contains_key("hostname") {
             // A StatefulSet's pods are named hosts (`web-0`).
             spec.insert("hostname".into(), name.into());
@@ -191,10 +229,16 @@ impl Workload {
                 ("statefulset.kubernetes.io/pod-name", name.to_string()),
                 ("apps.kubernetes.io/pod-index", ordinal.to_string()),
             ],
-            WorkloadKind::Job => vec![
-                ("job-name", self.name.clone()),
-                ("batch.kubernetes.io/job-name", self.name.clone()),
-            ],
+            WorkloadKind::Job => {
+                let mut l = vec![
+                    ("job-name", self.name.clone()),
+                    ("batch.kubernetes.io/job-name", self.name.clone()),
+                ];
+                if self.job.is_some_and(|j| j.indexed) {
+                    l.push((COMPLETION_INDEX, ordinal.to_string()));
+                }
+                l
+            }
             _ => Vec::new(),
         }
     }
@@ -341,11 +385,21 @@ pub(crate) fn parse(
             let completions = count(spec.completions, "completions", 1)?;
             let parallelism = count(spec.parallelism, "parallelism", 1)?;
             let backoff_limit = count(spec.backoff_limit, "backoffLimit", 6)?;
+            let indexed = match spec.completion_mode.as_deref() {
+                None | Some("NonIndexed") => false,
+                Some("Indexed") => true,
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "{where_}: spec.completionMode {other:?} is invalid (NonIndexed or Indexed)"
+                    )));
+                }
+            };
             replicas = parallelism.min(completions);
             job = Some(JobSpec {
                 completions,
                 parallelism,
                 backoff_limit,
+                indexed,
             });
         }
         WorkloadKind::StatefulSet => {

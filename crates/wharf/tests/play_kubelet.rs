@@ -1204,3 +1204,67 @@ spec:
     w.ok(&["play", "--down", &m]);
     w.assert_clean();
 }
+
+/// An Indexed Job: each pod gets an index (0..completions) in its name, its
+/// JOB_COMPLETION_INDEX and its completion-index annotation (read here through the
+/// downward API), at most `parallelism` at once; the Job completes when every index has
+/// succeeded.
+#[test]
+fn an_indexed_job_runs_each_index_once() {
+    let w = Wharf::new("kubelet-indexed");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "indexed.yaml",
+        r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: idx
+spec:
+  completions: 3
+  parallelism: 2
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "echo index=$JOB_COMPLETION_INDEX file=$(cat /meta/index)"]
+        volumeMounts: [{name: meta, mountPath: /meta}]
+      volumes:
+      - name: meta
+        downwardAPI:
+          items:
+          - path: index
+            fieldRef: {fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+"#,
+    );
+    let out = w.ok(&["play", "--network", "none", &m]);
+    // Two at once: indexes 0 and 1 first.
+    assert!(
+        out.contains("pod idx-0-") && out.contains("pod idx-1-"),
+        "{out}"
+    );
+    assert!(!out.contains("pod idx-2-"), "{out}");
+    assert!(
+        wait_until(Duration::from_secs(30), || w
+            .ok(&["play", "--status", &m])
+            .contains("Job/idx: Complete")),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    let names = pod_names(&w, &m);
+    assert_eq!(names.len(), 3, "{names:?}");
+    for i in 0..3 {
+        let name = names
+            .iter()
+            .find(|n| n.starts_with(&format!("idx-{i}-")))
+            .unwrap_or_else(|| panic!("no pod of index {i} in {names:?}"));
+        let log = w.wait_for_log(&format!("{name}-worker"), "file=");
+        assert_eq!(log, format!("index={i} file={i}\n"));
+    }
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}
