@@ -245,6 +245,17 @@ pub struct KubeSpec {
     pub helper: Option<PathBuf>,
 }
 
+impl KubeSpec {
+    /// The signal that stops the container (SIGTERM when none is given).
+    pub fn signal(&self) -> i32 {
+        if self.stop_signal > 0 {
+            self.stop_signal
+        } else {
+            libc::SIGTERM
+        }
+    }
+}
+
 /// A Kubernetes probe: `action` run every `period_ms` from `initial_delay_ms` after the
 /// start; `success_threshold` successes in a row make it pass, `failure_threshold`
 /// failures in a row make it fail; an action outliving `timeout_ms` fails.

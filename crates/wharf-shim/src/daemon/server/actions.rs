@@ -59,7 +59,6 @@ impl Shim {
             .iter()
             .find(|c| c.key == key)
             .ok_or("the container is gone")?;
-        let id = c.spec.id.clone();
         let kube = c.spec.kube.clone().unwrap_or_default();
         match action {
             Action::Sleep { ms } => {
@@ -67,16 +66,7 @@ impl Shim {
                 run.deadline = Some(Instant::now() + Duration::from_millis(*ms));
             }
             Action::Exec { command } => {
-                let mut p = self.exec_process(key)?;
-                p.set_args(Some(command.clone()));
-                p.set_terminal(Some(false));
-                let exec_id = format!(
-                    "{PREFIX}{}",
-                    wharf_sys::time::now_rfc3339_nano().replace([':', '.'], "-")
-                );
-                let pid = self
-                    .op_exec(&id, &exec_id, p, &StdioSpec::pipes(false))
-                    .map_err(|Fail(_, m)| m)?;
+                let (exec_id, pid) = self.exec_check(key, PREFIX, command)?;
                 run.exec_id = Some(exec_id);
                 run.pid = Some(pid);
             }
@@ -168,18 +158,36 @@ impl Shim {
         netcheck::spawn_helper(kube.netns.as_deref(), helper, args)
     }
 
-    /// The process of the container's config, for exec actions and health checks.
-    pub(super) fn exec_process(&self, key: u64) -> Result<oci_spec::runtime::Process, String> {
+    /// Start `argv` in container `key` as the shim's own exec (a health check's or an
+    /// exec action's): the container's process settings, no terminal, output on pipes,
+    /// an exec id of `prefix` and the time. Returns the exec id and pid.
+    pub(super) fn exec_check(
+        &mut self,
+        key: u64,
+        prefix: &str,
+        argv: &[String],
+    ) -> Result<(String, i32), String> {
         let c = self
             .containers
             .iter()
             .find(|c| c.key == key)
             .ok_or("the container is gone")?;
-        std::fs::read(c.spec.bundle.join("config.json"))
+        let id = c.spec.id.clone();
+        let mut p = std::fs::read(c.spec.bundle.join("config.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).ok())
             .and_then(|s| s.process().clone())
-            .ok_or_else(|| "the container's config.json has no process".into())
+            .ok_or("the container's config.json has no process")?;
+        p.set_args(Some(argv.to_vec()));
+        p.set_terminal(Some(false));
+        let exec_id = format!(
+            "{prefix}{}",
+            wharf_sys::time::now_rfc3339_nano().replace([':', '.'], "-")
+        );
+        let pid = self
+            .op_exec(&id, &exec_id, p, &StdioSpec::pipes(false))
+            .map_err(|Fail(_, m)| m)?;
+        Ok((exec_id, pid))
     }
 
     /// Keep output of a running exec action.

@@ -7,9 +7,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Fail, Shim};
+use super::Shim;
 use crate::daemon::log;
-use crate::protocol::{HealthResult, HealthSpec, HealthState, Status, StdioSpec};
+use crate::protocol::{HealthResult, HealthSpec, HealthState, Status};
 
 /// Exec ids of health checks start with this.
 pub(super) const PREFIX: &str = "health-";
@@ -128,30 +128,11 @@ impl Shim {
         let Some(c) = self.find_key_mut(key) else {
             return;
         };
-        let id = c.spec.id.clone();
         let Some(spec) = c.spec.health.clone() else {
             return;
         };
         let started = wharf_sys::time::now_rfc3339_nano();
-        let process = std::fs::read(c.spec.bundle.join("config.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).ok())
-            .and_then(|s| s.process().clone());
-        let exec_id = format!(
-            "{PREFIX}{}",
-            wharf_sys::time::now_rfc3339_nano().replace([':', '.'], "-")
-        );
-        let result = match process {
-            Some(mut p) => {
-                p.set_args(Some(spec.test.clone()));
-                p.set_terminal(Some(false));
-                self.op_exec(&id, &exec_id, p, &StdioSpec::pipes(false))
-            }
-            None => Err(Fail(
-                crate::protocol::ErrorKind::Runtime,
-                "the container's config.json has no process".into(),
-            )),
-        };
+        let result = self.exec_check(key, PREFIX, &spec.test);
         let Some(c) = self.find_key_mut(key) else {
             return;
         };
@@ -159,7 +140,7 @@ impl Shim {
             return;
         };
         match result {
-            Ok(pid) => {
+            Ok((exec_id, pid)) => {
                 h.running = Some(Running {
                     exec_id,
                     pid,
@@ -169,7 +150,7 @@ impl Shim {
                     output: Vec::new(),
                 });
             }
-            Err(Fail(_, msg)) => {
+            Err(msg) => {
                 h.record(
                     &spec,
                     HealthResult {

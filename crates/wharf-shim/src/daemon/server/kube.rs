@@ -418,12 +418,12 @@ impl Shim {
             k.state.ready = false;
             k.state.killed_for = Some(reason.into());
         }
-        let signal = if spec.stop_signal > 0 {
-            spec.stop_signal
-        } else {
-            libc::SIGTERM
-        };
-        self.begin_stop(key, signal, grace_ms.unwrap_or(spec.grace_ms), pre_stop);
+        self.begin_stop(
+            key,
+            spec.signal(),
+            grace_ms.unwrap_or(spec.grace_ms),
+            pre_stop,
+        );
     }
 
     /// Stop container `key`: its preStop hook first when it has one (and `pre_stop`),
@@ -564,11 +564,7 @@ impl Shim {
             let Some(spec) = c.spec.kube.as_ref().filter(|k| k.sidecar) else {
                 continue;
             };
-            let sig = if spec.stop_signal > 0 {
-                spec.stop_signal
-            } else {
-                libc::SIGTERM
-            };
+            let sig = spec.signal();
             let grace = Duration::from_millis(spec.grace_ms);
             c.stopping = true;
             c.kill_at = Some(now + grace);
