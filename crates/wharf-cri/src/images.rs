@@ -128,35 +128,8 @@ fn credentials(auth: Option<&AuthConfig>) -> Result<Option<Credentials>, Status>
     Ok(None)
 }
 
-/// Bytes and inodes used below `dir`, not crossing into other filesystems (overlay mounts
-/// of running containers) and counting hard links once.
-pub(crate) fn usage(dir: &std::path::Path) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(top) = std::fs::symlink_metadata(dir) else {
-        return (0, 0);
-    };
-    let dev = top.dev();
-    let mut seen = std::collections::HashSet::new();
-    let (mut bytes, mut inodes) = (0u64, 0u64);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.dev() != dev || !seen.insert(m.ino()) {
-                continue;
-            }
-            bytes += m.blocks() * 512;
-            inodes += 1;
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    (bytes, inodes)
-}
+/// Bytes and inodes used below `dir` ([`wharf_sys::fs::disk_usage`]).
+pub(crate) use wharf_sys::fs::disk_usage as usage;
 
 type ImagesStream = std::pin::Pin<
     Box<dyn tokio_stream::Stream<Item = Result<StreamImagesResponse, Status>> + Send>,

@@ -51,15 +51,7 @@ pub fn open_in_root(root: BorrowedFd<'_>, path: &str) -> io::Result<OwnedFd> {
 }
 
 /// Reopen an `O_PATH` fd as a readable directory (fails if it is not one).
-pub fn reopen_dir(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    rustix::fs::openat(
-        fd,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(Into::into)
-}
+pub use wharf_sys::fs::reopen_dir;
 
 /// Open directory `child` of `parent`, never following a symlink in its place.
 pub fn open_child_dir(parent: BorrowedFd<'_>, child: &OsStr) -> io::Result<OwnedFd> {

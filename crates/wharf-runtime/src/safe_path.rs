@@ -165,15 +165,7 @@ pub fn ensure(root: BorrowedFd<'_>, path: &Path, dir: bool) -> io::Result<OwnedF
 }
 
 /// An O_PATH directory fd reopened for real I/O (needed by `*at` calls that create entries).
-pub fn reopen_dir(fd: &OwnedFd) -> io::Result<OwnedFd> {
-    rustix::fs::openat(
-        fd,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(Into::into)
-}
+pub use wharf_sys::fs::reopen_dir;
 
 /// `/proc/self/fd/N`: the path through which syscalls that only take paths (mount(2)) act on
 /// exactly the object the fd refers to.

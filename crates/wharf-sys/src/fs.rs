@@ -64,6 +64,51 @@ pub fn is_nsfs(path: &Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|s| s.f_type as u64 == NSFS_MAGIC)
 }
 
+/// Disk used below `dir`, as `du` counts it: the blocks of every file and directory
+/// (hard links once), symlinks not followed, other filesystems (mounts inside, such as a
+/// running container's overlay) not entered. Returns bytes and inodes; unreadable parts
+/// count as nothing.
+pub fn disk_usage(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return (0, 0);
+    };
+    let dev = top.dev();
+    let mut seen = std::collections::HashSet::new();
+    let (mut bytes, mut inodes) = (0u64, 0u64);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.dev() != dev || !seen.insert(m.ino()) {
+                continue;
+            }
+            bytes += m.blocks() * 512;
+            inodes += 1;
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    (bytes, inodes)
+}
+
+/// An `O_PATH` descriptor (or any other of a directory) reopened for reading, so that
+/// `*at` calls can list and create entries in it; fails if it is not a directory.
+pub fn reopen_dir(fd: impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::openat(
+        fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Into::into)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,6 @@
 //! the pod is evicted: its containers are killed, nothing restarts, and the pod fails with
 //! kubelet's message.
 
-use std::path::Path;
-
 use super::*;
 
 /// Between measurements (kubelet's eviction manager: 10 s); WHARF_EVICTION_INTERVAL_MS
@@ -32,7 +30,7 @@ impl Shim {
         }
         self.next_disk_check = Some(now + interval());
         let over = self.disk_limits.iter().find_map(|l| {
-            let used = usage(&l.path);
+            let (used, _) = wharf_sys::fs::disk_usage(&l.path);
             (used > l.bytes).then(|| (l.volume.clone(), used, l.bytes))
         });
         if let Some((volume, used, limit)) = over {
@@ -65,32 +63,4 @@ impl Shim {
             failure: message.to_string(),
         });
     }
-}
-
-/// Bytes of disk the files below `dir` take (their blocks), symlinks not followed and
-/// other filesystems not entered.
-fn usage(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(top) = std::fs::symlink_metadata(dir) else {
-        return 0;
-    };
-    let dev = top.dev();
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.dev() != dev {
-                continue;
-            }
-            total += m.blocks() * 512;
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    total
 }
