@@ -51,4 +51,4 @@ pub use query::{
     PodFilter, PodView, ProcessInfo,
 };
 pub use session::{Session, SessionEnd, Signaller};
-pub use supervisor::StdioMode;
+pub use supervisor::{StdioMode, restart_backoff};

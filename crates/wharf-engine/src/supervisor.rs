@@ -260,7 +260,7 @@ impl Engine {
         }
         let shim = self.shim(&pod)?;
         // Containers started one by one are docker's: its restart back-off.
-        let backoff = self.backoff().unwrap_or(DOCKER_BACKOFF);
+        let backoff = restart_backoff().unwrap_or(DOCKER_BACKOFF);
         let spec = self.shim_spec(&pod, &row, stdio, Some(backoff));
         match shim.create(&spec) {
             Ok(_) => {}
@@ -339,12 +339,12 @@ impl Engine {
             init: containers
                 .iter()
                 .filter(|c| c.spec.init)
-                .map(|c| self.shim_spec(&pod, c, stdio(c), self.backoff()))
+                .map(|c| self.shim_spec(&pod, c, stdio(c), restart_backoff()))
                 .collect(),
             containers: containers
                 .iter()
                 .filter(|c| !c.spec.init)
-                .map(|c| self.shim_spec(&pod, c, stdio(c), self.backoff()))
+                .map(|c| self.shim_spec(&pod, c, stdio(c), restart_backoff()))
                 .collect(),
             disk_limits: pod
                 .spec
@@ -373,20 +373,6 @@ impl Engine {
             }
             db.update_pod(&pod.id, &pod.sandbox, PodState::Running)?;
             db.event("started", "pod", &pod.id, &pod.name, serde_json::json!({}))
-        })
-    }
-
-    /// The back-off set for tests (WHARF_RESTART_BACKOFF_MS), else None: the default is the
-    /// caller's (kubelet's for pods run as a plan, docker's for single containers).
-    fn backoff(&self) -> Option<Backoff> {
-        let ms: u64 = std::env::var("WHARF_RESTART_BACKOFF_MS")
-            .ok()?
-            .parse()
-            .ok()?;
-        Some(Backoff {
-            initial_ms: ms,
-            max_ms: ms.saturating_mul(30),
-            first_immediate: false,
         })
     }
 
@@ -743,4 +729,19 @@ fn not_started() -> ExitInfo {
         reason: Some("NotStarted".into()),
         message: None,
     }
+}
+
+/// The restart back-off set for tests (WHARF_RESTART_BACKOFF_MS), else None: the default
+/// is the caller's (kubelet's for pods run as a plan and for a Job's re-created pods,
+/// docker's for single containers).
+pub fn restart_backoff() -> Option<Backoff> {
+    let ms: u64 = std::env::var("WHARF_RESTART_BACKOFF_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(Backoff {
+        initial_ms: ms,
+        max_ms: ms.saturating_mul(30),
+        first_immediate: false,
+    })
 }

@@ -186,14 +186,11 @@ pub fn reconcile(
     Ok((done, Progress::Active))
 }
 
-/// The back-off before a Job's first re-creation (WHARF_RESTART_BACKOFF_MS for tests, as
-/// the shim's restarts; kubelet's 10 s otherwise).
+/// The back-off before a Job's first re-creation: the shim's restart back-off (kubelet's
+/// 10 s, or the one set for tests).
 fn backoff() -> Duration {
-    std::env::var("WHARF_RESTART_BACKOFF_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_secs(10))
+    let b = wharf_engine::restart_backoff().unwrap_or_default();
+    Duration::from_millis(b.initial_ms)
 }
 
 /// The workload's pods, oldest first.
@@ -206,7 +203,7 @@ fn seen(engine: &Engine, w: &Workload) -> Result<Vec<Seen>> {
     pods.sort_by(|a, b| a.row.created_at.cmp(&b.row.created_at));
     let mut out = Vec::new();
     for p in pods {
-        let st = pod_status(engine, &p.row.id)?;
+        let st = pod_status(engine, &p);
         out.push(Seen {
             id: p.row.id.clone(),
             name: p.row.name.clone(),

@@ -6,10 +6,9 @@
 //! while the shim did the work (restarts, probes, hooks).
 
 use serde::Serialize;
-use wharf_engine::Engine;
 use wharf_engine::db::PodRow;
-use wharf_engine::error::Result;
 use wharf_engine::model::PodState;
+use wharf_engine::{Engine, PodView};
 use wharf_shim::protocol::{ExitRecord, KubeState, PodPhase, Status};
 use wharf_shim::records::{ContainerRecord, StateDir};
 
@@ -118,9 +117,9 @@ impl ContainerState {
     }
 }
 
-/// The status of pod `key` (name or id).
-pub fn pod_status(engine: &Engine, key: &str) -> Result<PodStatus> {
-    let view = engine.pod(key)?;
+/// The status of the pod `view` shows (a container removed meanwhile is shown as not
+/// created).
+pub fn pod_status(engine: &Engine, view: &PodView) -> PodStatus {
     let records = StateDir::new(&view.row.sandbox.shim_dir);
     let pod_record = records.pod().ok().flatten();
     // App containers not started while init containers are not done (or failed for
@@ -154,12 +153,12 @@ pub fn pod_status(engine: &Engine, key: &str) -> Result<PodStatus> {
             apps.push(status);
         }
     }
-    Ok(summarize(
+    summarize(
         &view.row,
         pod_record.map(|p| (p.phase, p.failure)),
         init,
         apps,
-    ))
+    )
 }
 
 fn container_status(

@@ -122,7 +122,7 @@ impl ObjectStore {
                 })
                 .collect(),
             binary_keys: o.binary_keys.clone(),
-            created_at: now(),
+            created_at: wharf_sys::time::now_rfc3339(),
         };
         let tmp = path.with_extension("json.tmp");
         let write = || -> std::io::Result<()> {
@@ -213,10 +213,6 @@ impl ObjectStore {
         out.extend(self.list("Secret")?.into_iter().map(|s| s.object));
         Ok(out)
     }
-}
-
-fn now() -> String {
-    wharf_sys::time::now_rfc3339()
 }
 
 /// An object made from kubectl's `create configmap|secret` flags: `--from-literal K=V`,

@@ -244,10 +244,12 @@ impl Workload {
     }
 }
 
-/// `n` characters of the alphabet Kubernetes uses for generated names (no vowels, no
+/// The alphabet Kubernetes uses for generated names and hashes (no vowels, no
 /// look-alikes).
+const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// `n` random characters of [`ALPHABET`].
 fn suffix(n: usize) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut raw = vec![0u8; n];
     rustix::rand::getrandom(&mut raw, rustix::rand::GetRandomFlags::empty()).expect("getrandom");
     raw.iter()
@@ -257,7 +259,6 @@ fn suffix(n: usize) -> String {
 
 /// 10 characters of a stable hash (FNV-1a) of the template's YAML.
 fn template_hash(template: &Value) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let text = serde_norway::to_string(template).unwrap_or_default();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {

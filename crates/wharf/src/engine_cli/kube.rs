@@ -493,15 +493,12 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
             .to_vec(),
     ];
     let mut details = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for name in manifest.pod_names() {
-        if engine.pod(name).is_err() {
-            eprintln!("wharf: pod {name} does not exist");
-            code = 1;
-            continue;
-        }
-        names.push(name.to_string());
-    }
+    // The manifest's pods, then its workloads' (true: the manifest names it).
+    let mut names: Vec<(String, bool)> = manifest
+        .pod_names()
+        .into_iter()
+        .map(|n| (n.to_string(), true))
+        .collect();
     let mut workloads = Vec::new();
     for w in manifest.workloads() {
         let pods = owned_pods(&engine, w)?;
@@ -525,22 +522,27 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
             continue;
         }
         workloads.push(line);
-        names.extend(pods.into_iter().map(|p| p.row.name));
+        names.extend(pods.into_iter().map(|p| (p.row.name, false)));
     }
-    for name in &names {
-        // A workload's controller may remove a pod between the listing and here.
-        let (st, created) = match (wharf_kube::pod_status(&engine, name), engine.pod(name)) {
-            (Ok(st), Ok(p)) => (st, p.row.created_at),
-            (Err(wharf_engine::Error::NotFound { .. }), _)
-            | (_, Err(wharf_engine::Error::NotFound { .. })) => continue,
-            (Err(e), _) | (_, Err(e)) => return Err(e).with_context(|| format!("pod {name}")),
+    for (name, named) in &names {
+        let view = match engine.pod(name) {
+            Ok(v) => v,
+            Err(wharf_engine::Error::NotFound { .. }) if *named => {
+                eprintln!("wharf: pod {name} does not exist");
+                code = 1;
+                continue;
+            }
+            // A workload's controller may remove a pod between the listing and here.
+            Err(wharf_engine::Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e).with_context(|| format!("pod {name}")),
         };
+        let st = wharf_kube::pod_status(&engine, &view);
         rows.push(vec![
-            name.to_string(),
+            name.clone(),
             format!("{}/{}", st.ready.0, st.ready.1),
             st.summary.clone(),
             st.restarts.to_string(),
-            output::age(&created),
+            output::age(&view.row.created_at),
         ]);
         for c in st
             .init_container_statuses

@@ -552,11 +552,6 @@ fn inspect_tree(engine: &Engine, objects: &[String], json: bool) -> Result<i32> 
     Ok(0)
 }
 
-/// kubectl's view of a pod (phase, conditions, container states), when it can be read.
-fn kube_status(engine: &Engine, p: &PodView) -> Option<wharf_kube::PodStatus> {
-    wharf_kube::pod_status(engine, &p.row.id).ok()
-}
-
 fn pod_json(engine: &Engine, p: &PodView) -> Value {
     let containers: Vec<Value> = p
         .containers
@@ -569,7 +564,7 @@ fn pod_json(engine: &Engine, p: &PodView) -> Value {
         "Spec": docker_json::pascal_keys(json!(r.spec)),
         "Sandbox": docker_json::pascal_keys(json!(r.sandbox)),
         "Containers": containers,
-        "Status": kube_status(engine, p),
+        "Status": wharf_kube::pod_status(engine, p),
     })
 }
 
@@ -584,17 +579,13 @@ pub fn inspect_pods(engine: &Engine, pods: &[String], format: Option<&str>) -> R
 
 /// What `pod ls` shows as a pod's status: kubectl's STATUS column (`Running`,
 /// `Init:0/1`, `CrashLoopBackOff`, `Completed`); the engine's state for a pod without
-/// containers (`created`), a stopped or dead one, or one whose records cannot be read.
-fn pod_summary(p: &PodView, k: Option<&wharf_kube::PodStatus>) -> String {
+/// containers (`created`), or a stopped or dead one.
+fn pod_summary(p: &PodView, k: &wharf_kube::PodStatus) -> String {
     use wharf_engine::model::PodState;
-    match k {
-        Some(k)
-            if !p.containers.is_empty()
-                && !matches!(p.row.state, PodState::Stopped | PodState::Dead) =>
-        {
-            k.summary.clone()
-        }
-        _ => p.row.state.to_string(),
+    if !p.containers.is_empty() && !matches!(p.row.state, PodState::Stopped | PodState::Dead) {
+        k.summary.clone()
+    } else {
+        p.row.state.to_string()
     }
 }
 
@@ -618,13 +609,13 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 .iter()
                 .map(|p| {
                     let r = &p.row;
-                    let k = kube_status(engine, p);
+                    let k = wharf_kube::pod_status(engine, p);
                     json!({
                         "ID": &r.id[..12], "Id": r.id, "Name": r.name,
-                        "Status": pod_summary(p, k.as_ref()), "State": r.state.to_string(),
-                        "Ready": k.as_ref().map(|k| format!("{}/{}", k.ready.0, k.ready.1)),
-                        "Restarts": k.as_ref().map_or(0, |k| k.restarts),
-                        "Phase": k.as_ref().map(|k| k.phase),
+                        "Status": pod_summary(p, &k), "State": r.state.to_string(),
+                        "Ready": format!("{}/{}", k.ready.0, k.ready.1),
+                        "Restarts": k.restarts,
+                        "Phase": k.phase,
                         "Created": format!("{} ago", ago(&r.created_at)),
                         "CreatedAt": format::docker_time(&r.created_at),
                         "IP": r.sandbox.ips.join(","), "NumberOfContainers": p.containers.len(),
@@ -662,14 +653,13 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
             ];
             for p in &pods {
                 let r = &p.row;
-                let k = kube_status(engine, p);
+                let k = wharf_kube::pod_status(engine, p);
                 t.push(vec![
                     r.id[..12].to_string(),
                     r.name.clone(),
-                    pod_summary(p, k.as_ref()),
-                    k.as_ref()
-                        .map_or("-".into(), |k| format!("{}/{}", k.ready.0, k.ready.1)),
-                    k.as_ref().map_or(0, |k| k.restarts).to_string(),
+                    pod_summary(p, &k),
+                    format!("{}/{}", k.ready.0, k.ready.1),
+                    k.restarts.to_string(),
                     format!("{} ago", ago(&r.created_at)),
                     r.sandbox.ips.join(","),
                     p.containers.len().to_string(),
