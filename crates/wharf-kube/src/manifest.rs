@@ -456,7 +456,8 @@ fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
         )),
         "Service" => {
             let (svc, ignored): (api::ServiceDoc, Vec<String>) = typed(value, &where_)?;
-            let name = object_name(&svc.metadata, &where_)?;
+            // Checked as the API server would, though nothing here needs the name.
+            object_name(&svc.metadata, &where_)?;
             m.warnings.extend(
                 ignored
                     .iter()
@@ -464,7 +465,6 @@ fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {
             );
             match svc.spec.type_.as_deref().unwrap_or("ClusterIP") {
                 "NodePort" | "LoadBalancer" if !svc.spec.selector.is_empty() => {
-                    let _ = name;
                     m.services.push(NodePortService {
                         namespace: svc.metadata.namespace,
                         selector: svc.spec.selector,

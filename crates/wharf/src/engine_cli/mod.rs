@@ -457,18 +457,11 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             filter,
         ),
         Cmd::Play {
-            down,
-            force: _,
-            status,
+            status: true,
             format,
-            network,
-            pull,
-            configmap,
             file,
-        } if *status => {
-            let _ = (down, network, pull, configmap);
-            kube::play_status(cli, file, format.as_deref())
-        }
+            ..
+        } => kube::play_status(cli, file, format.as_deref()),
         Cmd::Play {
             down,
             force,
