@@ -11,6 +11,7 @@ use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::Result;
 use wharf_engine::model::{ContainerSpec, NetworkMode, RestartPolicy};
+use wharf_engine::named_volumes::KIND as VOLUME;
 use wharf_shim::protocol::{Action, ProbeSpec};
 
 use crate::{LABEL_CONTAINER_NAME, LABEL_OWNER, LABEL_POD_NAME, LABEL_POD_NAMESPACE};
@@ -278,10 +279,10 @@ fn container_doc(
     for (j, mt) in c.mounts.iter().enumerate() {
         let vname = volume_name(&name, j, mt, volumes_dir);
         let source = match mt.kind.as_str() {
-            "volume" if !mt.source.as_os_str().is_empty() => {
+            VOLUME if !mt.source.as_os_str().is_empty() => {
                 json!({"persistentVolumeClaim": {"claimName": mt.source.display().to_string()}})
             }
-            "volume" => json!({"emptyDir": {}}),
+            VOLUME => json!({"emptyDir": {}}),
             "tmpfs" => json!({"emptyDir": {"medium": "Memory"}}),
             _ if mt.source.starts_with(volumes_dir) => {
                 notes.push(format!(
@@ -357,7 +358,7 @@ fn volume_name(
     {
         return first.as_os_str().to_string_lossy().into_owned();
     }
-    if m.kind == "volume" && !m.source.as_os_str().is_empty() {
+    if m.kind == VOLUME && !m.source.as_os_str().is_empty() {
         return m.source.display().to_string();
     }
     format!("{container}-{j}")
