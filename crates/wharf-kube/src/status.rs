@@ -187,7 +187,7 @@ fn container_status(
     };
     let hook_running = kube.as_ref().and_then(|k| k.hook.as_deref()) == Some("PostStart");
     let (state, running) = match (&rec, &exit) {
-        (Some(r), Some(e)) if r.status == Status::Exited && r.restart_pending => (
+        (Some(r), Some(e)) if r.status == Status::Exited && r.backing_off => (
             waiting(
                 "CrashLoopBackOff",
                 Some(format!(
@@ -375,5 +375,61 @@ fn terminated_reason(t: &ContainerState) -> String {
             }
         }
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(restart_count: u32, restart_pending: bool, backing_off: bool) -> ContainerState {
+        let dir = tempfile::tempdir().unwrap();
+        let records = StateDir::new(dir.path());
+        std::fs::create_dir_all(records.container("c1")).unwrap();
+        let exit = ExitRecord {
+            exit_code: 3,
+            signal: None,
+            started_at: None,
+            finished_at: "2026-12-02T00:00:00.000000000Z".into(),
+            oom_killed: false,
+            reason: "Error".into(),
+            message: None,
+        };
+        records.write_exit("c1", &exit).unwrap();
+        let rec = ContainerRecord {
+            status: Status::Exited,
+            pid: None,
+            pid_start_time: None,
+            started_at: None,
+            restart_count,
+            restart_pending,
+            backing_off,
+        };
+        records.write_status("c1", &rec).unwrap();
+        container_status(&records, "c1", "setup".into(), false, false, false).state
+    }
+
+    fn waiting_reason(state: &ContainerState) -> Option<&str> {
+        match state {
+            ContainerState::Waiting { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// kubelet's CrashLoopBackOff is a restart held back by its back-off; until the
+    /// immediate first restart happens the container shows its exit, as kubelet's
+    /// does, and so does one that will not be restarted.
+    #[test]
+    fn crash_loop_back_off_only_while_a_back_off_holds_the_restart() {
+        assert_eq!(
+            waiting_reason(&exited(1, true, true)),
+            Some("CrashLoopBackOff")
+        );
+        for state in [exited(0, true, false), exited(2, false, false)] {
+            assert!(
+                matches!(state, ContainerState::Terminated { exit_code: 3, .. }),
+                "{state:?}"
+            );
+        }
     }
 }

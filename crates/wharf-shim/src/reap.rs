@@ -116,6 +116,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
             restart_count: record.as_ref().map_or(0, |r| r.restart_count),
             started_at: record.and_then(|r| r.started_at),
             restart_pending: false,
+            backing_off: false,
         };
         sd.write_status(&id, &rec)?;
         out.push(Reaped { id, exit, killed });

@@ -57,6 +57,11 @@ pub struct ContainerRecord {
     /// of the records must not take this exit as final.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restart_pending: bool,
+    /// That restart waits out a back-off (kubelet's CrashLoopBackOff). False for the
+    /// immediate first restart: until it happens the container shows as terminated,
+    /// as kubelet shows it, not as backing off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backing_off: bool,
 }
 
 /// The pod's persisted state.

@@ -409,15 +409,16 @@ fn a_failing_init_container_is_shown_as_kubectl_would_and_comes_down() {
     let never = w.path("never.yaml");
     std::fs::write(&never, pod("never", "Never").replace("IMAGE", &busybox())).unwrap();
     let never = never.to_str().unwrap();
+    // One snapshot for every row: a second `play --status` could land after the
+    // back-off, while the init container is being started again.
+    let mut table = String::new();
     assert!(
         wait_until(Duration::from_secs(10), || {
-            w.ok(&["play", "--status", &m])
-                .contains("Init:CrashLoopBackOff")
+            table = w.ok(&["play", "--status", &m]);
+            table.contains("Init:CrashLoopBackOff")
         }),
-        "{}",
-        w.ok(&["play", "--status", &m])
+        "{table}"
     );
-    let table = w.ok(&["play", "--status", &m]);
     let row = |name: &str| {
         table
             .lines()

@@ -358,6 +358,7 @@ impl Shim {
             started_at: c.started_at.clone(),
             restart_count: c.restart_count,
             restart_pending: c.restart_at.is_some(),
+            backing_off: c.restart_at.is_some_and(|at| at > Instant::now()),
         };
         if let Err(e) = self.cfg.state.write_status(&c.spec.id, &rec) {
             log(&format!("container {}: {e}", c.spec.id));
