@@ -564,9 +564,134 @@ spec:
         "{}",
         w.ok(&["play", "--status", &m])
     );
+    // Its controller runs in a cgroup of its own below the engine's parent. Killed, as a
+    // reboot kills it, `system restore` starts it again, and it keeps the replicas again.
+    let record = w.root().join("kube/workloads/default.deployment.web");
+    let controller = || -> i32 {
+        std::fs::read_to_string(record.join("controller.pid"))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let pid = controller();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert!(
+        cgroups.contains("/kube-controller.default.deployment.web\n"),
+        "{cgroups}"
+    );
+    // SAFETY: a signal to the test's own workload controller.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(5), || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }));
+    assert_eq!(w.ok(&["system", "restore"]).trim(), "Deployment web");
+    assert_ne!(controller(), pid);
+    assert_eq!(
+        w.ok(&["system", "restore"]),
+        "",
+        "it runs: not started twice"
+    );
+    let before = pod_names(&w, &m);
+    w.ok(&["pod", "rm", "-f", &before[0]]);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let now = pod_names(&w, &m);
+            now.len() == 2 && !now.contains(&before[0])
+        }),
+        "not replaced by the restored controller: {:?}",
+        pod_names(&w, &m)
+    );
     w.ok(&["play", "--down", &m]);
     // Nothing comes back: the controller is gone with them.
     std::thread::sleep(Duration::from_millis(1500));
+    w.assert_clean();
+}
+
+/// `play --replace` (podman's flag) takes down what an earlier play of the manifest made
+/// and plays its new text; without it a second play is refused and changes nothing; a
+/// broken edit is refused before anything is taken down.
+#[test]
+fn play_replace_takes_down_what_an_earlier_play_made() {
+    let w = Wharf::new("kubelet-replace");
+    w.pull_busybox();
+    let text = |greeting: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: solo}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sleep, "1000"]
+    env: [{{name: GREETING, value: {greeting}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: IMAGE
+        imagePullPolicy: IfNotPresent
+        command: [sleep, "1000"]
+        env: [{{name: GREETING, value: {greeting}}}]
+"#
+        )
+        .replace("IMAGE", &busybox())
+    };
+    let m = manifest(&w, "replace.yaml", &text("one"));
+    w.ok(&["play", "--network", "none", &m]);
+    let first = pod_names(&w, &m);
+    assert_eq!(first.len(), 2, "{first:?}");
+    let out = w.run(&["play", "--network", "none", &m]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("pod solo already exists") && out.stderr.contains("--replace"),
+        "{out:?}"
+    );
+    assert_eq!(pod_names(&w, &m), first, "a refused play changed nothing");
+    std::fs::write(&m, text("two")).unwrap();
+    let out = w.run(&["play", "--replace", "--network", "none", &m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let greeting = |pod: &str, container: &str| {
+        w.ok(&[
+            "exec",
+            &format!("{pod}-{container}"),
+            "sh",
+            "-c",
+            "echo $GREETING",
+        ])
+        .trim()
+        .to_string()
+    };
+    assert_eq!(greeting("solo", "app"), "two");
+    let now = pod_names(&w, &m);
+    let web = now.iter().find(|n| n.starts_with("web-")).unwrap();
+    assert!(!first.contains(web), "a new template, a new pod: {now:?}");
+    assert_eq!(greeting(web, "web"), "two");
+    // A broken edit: refused by name, and what runs is kept.
+    std::fs::write(&m, text("three").replace("apps/v1", "apps/v2")).unwrap();
+    let out = w.run(&["play", "--replace", "--network", "none", &m]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("apps/v2"), "{out:?}");
+    std::fs::write(&m, text("two")).unwrap();
+    assert_eq!(pod_names(&w, &m), now);
+    assert_eq!(greeting("solo", "app"), "two");
+    w.ok(&["play", "--down", &m]);
     w.assert_clean();
 }
 

@@ -398,8 +398,8 @@ pub enum SystemCmd {
     /// with no other Wharf command at work.
     Repair,
     /// Start again the containers whose restart policy is always or unless-stopped (and
-    /// were not stopped by the user) after the machine restarted: what the wharf-restore
-    /// unit runs at boot.
+    /// were not stopped by the user) after the machine restarted, and the controllers of
+    /// the workloads `play` keeps: what the wharf-restore unit runs at boot.
     Restore,
     /// Disk used by images, containers and volumes (docker's `system df`).
     Df {
@@ -801,6 +801,10 @@ pub enum Cmd {
         /// `kube down --force`); they are kept otherwise.
         #[arg(long, requires = "down")]
         force: bool,
+        /// Take down what an earlier play of the manifest made, then play it again
+        /// (podman's `kube play --replace`); the volumes of its claims are kept.
+        #[arg(long, conflicts_with_all = ["down", "status"])]
+        replace: bool,
         /// Show the manifest's pods as `kubectl get pods` does (READY, STATUS, RESTARTS,
         /// AGE), with each container's state below; `--format json` prints their status
         /// objects.

@@ -13,6 +13,8 @@
 //! ```
 //!
 //! `play --down` stops the controller, then removes the pods (found by their owner label).
+//! A controller runs in a cgroup of its own, `<cgroup parent>/kube-controller.<record>`,
+//! and `wharf system restore` starts again the controllers of workloads still recorded.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,11 +43,20 @@ struct Outcome {
     message: Option<String>,
 }
 
-/// `wharf play FILE` (and `--down`).
+/// What `wharf play` does with its manifest.
+#[derive(Debug, Clone, Copy)]
+pub enum PlayMode {
+    /// Play it; with `replace`, after taking down what an earlier play made.
+    Up { replace: bool },
+    /// Take it down; with `force`, the volumes of its claims too.
+    Down { force: bool },
+}
+
+/// `wharf play FILE` (`--down`, `--replace`).
 pub fn play(
     cli: &Cli,
     file: &Path,
-    (down, force): (bool, bool),
+    mode: PlayMode,
     network: &str,
     (pull, configmaps): (Option<&str>, &[PathBuf]),
 ) -> Result<i32> {
@@ -84,19 +95,31 @@ pub fn play(
     );
     let engine = open(cli)?;
     let opts = PlanOptions::for_host(&cli.root);
-    if down {
-        return play_down(cli, &engine, &manifest, &opts, force);
-    }
+    let replace = match mode {
+        PlayMode::Down { force } => return play_down(cli, &engine, &manifest, &opts, force),
+        PlayMode::Up { replace } => replace,
+    };
     let mut plans = Vec::new();
     for name in manifest.pod_names() {
         let plan = kube::plan_with(&manifest, Some(name), &opts)
             .with_context(|| format!("manifest {}: pod {name}", file.display()))?;
         plans.push(plan);
     }
+    if replace {
+        // Only once the manifest is known to be playable: a bad edit keeps what runs.
+        play_down(cli, &engine, &manifest, &opts, false)?;
+    }
+    for name in plans.iter().filter_map(|p| p.pod.name.as_deref()) {
+        if engine.pod(name).is_ok() {
+            bail!(
+                "pod {name} already exists: take it down first (wharf play --down), or play with --replace"
+            );
+        }
+    }
     for w in manifest.workloads() {
         if record_dir(cli, w).join("options.json").exists() {
             bail!(
-                "{} {} already runs: take it down first (wharf play --down)",
+                "{} {} already runs: take it down first (wharf play --down), or play with --replace",
                 w.kind.as_str(),
                 w.name
             );
@@ -157,7 +180,8 @@ pub fn play(
             for l in lines {
                 println!("{l}");
             }
-            spawn_controller(cli, &dir).with_context(|| format!("{label}: its controller"))?;
+            spawn_controller(cli, &engine, &dir)
+                .with_context(|| format!("{label}: its controller"))?;
         }
         Ok(())
     })();
@@ -293,6 +317,11 @@ fn take_down_workload(
         let pod = kube::play_down(engine, &p.row.id, grace)?;
         println!("{}", pod.id);
     }
+    // Last: a shim the controller started sits in its cgroup until the shim is idle.
+    if let Some(cg) = controller_cgroup(engine, &dir) {
+        cg.destroy()
+            .with_context(|| format!("remove the cgroup of {}'s controller", w.name))?;
+    }
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -341,10 +370,24 @@ fn write_record(
     Ok(())
 }
 
+/// The cgroup of the controller of the workload recorded in `dir`: a leaf of the
+/// engine's cgroup parent, as a pod's shim has one in its pod's. Out of the caller's
+/// cgroup, which a login's systemd scope (or the boot unit that runs `system restore`)
+/// would take down with everything in it.
+fn controller_cgroup(engine: &Engine, dir: &Path) -> Option<wharf_runtime::cgroups::Cgroup> {
+    let record = dir.file_name()?.to_str()?;
+    let layout = wharf_runtime::cgroups::detect().ok()?;
+    let path = format!(
+        "{}/kube-controller.{record}",
+        engine.options().cgroup_parent.trim_end_matches('/')
+    );
+    wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&path)), record).ok()
+}
+
 /// Start `wharf kube-controller DIR`, detached (its own process group, out of the
-/// terminal's job control; output to controller.log); it is reparented to init once this
-/// command exits.
-fn spawn_controller(cli: &Cli, dir: &Path) -> Result<()> {
+/// terminal's job control, in its own cgroup; output to controller.log); it is
+/// reparented to init once this command exits.
+fn spawn_controller(cli: &Cli, engine: &Engine, dir: &Path) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -365,7 +408,14 @@ fn spawn_controller(cli: &Cli, dir: &Path) -> Result<()> {
         .stderr(log)
         .process_group(0);
     let child = cmd.spawn()?;
-    let start = wharf_runtime::sys::process_start_time(child.id() as i32).unwrap_or(0);
+    let pid = child.id() as i32;
+    if let Some(cg) = controller_cgroup(engine, dir)
+        && let Err(e) = cg.create().and_then(|()| cg.add_pid(pid, false))
+    {
+        // It still works where it is, as a shim that could not move does.
+        eprintln!("wharf: warning: the controller stays in this command's cgroup: {e}");
+    }
+    let start = wharf_runtime::sys::process_start_time(pid).unwrap_or(0);
     std::fs::write(
         dir.join("controller.pid"),
         format!("{} {start}\n", child.id()),
@@ -373,22 +423,24 @@ fn spawn_controller(cli: &Cli, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The pid and start time of the workload's controller, if it runs (checked by its
+/// start time against a reused pid).
+fn running_controller(dir: &Path) -> Option<(i32, u64)> {
+    let text = std::fs::read_to_string(dir.join("controller.pid")).ok()?;
+    let mut it = text.split_whitespace();
+    let pid = it.next()?.parse::<i32>().ok()?;
+    let start = it.next()?.parse::<u64>().ok()?;
+    wharf_runtime::sys::process_start_time(pid)
+        .is_ok_and(|s| s == start)
+        .then_some((pid, start))
+}
+
 /// Stop a workload's controller (SIGTERM; it is gone within a pass), if it runs.
 fn stop_controller(dir: &Path) {
-    let Ok(text) = std::fs::read_to_string(dir.join("controller.pid")) else {
-        return;
-    };
-    let mut it = text.split_whitespace();
-    let (Some(pid), Some(start)) = (
-        it.next().and_then(|p| p.parse::<i32>().ok()),
-        it.next().and_then(|s| s.parse::<u64>().ok()),
-    ) else {
+    let Some((pid, start)) = running_controller(dir) else {
         return;
     };
     let alive = || wharf_runtime::sys::process_start_time(pid).is_ok_and(|s| s == start);
-    if !alive() {
-        return;
-    }
     let Some(target) = rustix::process::Pid::from_raw(pid) else {
         return;
     };
@@ -401,6 +453,37 @@ fn stop_controller(dir: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = rustix::process::kill_process(target, rustix::process::Signal::KILL);
+}
+
+/// `wharf system restore`'s part for plays: start the controller of each workload still
+/// recorded (not taken down, not a finished Job) whose controller does not run, as after
+/// a reboot. Returns, per controller started or failed, the workload and the outcome.
+pub fn restore_controllers(cli: &Cli, engine: &Engine) -> Vec<(String, Result<()>)> {
+    let Ok(entries) = std::fs::read_dir(cli.root.join("kube").join("workloads")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(bytes) = std::fs::read(dir.join("options.json")) else {
+            continue;
+        };
+        if dir.join("status.json").exists() || running_controller(&dir).is_some() {
+            continue;
+        }
+        let done = serde_json::from_slice::<Options>(&bytes)
+            .with_context(|| format!("read {}", dir.join("options.json").display()))
+            .map(|o| format!("{} {}", o.kind.as_str(), o.name));
+        let label = done
+            .as_ref()
+            .map_or_else(|_| dir.display().to_string(), String::clone);
+        out.push((
+            label,
+            done.and_then(|_| spawn_controller(cli, engine, &dir)),
+        ));
+    }
+    out
 }
 
 /// `wharf kube-controller DIR`: keep the workload recorded in DIR, a pass a second,

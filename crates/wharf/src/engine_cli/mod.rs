@@ -465,6 +465,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::Play {
             down,
             force,
+            replace,
             network,
             pull,
             configmap,
@@ -473,7 +474,11 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         } => kube::play(
             cli,
             file,
-            (*down, *force),
+            if *down {
+                kube::PlayMode::Down { force: *force }
+            } else {
+                kube::PlayMode::Up { replace: *replace }
+            },
             network,
             (pull.as_deref(), configmap),
         ),
@@ -776,12 +781,23 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
     match cmd {
         SystemCmd::Df { format } => space::df(&open(cli)?, format),
         SystemCmd::Restore => {
+            let engine = open(cli)?;
             let mut code = 0;
-            for (name, done) in open(cli)?.restore()? {
+            for (name, done) in engine.restore()? {
                 match done {
                     Ok(()) => println!("{name}"),
                     Err(e) => {
                         eprintln!("wharf: restoring {name}: {e}");
+                        code = 1;
+                    }
+                }
+            }
+            // Then the plays' controllers, which find the pods restored above alive.
+            for (workload, done) in kube::restore_controllers(cli, &engine) {
+                match done {
+                    Ok(()) => println!("{workload}"),
+                    Err(e) => {
+                        eprintln!("wharf: restoring the controller of {workload}: {e:#}");
                         code = 1;
                     }
                 }
