@@ -237,6 +237,7 @@ fn wharf_shim_sample(
                 // exec) and readiness (a TCP connection, refused here) probes every
                 // second, some of which have run before the sample is taken.
                 kube: Some(probes()),
+                sub_paths: Vec::new(),
             };
             shim.create(&spec).map_err(|e| e.to_string())?;
             shim.start(&spec.id).map_err(|e| e.to_string())?;

@@ -393,7 +393,7 @@ impl Engine {
                 })
             }
             Err(e) => {
-                self.unmake_bundle(&id);
+                self.unmake_bundle(&pod.id, &id);
                 let _ = self.db.delete_container(&id);
                 self.release_image_volumes(&row.spec);
                 self.remove_anonymous_volumes(&row.spec);
@@ -448,6 +448,7 @@ impl Engine {
             rootfs.mount(&rootfs_dir)?;
         }
         let runtime_spec = self.bind_image_volumes(&row.spec)?;
+        let runtime_spec = self.bind_sub_paths(&pod.id, &row.id, &runtime_spec)?;
         let runtime_spec = self.bind_named_volumes(&runtime_spec, &rootfs_dir)?;
         let config = specgen::generate(&specgen::Inputs {
             id: &row.id,
@@ -468,8 +469,13 @@ impl Engine {
         crate::ledger::save_container(&self.paths, row)
     }
 
-    /// Undo `make_bundle` (idempotent).
-    fn unmake_bundle(&self, id: &str) {
+    /// Undo `make_bundle` (idempotent). Staged subPaths are released first; one that cannot be unmounted stays (the pod's removal tries again) and is
+    /// never deleted through.
+    fn unmake_bundle(&self, pod_id: &str, id: &str) {
+        let _ = crate::pod_volumes::release_stages(&crate::pod_volumes::stages_dir(
+            &self.pod_volumes_dir(pod_id),
+            id,
+        ));
         let rootfs = self.paths.rootfs(id);
         let _ = rustix::mount::unmount(&rootfs, rustix::mount::UnmountFlags::DETACH);
         let _ = std::fs::remove_dir_all(rootfs.parent().unwrap_or(&rootfs));
@@ -485,7 +491,7 @@ impl Engine {
         let row = self.db.find_container(&row.id)?;
         self.shim_remove(&row, force)?;
         crate::hooks::step("container: deleted in shim");
-        self.unmake_bundle(&row.id);
+        self.unmake_bundle(&row.pod_id, &row.id);
         crate::hooks::step("container: bundle removed");
         let removed = self.db.transaction(|db| {
             db.delete_container(&row.id)?;

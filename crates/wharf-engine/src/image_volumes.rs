@@ -12,10 +12,12 @@ use crate::model::{ContainerSpec, VolumeMount};
 
 /// The mount kind of an image volume (its source: the image, by name or id).
 pub const KIND: &str = "image";
-/// The option naming a path inside the image (`subpath=etc`).
+/// The option naming a path inside the image (`subpath=etc`), or inside the named volume
+/// of a mount of that kind (see `named_volumes`).
 pub const SUBPATH: &str = "subpath=";
 
-fn subpath(v: &VolumeMount) -> Option<&str> {
+/// The path inside the volume a mount names with [`SUBPATH`], if it does.
+pub(crate) fn subpath(v: &VolumeMount) -> Option<&str> {
     v.options.iter().find_map(|o| o.strip_prefix(SUBPATH))
 }
 

@@ -35,6 +35,7 @@ pub mod sandbox;
 mod seccomp_default;
 pub mod session;
 pub mod specgen;
+mod sub_paths;
 mod supervisor;
 pub mod system;
 pub mod tree;

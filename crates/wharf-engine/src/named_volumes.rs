@@ -65,6 +65,11 @@ impl Engine {
         self.paths.root.join("volumes")
     }
 
+    /// Where volume `name`'s files are.
+    pub(crate) fn volume_data(&self, name: &str) -> PathBuf {
+        self.volumes_dir().join(name).join("_data")
+    }
+
     fn read_volume(&self, name: &str) -> Result<Volume> {
         if !valid(name) {
             return Err(Error::Invalid(format!(
@@ -89,7 +94,7 @@ impl Engine {
         };
         let mut v: Volume = serde_json::from_slice(&text)
             .map_err(|e| Error::Other(format!("volume {name}: its record is damaged: {e}")))?;
-        v.mountpoint = dir.join("_data");
+        v.mountpoint = self.volume_data(name);
         Ok(v)
     }
 
@@ -268,7 +273,8 @@ impl Engine {
 
     /// At bundle time (the container's root filesystem mounted at `rootfs`): each named
     /// volume becomes a bind mount of its files, filled first from the image when it is new
-    /// and empty.
+    /// and empty. (A mount of a path inside one, `subpath=`, was made a bind of its stage
+    /// already: see `sub_paths`; like the kubelet's, it fills nothing from the image.)
     pub(crate) fn bind_named_volumes(
         &self,
         spec: &ContainerSpec,

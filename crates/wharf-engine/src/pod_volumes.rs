@@ -5,14 +5,18 @@
 //!
 //! ```text
 //! <dir>/<volume>                    emptyDir, configMap, secret, downwardAPI volumes
-//! <dir>/.subpaths/<container>/<n>   a mount's subPath, bind-mounted from inside its volume
+//! <dir>/.subpaths/<id>/<n>          container id's mount n, a path inside a volume (a
+//!                                   pod volume, a hostPath or a named volume), staged
 //! ```
+//!
+//! A mount of a path inside a volume (Kubernetes' subPath) is a bind of its stage; the
+//! pod's shim stages it right before it creates the container, each time (see
+//! `wharf_runtime::sub_path`), and it is released with the container or its pod.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, StatxFlags};
-use rustix::mount::UnmountFlags;
+use wharf_runtime::sub_path::{self, mount_id};
 
 use crate::error::{Context, Error, Result};
 
@@ -40,39 +44,43 @@ pub fn remove_volumes(dir: &Path) -> Result<()> {
     remove_tree(dir, dev)
 }
 
+/// The mount kind of a path inside a volume on the host (its source: the volume's host
+/// directory; the path: the `subpath=` option; made writable by all when missing with
+/// [`WORLD_WRITABLE`], as in an emptyDir). A named volume's mount takes the same option.
+pub const SUB_PATH_KIND: &str = "subpath";
+/// The option of a [`SUB_PATH_KIND`] mount inside an emptyDir.
+pub const WORLD_WRITABLE: &str = "world-writable";
+
+/// Where container `id`'s subPaths are staged, below the volume directory `dir` of its
+/// pod.
+pub fn stages_dir(dir: &Path, id: &str) -> PathBuf {
+    dir.join(SUBPATHS).join(id)
+}
+
+/// Unmount and remove what the shim staged in `stages` (one directory of staged
+/// subPaths), and the directory itself. Idempotent; never deletes through a mount: what
+/// it could not unmount stays, and the error says so.
+pub fn release_stages(stages: &Path) -> Result<()> {
+    for staged in read_dir(stages) {
+        sub_path::clear(&staged).ctx(|| format!("remove the stage {}", staged.display()))?;
+    }
+    match fs::remove_dir(stages) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).ctx(|| format!("remove {}", stages.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn read_dir(dir: &Path) -> Vec<PathBuf> {
     fs::read_dir(dir)
         .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default()
 }
 
-pub fn mount_id(path: &Path) -> std::io::Result<u64> {
-    Ok(rustix::fs::statx(
-        rustix::fs::CWD,
-        path,
-        AtFlags::SYMLINK_NOFOLLOW,
-        StatxFlags::MNT_ID,
-    )?
-    .stx_mnt_id)
-}
-
 /// Unmount everything stacked at `path` (nothing there is fine).
 fn unmount(path: &Path) -> Result<()> {
-    let Some(parent) = path.parent() else {
-        return Ok(());
-    };
-    for _ in 0..16 {
-        match (mount_id(path), mount_id(parent)) {
-            (Ok(a), Ok(b)) if a != b => {}
-            _ => return Ok(()),
-        }
-        rustix::mount::unmount(path, UnmountFlags::DETACH | UnmountFlags::NOFOLLOW)
-            .ctx(|| format!("unmount {}", path.display()))?;
-    }
-    Err(Error::Other(format!(
-        "{} is still a mount point after 16 unmounts",
-        path.display()
-    )))
+    sub_path::unmount_stacked(path).ctx(|| format!("unmount {}", path.display()))
 }
 
 /// `rm -r` that stays on the mount `mnt` (refusing to descend into anything else).

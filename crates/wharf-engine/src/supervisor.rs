@@ -205,6 +205,11 @@ impl Engine {
                 k.helper = Some(self.wharf_bin());
                 k
             }),
+            sub_paths: self
+                .sub_path_stages(&pod.id, &row.id, &row.spec)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect(),
         }
     }
 

@@ -10,8 +10,10 @@ use serde_json::{Map, Value, json};
 use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::Result;
+use wharf_engine::image_volumes::SUBPATH;
 use wharf_engine::model::{ContainerSpec, NetworkMode, RestartPolicy};
 use wharf_engine::named_volumes::KIND as VOLUME;
+use wharf_engine::pod_volumes::SUB_PATH_KIND;
 use wharf_shim::protocol::{Action, ProbeSpec};
 
 use crate::{LABEL_CONTAINER_NAME, LABEL_OWNER, LABEL_POD_NAME, LABEL_POD_NAMESPACE};
@@ -300,6 +302,11 @@ fn container_doc(
         let mut mm = json!({"name": vname, "mountPath": mt.destination.display().to_string()});
         if mt.readonly {
             mm["readOnly"] = json!(true);
+        }
+        if matches!(mt.kind.as_str(), VOLUME | SUB_PATH_KIND)
+            && let Some(sub) = mt.options.iter().find_map(|o| o.strip_prefix(SUBPATH))
+        {
+            mm["subPath"] = json!(sub);
         }
         mounts.push(mm);
     }

@@ -4,39 +4,32 @@
 //! ```text
 //! <dir>/<volume>                    emptyDir, configMap, secret, downwardAPI volumes
 //!                                   (a tmpfs for medium: Memory and for secrets)
-//! <dir>/.subpaths/<container>/<n>   a mount's subPath, bind-mounted here from inside its
-//!                                   volume (volume names are DNS labels: no clash)
 //! ```
 //! hostPath volumes stay where they are; they are checked (or created) per their type.
 //!
-//! A subPath is resolved inside its volume with `RESOLVE_IN_ROOT`, so a symlink that a
-//! container planted in a shared volume cannot point the mount at a host path; the result
-//! is pinned by bind-mounting its fd, so swapping the path afterwards changes nothing (the
-//! kubelet's answer to CVE-2017-1002101). [`remove_volumes`] unmounts before deleting and
-//! never deletes across a mount, so a bind mount of a hostPath left behind by a crash cannot
-//! make it delete host files.
+//! A subPath is left to the engine and the pod's shim, which stage it at each start of
+//! the container (see `wharf_engine::pod_volumes`): resolved inside its volume, so a
+//! symlink a container planted there cannot lead it out (CVE-2017-1002101).
+//! [`remove_volumes`] unmounts before deleting and never deletes across a mount, so a
+//! bind mount of a hostPath left behind by a crash cannot make it delete host files.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
 use rustix::mount::MountFlags;
-use wharf_runtime::safe_path;
 
 use super::volumes::{HostPathType, Volume, VolumeSource, volume_ref};
 use wharf_engine::error::{Context, Error, Result};
 use wharf_engine::model::ContainerSpec;
 
-use wharf_engine::pod_volumes::{SUBPATHS, remove_volumes};
+use wharf_engine::pod_volumes::{SUB_PATH_KIND, WORLD_WRITABLE, remove_volumes};
 
 /// The plan's volumes, created on the host: each name's host path.
 #[derive(Debug, Clone)]
 pub struct HostVolumes {
-    dir: PathBuf,
     paths: BTreeMap<String, (PathBuf, bool)>,
 }
 
@@ -52,7 +45,6 @@ pub fn create_volumes(volumes: &[Volume], dir: &Path) -> Result<HostVolumes> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .ctx(|| format!("make the volume directory {} private", dir.display()))?;
     let mut out = HostVolumes {
-        dir: dir.to_path_buf(),
         paths: BTreeMap::new(),
     };
     // Claims are the engine's named volumes, made with the containers.
@@ -80,15 +72,16 @@ impl HostVolumes {
         self.paths.get(name).map(|(p, _)| p.as_path())
     }
 
-    /// Turn the container's pod-volume mounts into bind mounts of host paths. A subPath is
-    /// created as a directory when missing (as the kubelet does) and bind-mounted to a
-    /// staging path first; call this once per container, before creating it.
+    /// Turn the container's pod-volume mounts into bind mounts of host paths. A subPath
+    /// becomes the engine's mount of a path inside a volume, which the pod's shim stages
+    /// (resolved inside the volume, made a directory when missing) each time it creates
+    /// the container, as the kubelet does at each start.
     pub fn resolve_mounts(&self, spec: &mut ContainerSpec) -> Result<()> {
         let cname = spec
             .name
             .clone()
             .ok_or_else(|| Error::Invalid("a container of the plan has no name".into()))?;
-        for (j, m) in spec.mounts.iter_mut().enumerate() {
+        for m in spec.mounts.iter_mut() {
             let Some(r) = volume_ref(m) else { continue };
             let (host, is_empty_dir) = self.paths.get(r.volume).ok_or_else(|| {
                 Error::Invalid(format!(
@@ -97,22 +90,21 @@ impl HostVolumes {
                     r.volume
                 ))
             })?;
-            let source = match r.sub_path {
-                None => host.clone(),
+            match r.sub_path {
+                None => m.kind = "bind".into(),
                 Some(sub) => {
-                    let stage = self.dir.join(SUBPATHS).join(&cname).join(j.to_string());
-                    stage_sub_path(host, sub, &stage, *is_empty_dir).map_err(|e| {
-                        Error::Invalid(format!(
-                            "container {cname}: subPath {} of volume {}: {e}",
-                            sub.display(),
-                            r.volume
-                        ))
-                    })?;
-                    stage
+                    m.options.push(format!(
+                        "{}{}",
+                        wharf_engine::image_volumes::SUBPATH,
+                        sub.display()
+                    ));
+                    if *is_empty_dir {
+                        m.options.push(WORLD_WRITABLE.into());
+                    }
+                    m.kind = SUB_PATH_KIND.into();
                 }
-            };
-            m.source = source;
-            m.kind = "bind".into();
+            }
+            m.source = host.clone();
         }
         Ok(())
     }
@@ -281,61 +273,6 @@ fn check_host_path(path: &Path, kind: HostPathType) -> std::io::Result<()> {
             format!("does not exist (hostPath type {kind:?})"),
         )),
     }
-}
-
-/// Resolve `sub` inside `volume` (never leaving it), create it as a directory when
-/// missing, and bind-mount what is there onto `stage`.
-fn stage_sub_path(
-    volume: &Path,
-    sub: &Path,
-    stage: &Path,
-    is_empty_dir: bool,
-) -> std::io::Result<()> {
-    let root = rustix::fs::open(
-        volume,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let fd: OwnedFd = match safe_path::lookup(root.as_fd(), sub) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            let fd = safe_path::mkdir_all(root.as_fd(), sub, 0o755)?;
-            if is_empty_dir {
-                // Writable by all, like the emptyDir it is in.
-                rustix::fs::chmod(
-                    safe_path::proc_fd_path(&fd).as_c_str(),
-                    Mode::from_raw_mode(0o777),
-                )?;
-            }
-            fd
-        }
-        Err(e) => return Err(e),
-    };
-    let st = rustix::fs::fstat(&fd)?;
-    let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
-    if let Some(parent) = stage.parent() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)?;
-    }
-    if is_dir {
-        mkdir(stage)?;
-    } else {
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(stage)?;
-    }
-    rustix::mount::mount_bind(safe_path::proc_fd_path(&fd).as_c_str(), stage).map_err(|e| {
-        let _ = if is_dir {
-            fs::remove_dir(stage)
-        } else {
-            fs::remove_file(stage)
-        };
-        std::io::Error::from(e)
-    })
 }
 
 #[cfg(test)]
@@ -528,8 +465,25 @@ spec:
 
         let c = &mut plan.containers[0];
         vols.resolve_mounts(c).unwrap();
-        let staged: Vec<PathBuf> = c.mounts.iter().map(|m| m.source.clone()).collect();
-        assert_eq!(staged[0], dir.join(".subpaths/p-c/0"));
+        // The engine's mounts of a path inside a volume; staged as the pod's shim stages
+        // them before it creates the container.
+        let stages = wharf_engine::pod_volumes::stages_dir(&dir, "c1");
+        let mut staged = Vec::new();
+        for (j, m) in c.mounts.iter().enumerate() {
+            assert_eq!(
+                (m.kind.as_str(), m.source.as_path()),
+                (SUB_PATH_KIND, vol.as_path())
+            );
+            assert!(m.options.iter().any(|o| o == WORLD_WRITABLE), "{m:?}");
+            let sub = m
+                .options
+                .iter()
+                .find_map(|o| o.strip_prefix("subpath="))
+                .unwrap();
+            let stage = stages.join(j.to_string());
+            wharf_runtime::sub_path::stage(&m.source, Path::new(sub), &stage, true).unwrap();
+            staged.push(stage);
+        }
         // "escape" points at <volume><outside>, not at the host's directory.
         assert!(!staged[0].join("secret").exists());
         let inside = vol.join(outside.strip_prefix("/").unwrap()).join("x");

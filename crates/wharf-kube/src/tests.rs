@@ -678,8 +678,8 @@ fn invalid_pods_are_errors_naming_the_field() {
             "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
         ),
         (
-            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /d, subPath: x}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
-            "spec.containers[0].volumeMounts[0]: subPath is not supported on persistentVolumeClaim volumes",
+            "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /d, subPath: x/../../y}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
+            "spec.containers[0].volumeMounts[0].subPath \"x/../../y\" must be a relative path without '..'",
         ),
         (
             "  containers:\n  - name: c\n    image: i\n  volumes:\n  - {name: v, emptyDir: {}, hostPath: {path: /x}}\n",
@@ -1466,7 +1466,7 @@ fn workloads_the_api_server_would_refuse_are_refused() {
 #[test]
 fn claims_are_named_volumes_and_statefulset_claim_templates_one_per_pod() {
     let plan = play(&pod(
-        "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /data}\n    - {name: ro, mountPath: /ro}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: db-data}\n  - name: ro\n    persistentVolumeClaim: {claimName: shared, readOnly: true}\n",
+        "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /data}\n    - {name: ro, mountPath: /ro}\n    - {name: data, mountPath: /logs, subPath: ./logs/app}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: db-data}\n  - name: ro\n    persistentVolumeClaim: {claimName: shared, readOnly: true}\n",
     ))
     .unwrap();
     let mounts = &plan.containers[0].mounts;
@@ -1485,6 +1485,11 @@ fn claims_are_named_volumes_and_statefulset_claim_templates_one_per_pod() {
             mounts[1].readonly
         ),
         ("volume", Some("shared"), true)
+    );
+    // A subPath: the engine resolves it inside the volume.
+    assert_eq!(
+        (mounts[2].source.to_str(), mounts[2].options.as_slice()),
+        (Some("db-data"), ["subpath=logs/app".to_string()].as_slice())
     );
     assert_eq!(claim_names(&plan.volumes), ["db-data", "shared"]);
     let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: db}\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n  template:\n    metadata:\n      labels: {app: db}\n    spec:\n      containers:\n      - name: c\n        image: i\n        volumeMounts:\n        - {name: data, mountPath: /var/lib/db}\n";

@@ -585,23 +585,22 @@ pub fn mounts(
                     }
             );
         if let VolumeSource::Claim { claim, .. } = &vol.source {
-            if sub_path.is_some() {
-                return Err(invalid(format!(
-                    "{p}: subPath is not supported on persistentVolumeClaim volumes"
-                )));
-            }
             if m.mount_propagation.as_deref().is_some_and(|p| p != "None") {
                 return Err(invalid(format!(
                     "{p}.mountPropagation is not supported on persistentVolumeClaim volumes"
                 )));
             }
-            // The engine's named volume: made at the container's creation when missing.
+            // The engine's named volume: made at the container's creation when missing;
+            // a subPath the engine resolves inside it, as it stages it.
             out.push(VolumeMount {
                 source: PathBuf::from(claim),
                 destination,
                 readonly,
                 kind: wharf_engine::named_volumes::KIND.to_string(),
-                options: Vec::new(),
+                options: sub_path
+                    .iter()
+                    .map(|s| format!("{}{}", wharf_engine::image_volumes::SUBPATH, s.display()))
+                    .collect(),
             });
             continue;
         }

@@ -30,6 +30,7 @@ pub mod safe_path;
 pub mod seccomp;
 pub mod spec;
 pub mod state;
+pub mod sub_path;
 mod sync;
 pub mod sys;
 

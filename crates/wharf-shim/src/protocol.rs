@@ -195,6 +195,25 @@ pub struct ContainerSpec {
     /// container's `probes.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube: Option<KubeSpec>,
+    /// Paths inside volumes (Kubernetes' subPath) the shim stages right before each
+    /// runtime create, as the kubelet prepares them at each start: the bundle's mounts
+    /// bind the stages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_paths: Vec<SubPathStage>,
+}
+
+/// A path inside a volume, bind-mounted on a stage of its own (`wharf_runtime::sub_path`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SubPathStage {
+    /// The volume's directory on the host.
+    pub volume: PathBuf,
+    /// The path inside it (relative, made a directory when missing).
+    pub path: PathBuf,
+    /// Where it is bind-mounted.
+    pub stage: PathBuf,
+    /// Made writable by all when missing (in an emptyDir).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub world_writable: bool,
 }
 
 /// What kubelet does around a container's process: probes (liveness, readiness, startup)

@@ -913,6 +913,94 @@ spec:
     w.assert_clean();
 }
 
+/// A claim's subPath: each mount sees its path inside the one volume (a file, a
+/// directory, one made when missing); a symlink a container planted in the volume cannot
+/// lead a subPath out of it (CVE-2017-1002101); a subPath is resolved when its container
+/// starts, after the init containers (an emptyDir's file an init container wrote); the
+/// files stay in the volume under their paths, and removing the pod unmounts every
+/// staged subPath.
+#[test]
+fn a_claims_sub_paths_stay_inside_its_volume() {
+    let w = Wharf::new("kubelet-claimsub");
+    w.pull_busybox();
+    let m = manifest(
+        &w,
+        "claimsub.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: sub
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: plant
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "mkdir -p /data/app/logs && echo hi > /data/app/conf && ln -s / /data/escape && ln -s /etc /data/app/etc && echo from-init > /work/init.conf"]
+    volumeMounts: [{name: data, mountPath: /data}, {name: work, mountPath: /work}]
+  containers:
+  - name: app
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo written > /logs/out; sleep 1000"]
+    volumeMounts:
+    - {name: data, mountPath: /logs, subPath: app/logs}
+    - {name: data, mountPath: /etc/app.conf, subPath: app/conf, readOnly: true}
+    - {name: data, mountPath: /escape, subPath: escape}
+    - {name: data, mountPath: /etc-link, subPath: app/etc}
+    - {name: data, mountPath: /made, subPath: new/dir}
+    - {name: work, mountPath: /etc/init.conf, subPath: init.conf}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: sub-data}
+  - {name: work, emptyDir: {}}
+"#,
+    );
+    w.ok(&["play", "--network", "none", &m]);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            w.run(&["exec", "sub-app", "cat", "/logs/out"]).stdout == "written\n"
+        }),
+        "{}{}",
+        w.ok(&["play", "--status", &m]),
+        w.run(&["logs", "sub-plant"]).stdout
+    );
+    let sh = |cmd: &str| w.ok(&["exec", "sub-app", "sh", "-c", cmd]);
+    assert_eq!(sh("cat /etc/app.conf"), "hi\n");
+    // Resolved when the app container starts, as the kubelet does: what the init
+    // container wrote, not a directory made for the mount before it ran.
+    assert_eq!(sh("cat /etc/init.conf"), "from-init\n");
+    assert_ne!(
+        sh("echo x > /etc/app.conf 2>&1; echo $?"),
+        "0\n",
+        "readOnly"
+    );
+    // Both symlinks resolve inside the volume: "/" to its root, "/etc" to its etc, made
+    // there (empty, not the host's /etc).
+    assert_eq!(sh("ls /escape | tr '\n' ' '"), "app escape etc new ");
+    assert_eq!(sh("ls -A /etc-link | wc -l"), "0\n", "not the host's /etc");
+    assert_eq!(sh("test -d /made && echo dir"), "dir\n");
+    let generated = w.ok(&["kube", "generate", "sub"]);
+    assert!(generated.contains("subPath: app/logs"), "{generated}");
+    let mountpoint = w.ok(&[
+        "volume",
+        "inspect",
+        "--format",
+        "{{.Mountpoint}}",
+        "sub-data",
+    ]);
+    let data = std::path::Path::new(mountpoint.trim());
+    assert_eq!(
+        std::fs::read_to_string(data.join("app/logs/out")).unwrap(),
+        "written\n"
+    );
+    assert!(data.join("new/dir").is_dir());
+    w.ok(&["play", "--down", &m]);
+    assert!(data.join("app/logs/out").exists(), "the claim is kept");
+    w.ok(&["volume", "rm", "sub-data"]);
+    w.assert_clean();
+}
+
 /// `kube generate` writes the Pod manifest of a running container's pod; `play` of it
 /// makes the same container again (command, env, limits, capabilities, volumes).
 #[test]

@@ -36,6 +36,7 @@ fn spawner_helper() {
         exit_command: Vec::new(),
         health: None,
         kube: None,
+        sub_paths: Vec::new(),
     };
     shim.create(&c).unwrap();
     shim.start("c").unwrap();

@@ -66,6 +66,7 @@ impl Pod {
             exit_command: Vec::new(),
             health: None,
             kube: None,
+            sub_paths: Vec::new(),
         }
     }
 
@@ -90,6 +91,7 @@ impl Pod {
             exit_command: Vec::new(),
             health: None,
             kube: None,
+            sub_paths: Vec::new(),
         }
     }
 

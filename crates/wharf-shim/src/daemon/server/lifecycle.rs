@@ -104,6 +104,19 @@ impl Shim {
         let spec_stdio = c.spec.stdio.clone();
         let bundle = c.spec.bundle.clone();
         let runtime_fail = |m: String| Fail(ErrorKind::Runtime, m);
+        for s in &c.spec.sub_paths {
+            wharf_runtime::sub_path::clear(&s.stage)
+                .and_then(|()| {
+                    wharf_runtime::sub_path::stage(&s.volume, &s.path, &s.stage, s.world_writable)
+                })
+                .map_err(|e| {
+                    runtime_fail(format!(
+                        "container {id}: subPath {} of volume {}: {e}",
+                        s.path.display(),
+                        s.volume.display()
+                    ))
+                })?;
+        }
         let (mut io, mut ends) = stdio::prepare(&spec_stdio, max_size, max_files)
             .map_err(|e| runtime_fail(format!("container {id}: stdio: {e}")))?;
         let opts = CreateOptions {
