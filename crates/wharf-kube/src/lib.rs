@@ -36,6 +36,7 @@
 
 mod api;
 mod controller;
+mod document;
 mod env;
 mod expand;
 mod generate;

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_norway::Value;
 
 use super::api;
+use super::document::{ParsedPod, object_name, typed};
 use super::validate;
 use super::warnings;
 use super::workloads::{self, Workload, WorkloadKind};
@@ -26,14 +27,6 @@ pub struct Manifest {
     pub(crate) seen: Vec<String>,
     pub(crate) objects: Vec<DataObject>,
     pub(crate) warnings: Vec<String>,
-}
-
-/// A Pod document and the paths of its fields that were skipped.
-#[derive(Debug, Clone)]
-pub(crate) struct ParsedPod {
-    pub pod: api::Pod,
-    pub name: String,
-    pub ignored: Vec<String>,
 }
 
 /// A Service whose ports are published on the node.
@@ -281,26 +274,6 @@ fn check_duplicates(m: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// Deserialize `value` into `T`, collecting the paths of skipped fields; errors name the
-/// field.
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(
-    value: Value,
-    where_: &str,
-) -> Result<(T, Vec<String>)> {
-    let mut ignored = Vec::new();
-    let mut record = |p: serde_ignored::Path<'_>| ignored.push(warnings::path_string(&p));
-    let de = serde_ignored::Deserializer::new(value, &mut record);
-    let t = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            invalid(format!("manifest {where_}: {}", e.inner()))
-        } else {
-            invalid(format!("manifest {where_}: {path}: {}", e.inner()))
-        }
-    })?;
-    Ok((t, ignored))
-}
-
 fn check_api_version(v: &Option<String>, where_: &str, warnings: &mut Vec<String>) -> Result<()> {
     match v.as_deref() {
         Some("v1") => Ok(()),
@@ -312,33 +285,6 @@ fn check_api_version(v: &Option<String>, where_: &str, warnings: &mut Vec<String
             "{where_}: apiVersion {other:?} is not supported (Pods, ConfigMaps and Secrets are v1)"
         ))),
     }
-}
-
-pub(crate) fn object_name(meta: &api::ObjectMeta, where_: &str) -> Result<String> {
-    let name = match (&meta.name, &meta.generate_name) {
-        (Some(n), _) => n.clone(),
-        (None, Some(_)) => {
-            return Err(invalid(format!(
-                "{where_}: metadata.generateName is not supported; give metadata.name"
-            )));
-        }
-        (None, None) => return Err(invalid(format!("{where_}: metadata.name is required"))),
-    };
-    if !validate::is_dns_subdomain(&name) {
-        return Err(invalid(format!(
-            "{where_}: metadata.name {name:?} is invalid: {}",
-            validate::dns_subdomain_hint()
-        )));
-    }
-    if let Some(ns) = &meta.namespace
-        && !validate::is_dns_label(ns)
-    {
-        return Err(invalid(format!(
-            "{where_}: metadata.namespace {ns:?} is invalid: {}",
-            validate::dns_label_hint()
-        )));
-    }
-    Ok(name)
 }
 
 fn add_object(m: &mut Manifest, value: Value, where_: &str) -> Result<()> {

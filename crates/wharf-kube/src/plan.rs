@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::api;
+use super::document::ParsedPod;
 use super::env::{self, POD_IP_PLACEHOLDER, PodInfo};
 use super::expand::expand;
-use super::manifest::{Manifest, ParsedPod};
+use super::manifest::Manifest;
 use super::resources::{self, Resources};
 use super::security;
 use super::validate;

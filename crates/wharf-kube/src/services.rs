@@ -7,7 +7,8 @@ use wharf_engine::error::{Error, Result};
 use wharf_engine::model::PortMapping;
 
 use crate::api;
-use crate::manifest::{Manifest, NodePortService, ParsedPod};
+use crate::document::ParsedPod;
+use crate::manifest::{Manifest, NodePortService};
 
 /// Does `svc` pick pod `pp` (its namespace, every selector label)?
 fn picks(svc: &NodePortService, pp: &ParsedPod, namespace: &str) -> bool {

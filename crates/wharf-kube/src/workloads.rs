@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_norway::{Mapping, Value};
 
 use super::api;
-use super::manifest::ParsedPod;
+use super::document::{ParsedPod, object_name, typed};
 use wharf_engine::error::{Error, Result};
 
 /// The workload kinds `wharf play` runs.
@@ -205,7 +205,7 @@ impl Workload {
         for (k, v) in template {
             doc.insert(k, v);
         }
-        let (pod, ignored): (api::Pod, _) = super::manifest::typed(Value::Mapping(doc), where_)?;
+        let (pod, ignored): (api::Pod, _) = typed(Value::Mapping(doc), where_)?;
         Ok(ParsedPod {
             pod,
             name: name.to_string(),
@@ -278,7 +278,7 @@ pub(crate) fn parse(
     where_: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Workload> {
-    let (doc, ignored): (api::WorkloadDoc, Vec<String>) = super::manifest::typed(value, where_)?;
+    let (doc, ignored): (api::WorkloadDoc, Vec<String>) = typed(value, where_)?;
     match doc.api_version.as_deref() {
         Some(v) if v == kind.api_version() => {}
         None => warnings.push(format!(
@@ -293,7 +293,7 @@ pub(crate) fn parse(
             )));
         }
     }
-    let name = super::manifest::object_name(&doc.metadata, where_)?;
+    let name = object_name(&doc.metadata, where_)?;
     warnings.extend(
         ignored
             .iter()
