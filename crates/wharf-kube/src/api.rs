@@ -495,6 +495,15 @@ pub(crate) struct Volume {
     pub downward_api: Option<DownwardApiSource>,
     pub persistent_volume_claim: Option<ClaimSource>,
     pub projected: Option<ProjectedSource>,
+    pub image: Option<ImageVolumeSource>,
+}
+
+/// image: an image's (or OCI artifact's) files, read-only.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ImageVolumeSource {
+    pub reference: Option<String>,
+    pub pull_policy: Option<String>,
 }
 
 /// projected: several sources' files in one volume.

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::Result;
-use wharf_engine::image_volumes::SUBPATH;
+use wharf_engine::image_volumes::{KIND as IMAGE, SUBPATH};
 use wharf_engine::model::{ContainerSpec, NetworkMode, RestartPolicy};
 use wharf_engine::named_volumes::KIND as VOLUME;
 use wharf_engine::pod_volumes::SUB_PATH_KIND;
@@ -285,6 +285,7 @@ fn container_doc(
                 json!({"persistentVolumeClaim": {"claimName": mt.source.display().to_string()}})
             }
             VOLUME => json!({"emptyDir": {}}),
+            IMAGE => json!({"image": {"reference": mt.source.display().to_string()}}),
             "tmpfs" => json!({"emptyDir": {"medium": "Memory"}}),
             _ if mt.source.starts_with(volumes_dir) => {
                 notes.push(format!(
@@ -303,7 +304,7 @@ fn container_doc(
         if mt.readonly {
             mm["readOnly"] = json!(true);
         }
-        if matches!(mt.kind.as_str(), VOLUME | SUB_PATH_KIND)
+        if matches!(mt.kind.as_str(), VOLUME | SUB_PATH_KIND | IMAGE)
             && let Some(sub) = mt.options.iter().find_map(|o| o.strip_prefix(SUBPATH))
         {
             mm["subPath"] = json!(sub);

@@ -47,11 +47,14 @@ pub fn create_volumes(volumes: &[Volume], dir: &Path) -> Result<HostVolumes> {
     let mut out = HostVolumes {
         paths: BTreeMap::new(),
     };
-    // Claims are the engine's named volumes, made with the containers.
-    for v in volumes
-        .iter()
-        .filter(|v| !matches!(v.source, VolumeSource::Claim { .. }))
-    {
+    // Claims are the engine's named volumes, made with the containers; image volumes
+    // the engine's views of images.
+    for v in volumes.iter().filter(|v| {
+        !matches!(
+            v.source,
+            VolumeSource::Claim { .. } | VolumeSource::Image { .. }
+        )
+    }) {
         match create_one(v, dir) {
             Ok((path, is_empty_dir)) => {
                 out.paths.insert(v.name.clone(), (path, is_empty_dir));
@@ -114,6 +117,10 @@ fn create_one(v: &Volume, dir: &Path) -> Result<(PathBuf, bool)> {
     let path = dir.join(&v.name);
     let what = |w: &str| format!("volume {}: {w} {}", v.name, path.display());
     match &v.source {
+        VolumeSource::Image { .. } => Err(Error::Invalid(format!(
+            "volume {}: an image volume is the engine's view of the image, not a pod directory",
+            v.name
+        ))),
         VolumeSource::Claim { .. } => Err(Error::Invalid(format!(
             "volume {}: a claim is the engine's named volume, not a pod directory",
             v.name

@@ -993,18 +993,34 @@ fn default_policy(image: &str) -> PullPolicy {
     }
 }
 
+/// The images of the containers and of the image volumes, each once with the strictest
+/// of the policies that name it.
 fn images(spec: &api::PodSpec) -> Result<Vec<ImagePull>> {
+    let containers = containers_with_paths(spec).map(|(path, c)| {
+        (
+            format!("{path}.imagePullPolicy"),
+            c.image.as_deref().unwrap_or("").trim(),
+            c.image_pull_policy.as_deref(),
+        )
+    });
+    let volumes = spec.volumes.iter().enumerate().filter_map(|(i, v)| {
+        let im = v.image.as_ref()?;
+        Some((
+            format!("spec.volumes[{i}].image.pullPolicy"),
+            im.reference.as_deref().unwrap_or("").trim(),
+            im.pull_policy.as_deref(),
+        ))
+    });
     let mut out: Vec<ImagePull> = Vec::new();
-    for (path, c) in containers_with_paths(spec) {
-        let image = c.image.as_deref().unwrap_or("").trim();
-        let policy = match c.image_pull_policy.as_deref() {
+    for (path, image, policy) in containers.chain(volumes) {
+        let policy = match policy {
             None | Some("") => default_policy(image),
             Some("Always") => PullPolicy::Always,
             Some("IfNotPresent") => PullPolicy::IfNotPresent,
             Some("Never") => PullPolicy::Never,
             Some(other) => {
                 return Err(invalid(format!(
-                    "{path}.imagePullPolicy {other:?} is invalid (Always, IfNotPresent or Never)"
+                    "{path} {other:?} is invalid (Always, IfNotPresent or Never)"
                 )));
             }
         };

@@ -675,7 +675,15 @@ fn invalid_pods_are_errors_naming_the_field() {
         ),
         (
             "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: data\n    nfs: {server: nas, path: /x}\n",
-            "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
+            "spec.volumes[0] (data): nfs volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim, image)",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: tools\n    image: {pullPolicy: Always}\n",
+            "spec.volumes[0].image.reference is required",
+        ),
+        (
+            "  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: tools\n    image: {reference: tools:1, pullPolicy: Sometimes}\n",
+            "spec.volumes[0].image.pullPolicy \"Sometimes\" is invalid (Always, IfNotPresent or Never)",
         ),
         (
             "  containers:\n  - name: c\n    image: i\n    volumeMounts:\n    - {name: data, mountPath: /d, subPath: x/../../y}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {claimName: data}\n",
@@ -1461,6 +1469,43 @@ fn workloads_the_api_server_would_refuse_are_refused() {
         "{:?}",
         m.warnings()
     );
+}
+
+/// Kubernetes' image volumes: the engine's read-only image views (a subPath inside),
+/// their images pulled with the containers' under their own policy.
+#[test]
+fn image_volumes_are_read_only_views_of_images_pulled_with_the_pod() {
+    let plan = play(&pod(
+        "  containers:\n  - name: c\n    image: app:1\n    volumeMounts:\n    - {name: tools, mountPath: /tools}\n    - {name: tools, mountPath: /bin-tools, subPath: bin, readOnly: false}\n  volumes:\n  - name: tools\n    image: {reference: tools:2, pullPolicy: Never}\n",
+    ))
+    .unwrap();
+    let m = &plan.containers[0].mounts;
+    let view = |i: usize| {
+        (
+            m[i].kind.as_str(),
+            m[i].source.to_str().unwrap(),
+            m[i].readonly,
+            m[i].options.clone(),
+        )
+    };
+    assert_eq!(view(0), ("image", "tools:2", true, vec![]));
+    assert_eq!(
+        view(1),
+        ("image", "tools:2", true, vec!["subpath=bin".to_string()])
+    );
+    let pulls: Vec<(&str, PullPolicy)> = plan
+        .images
+        .iter()
+        .map(|p| (p.image.as_str(), p.policy))
+        .collect();
+    assert_eq!(
+        pulls,
+        [
+            ("app:1", PullPolicy::IfNotPresent),
+            ("tools:2", PullPolicy::Never)
+        ]
+    );
+    assert!(claim_names(&plan.volumes).is_empty());
 }
 
 #[test]

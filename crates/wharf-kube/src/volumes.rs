@@ -77,6 +77,12 @@ pub enum VolumeSource {
         /// Mounted read-only in every container.
         read_only: bool,
     },
+    /// An image's files (Kubernetes' image volume): the engine's read-only view of the
+    /// image, which the plan's images make present first.
+    Image {
+        /// The image reference.
+        reference: String,
+    },
 }
 
 /// hostPath `type`: what must exist at the path before the pod starts.
@@ -175,6 +181,7 @@ pub fn plan(
             v.downward_api.is_some(),
             v.persistent_volume_claim.is_some(),
             v.projected.is_some(),
+            v.image.is_some(),
         ]
         .iter()
         .filter(|b| **b)
@@ -188,7 +195,7 @@ pub fn plan(
                 .collect();
             return Err(invalid(match (set, unsupported.first()) {
                 (0, Some(kind)) => format!(
-                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)",
+                    "{path} ({}): {kind} volumes are not supported (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim, image)",
                     v.name
                 ),
                 (0, None) => format!("{path} ({}): the volume has no source", v.name),
@@ -235,12 +242,22 @@ pub fn plan(
                 claim: c.claim_name.clone(),
                 read_only: c.read_only,
             }
+        } else if let Some(im) = &v.image {
+            // Its pull policy is checked with the containers' (plan::images).
+            match im.reference.as_deref().map(str::trim) {
+                Some(r) if !r.is_empty() => VolumeSource::Image {
+                    reference: r.to_string(),
+                },
+                _ => return Err(invalid(format!("{path}.image.reference is required"))),
+            }
         } else {
             let d = v.downward_api.as_ref().expect("counted above");
             downward_api(pod, d, &format!("{path}.downwardAPI"))?
         };
         let fs_group = match source {
-            VolumeSource::HostPath { .. } | VolumeSource::Claim { .. } => None,
+            VolumeSource::HostPath { .. }
+            | VolumeSource::Claim { .. }
+            | VolumeSource::Image { .. } => None,
             _ => fs_group,
         };
         out.push(Volume {
@@ -584,19 +601,32 @@ pub fn mounts(
                         ..
                     }
             );
-        if let VolumeSource::Claim { claim, .. } = &vol.source {
+        // The engine's own objects: a claim's named volume (made at the container's
+        // creation when missing) and an image's read-only view (read-only whatever the
+        // mount says, as the kubelet mounts it); a subPath the engine resolves inside.
+        let engine_object = match &vol.source {
+            VolumeSource::Claim { claim, .. } => Some((
+                "persistentVolumeClaim",
+                claim,
+                wharf_engine::named_volumes::KIND,
+                readonly,
+            )),
+            VolumeSource::Image { reference } => {
+                Some(("image", reference, wharf_engine::image_volumes::KIND, true))
+            }
+            _ => None,
+        };
+        if let Some((what, source, kind, readonly)) = engine_object {
             if m.mount_propagation.as_deref().is_some_and(|p| p != "None") {
                 return Err(invalid(format!(
-                    "{p}.mountPropagation is not supported on persistentVolumeClaim volumes"
+                    "{p}.mountPropagation is not supported on {what} volumes"
                 )));
             }
-            // The engine's named volume: made at the container's creation when missing;
-            // a subPath the engine resolves inside it, as it stages it.
             out.push(VolumeMount {
-                source: PathBuf::from(claim),
+                source: PathBuf::from(source),
                 destination,
                 readonly,
-                kind: wharf_engine::named_volumes::KIND.to_string(),
+                kind: kind.to_string(),
                 options: sub_path
                     .iter()
                     .map(|s| format!("{}{}", wharf_engine::image_volumes::SUBPATH, s.display()))

@@ -1001,6 +1001,64 @@ spec:
     w.assert_clean();
 }
 
+/// An image volume (Kubernetes' `image` source): the image's files, read-only, whole or
+/// a subPath inside; its image pulled under its own pull policy, and a missing one with
+/// `Never` refused by name, leaving nothing behind.
+#[test]
+fn an_image_volume_mounts_an_images_files_read_only() {
+    let w = Wharf::new("kubelet-imagevol");
+    w.pull_busybox();
+    let text = |reference: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: iv}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: [sleep, "1000"]
+    volumeMounts:
+    - {{name: tools, mountPath: /tools}}
+    - {{name: tools, mountPath: /tools-bin, subPath: bin}}
+  volumes:
+  - name: tools
+    image: {{reference: "{reference}", pullPolicy: Never}}
+"#
+        )
+    };
+    let m = manifest(&w, "iv.yaml", &text("127.0.0.1:1/absent/tools:1"));
+    let out = w.run(&["play", "--network", "none", &m]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("127.0.0.1:1/absent/tools:1"),
+        "names the image: {out:?}"
+    );
+    w.assert_clean();
+    let m = manifest(&w, "iv.yaml", &text(&busybox()));
+    w.ok(&["play", "--network", "none", &m]);
+    let sh = |cmd: &str| w.run(&["exec", "iv-c", "sh", "-c", cmd]);
+    assert!(
+        wait_until(Duration::from_secs(10), || sh("true").code == 0),
+        "{}",
+        w.ok(&["play", "--status", &m])
+    );
+    assert_eq!(sh("test -x /tools/bin/busybox && echo yes").stdout, "yes\n");
+    assert_eq!(sh("test -x /tools-bin/busybox && echo yes").stdout, "yes\n");
+    let write = sh("touch /tools/x /tools-bin/x");
+    assert_ne!(write.code, 0, "read-only: {write:?}");
+    assert!(write.stderr.contains("Read-only file system"), "{write:?}");
+    let generated = w.ok(&["kube", "generate", "iv"]);
+    assert!(
+        generated.contains("image:\n      reference:") && generated.contains("subPath: bin"),
+        "{generated}"
+    );
+    w.ok(&["play", "--down", &m]);
+    w.assert_clean();
+}
+
 /// `kube generate` writes the Pod manifest of a running container's pod; `play` of it
 /// makes the same container again (command, env, limits, capabilities, volumes).
 #[test]
