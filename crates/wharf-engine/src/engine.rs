@@ -255,6 +255,7 @@ impl Engine {
                 if let Err(e) = started {
                     self.shutdown_shim(&row);
                     let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
+                    let _ = sandbox::remove_pod_dir(&self.setup(), &id);
                     let _ = self.db.delete_pod(&id);
                     self.locks.forget(&id);
                     return Err(e);
@@ -297,7 +298,7 @@ impl Engine {
             crate::hooks::step("pod: shim shut down");
             // Manifest volumes hold mounts (tmpfs, staged subPaths of host paths): they are
             // unmounted before the pod's directory is deleted, never deleted through.
-            crate::pod_volumes::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+            sandbox::remove_pod_dir(&self.setup(), &pod.id)?;
             sandbox::destroy_all_but_network(&self.setup(), &pod.id, &pod.sandbox)
         })();
         let net = net.finish();

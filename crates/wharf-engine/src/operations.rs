@@ -408,7 +408,7 @@ impl Engine {
 
     /// The directory of a pod's manifest volumes (see [`crate::pod_volumes`]).
     pub fn pod_volumes_dir(&self, pod_id: &str) -> std::path::PathBuf {
-        self.paths.pod_dir(pod_id).join("volumes")
+        self.paths.pod_dir(pod_id).join(crate::pod_volumes::VOLUMES)
     }
 
     /// Remove a pod and its containers (running ones only with `force`).

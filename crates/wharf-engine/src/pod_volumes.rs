@@ -20,6 +20,9 @@ use wharf_runtime::sub_path::{self, mount_id};
 
 use crate::error::{Context, Error, Result};
 
+/// The volume directory below a pod's directory.
+pub const VOLUMES: &str = "volumes";
+
 /// The directory of staged subPaths below a pod's volume directory.
 pub const SUBPATHS: &str = ".subpaths";
 
@@ -30,6 +33,16 @@ pub fn remove_volumes(dir: &Path) -> Result<()> {
     if fs::symlink_metadata(dir).is_err() {
         return Ok(());
     }
+    unmount_volumes(dir)?;
+    let dev = mount_id(dir).ctx(|| format!("stat {}", dir.display()))?;
+    remove_tree(dir, dev)
+}
+
+/// Unmount what the volume creation and the stages mounted below `dir` (a tmpfs volume
+/// loses its files, as it does at a reboot), keeping what is on the disk: a pod whose
+/// sandbox died may be restored with its disk volumes, as the kubelet keeps an emptyDir
+/// for as long as its pod. Idempotent.
+pub fn unmount_volumes(dir: &Path) -> Result<()> {
     // Staged subPaths first, then tmpfs volumes.
     let subpaths = dir.join(SUBPATHS);
     for container in read_dir(&subpaths) {
@@ -40,8 +53,7 @@ pub fn remove_volumes(dir: &Path) -> Result<()> {
     for v in read_dir(dir) {
         unmount(&v)?;
     }
-    let dev = mount_id(dir).ctx(|| format!("stat {}", dir.display()))?;
-    remove_tree(dir, dev)
+    Ok(())
 }
 
 /// The mount kind of a path inside a volume on the host (its source: the volume's host

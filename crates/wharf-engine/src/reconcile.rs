@@ -325,6 +325,7 @@ impl Engine {
         }
         self.shutdown_shim(pod);
         crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
+        crate::sandbox::remove_pod_dir(&self.setup(), &pod.id)?;
         self.db.transaction(|db| {
             db.delete_pod(&pod.id)?;
             db.event(
@@ -339,9 +340,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Release what is left of a pod whose namespaces are gone, and mark it dead.
+    /// Release what is left of a pod whose namespaces are gone, and mark it dead. Its
+    /// volumes' mounts go; their files on the disk stay until the pod is removed.
     fn release_sandbox(&self, pod: &PodRow) -> Result<()> {
-        crate::pod_volumes::remove_volumes(&self.pod_volumes_dir(&pod.id))?;
+        crate::pod_volumes::unmount_volumes(&self.pod_volumes_dir(&pod.id))?;
         crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
         self.mark_dead(pod, "sandbox gone")
     }

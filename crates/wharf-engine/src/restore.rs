@@ -4,9 +4,12 @@
 //! policy is `always` or `unless-stopped` gets a new sandbox under the same id, its shim,
 //! and its containers started again from their own writable layers, with the same ids,
 //! names and logs. An `unless-stopped` container the user had stopped stays down: `stop`
-//! leaves a mark in its bundle that `start` takes away.
+//! leaves a mark in its bundle that `start` takes away. A pod whose containers ran as one
+//! plan (`run_pod`: init containers in order, then the app containers; `wharf play`) is
+//! handed to its shim as a plan again, after its caller made what else it needs (a
+//! played pod's volumes).
 
-use crate::db::PodRow;
+use crate::db::{ContainerRow, PodRow};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{PodState, RestartPolicy};
@@ -14,6 +17,13 @@ use crate::paths::Paths;
 
 /// The mark of a container the user stopped.
 const USER_STOPPED: &str = "user-stopped";
+/// The mark, in a pod's directory, of a pod whose containers run as one plan.
+const PLAN: &str = "plan";
+
+/// Mark pod `id` as run by a plan (best effort: the mark only matters at boot).
+pub(crate) fn mark_plan(paths: &Paths, id: &str) {
+    let _ = std::fs::write(paths.pod_dir(id).join(PLAN), b"");
+}
 
 /// Set or clear the user-stopped mark of container `id` (best effort: the mark only
 /// matters at boot, and a bundle that is gone has nothing to restore).
@@ -33,9 +43,13 @@ fn user_stopped(paths: &Paths, id: &str) -> bool {
 }
 
 impl Engine {
-    /// Restore the pods the last shutdown took down whose restart policy asks for it.
+    /// Restore the pods the last shutdown took down whose restart policy asks for it;
+    /// `prepare` runs for each once its sandbox is back, before its containers start.
     /// Returns, per container considered, its name and what happened.
-    pub fn restore(&self) -> Result<Vec<(String, Result<()>)>> {
+    pub fn restore(
+        &self,
+        prepare: &dyn Fn(&PodRow) -> Result<()>,
+    ) -> Result<Vec<(String, Result<()>)>> {
         let mut out = Vec::new();
         for pod in self.db.pods()? {
             if pod.state != PodState::Dead
@@ -47,33 +61,58 @@ impl Engine {
                 continue;
             }
             let containers = self.db.containers(Some(&pod.id))?;
+            let plan = self.paths.pod_dir(&pod.id).join(PLAN).exists();
             let wanted: Vec<_> = containers
                 .iter()
                 .filter(|c| {
-                    !(pod.spec.restart == RestartPolicy::UnlessStopped
+                    plan || !(pod.spec.restart == RestartPolicy::UnlessStopped
                         && user_stopped(&self.paths, &c.id))
                 })
                 .collect();
             if wanted.is_empty() {
                 continue;
             }
-            if let Err(e) = self.revive(&pod) {
-                for c in &wanted {
+            let revived = self.revive(&pod).and_then(|()| {
+                let pod = self.db.find_pod(&pod.id)?;
+                prepare(&pod)?;
+                Ok(pod)
+            });
+            let pod = match revived {
+                Ok(pod) => pod,
+                Err(e) => {
+                    for c in &wanted {
+                        out.push((
+                            c.name.clone(),
+                            Err(Error::Other(format!("pod {}: {e}", pod.name))),
+                        ));
+                    }
+                    continue;
+                }
+            };
+            let bundle = |c: &ContainerRow| {
+                self.images
+                    .resolve(&c.image_id)
+                    .map_err(Error::from)
+                    .and_then(|image| self.write_bundle(&pod, c, &image, true))
+            };
+            if plan {
+                // All bundles, then the shim runs the plan as at the first start.
+                let done = wanted
+                    .iter()
+                    .try_for_each(|c| bundle(c))
+                    .and_then(|()| self.run_pod(&pod.id));
+                for c in wanted {
                     out.push((
                         c.name.clone(),
-                        Err(Error::Other(format!("pod {}: {e}", pod.name))),
+                        done.as_ref()
+                            .map(drop)
+                            .map_err(|e| Error::Other(format!("pod {}: {e}", pod.name))),
                     ));
                 }
                 continue;
             }
-            let pod = self.db.find_pod(&pod.id)?;
             for c in wanted {
-                let done = self
-                    .images
-                    .resolve(&c.image_id)
-                    .map_err(Error::from)
-                    .and_then(|image| self.write_bundle(&pod, c, &image, true))
-                    .and_then(|()| self.start(&c.id, false).map(drop));
+                let done = bundle(c).and_then(|()| self.start(&c.id, false).map(drop));
                 out.push((c.name.clone(), done));
             }
         }

@@ -441,15 +441,28 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         keep(cg.destroy().map_err(Into::into));
     }
     crate::hooks::step("destroy: cgroup removed");
-    for dir in [run, s.paths.pod_dir(id)] {
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => keep(Err(Error::Os {
-                what: format!("remove {}", dir.display()),
-                err: e,
-            })),
-        }
+    match std::fs::remove_dir_all(&run) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => keep(Err(Error::Os {
+            what: format!("remove {}", run.display()),
+            err: e,
+        })),
     }
     first.map_or(Ok(()), Err)
+}
+
+/// Remove pod `id`'s directory (`<root>/pods/<id>`: its record, its volumes, its marks),
+/// once the pod itself goes. A sandbox that dies leaves it: the pod may be restored with
+/// its disk volumes. The volumes' mounts go first, so nothing is deleted through one.
+pub fn remove_pod_dir(s: &Setup<'_>, id: &str) -> Result<()> {
+    let dir = s.paths.pod_dir(id);
+    crate::pod_volumes::remove_volumes(&dir.join(crate::pod_volumes::VOLUMES))?;
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Os {
+            what: format!("remove {}", dir.display()),
+            err: e,
+        }),
+        _ => Ok(()),
+    }
 }

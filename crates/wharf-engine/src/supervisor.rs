@@ -363,6 +363,7 @@ impl Engine {
                 .collect(),
         };
         shim.run_pod(&plan)?;
+        crate::restore::mark_plan(&self.paths, &pod.id);
         let now = wharf_sys::time::now_rfc3339_nano();
         self.db.transaction(|db| {
             for c in &containers {

@@ -113,6 +113,47 @@ impl HostVolumes {
     }
 }
 
+/// The plan's volumes, kept beside them (owner-only: it holds the Secrets' data, as the
+/// played manifest does), so that they can be made again after the machine restarted.
+const SAVED: &str = ".volumes.json";
+
+/// Keep `volumes` (created below `dir` by [`create_volumes`]) for [`restore_volumes`].
+pub fn save_volumes(volumes: &[Volume], dir: &Path) -> Result<()> {
+    let json = serde_json::to_vec(volumes)
+        .map_err(|e| Error::Other(format!("volumes of {}: {e}", dir.display())))?;
+    wharf_engine::paths::write_private(&dir.join(SAVED), &json)
+}
+
+/// After a restart of the machine (`wharf system restore`), make the volumes kept below
+/// `dir` again: a tmpfs volume (medium Memory, Secrets) is gone with the reboot, and
+/// configMap, secret and downwardAPI files are written anew; a disk emptyDir keeps its
+/// files, as the kubelet keeps them for the same pod. Nothing kept there: nothing to do.
+pub fn restore_volumes(dir: &Path) -> Result<()> {
+    let text = match fs::read(dir.join(SAVED)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).ctx(|| format!("read {}", dir.join(SAVED).display())),
+    };
+    let volumes: Vec<Volume> = serde_json::from_slice(&text)
+        .map_err(|e| Error::Other(format!("{}: damaged: {e}", dir.join(SAVED).display())))?;
+    for v in &volumes {
+        let path = dir.join(&v.name);
+        match v.source {
+            VolumeSource::Claim { .. } | VolumeSource::Image { .. } => continue,
+            VolumeSource::EmptyDir { memory: false, .. } if path.is_dir() => continue,
+            VolumeSource::HostPath { .. } => {}
+            _ => {
+                // What is left: an empty mount point, or files written on the disk.
+                wharf_runtime::sub_path::unmount_stacked(&path)
+                    .ctx(|| format!("unmount {}", path.display()))?;
+                remove_volumes(&path)?;
+            }
+        }
+        create_one(v, dir)?;
+    }
+    Ok(())
+}
+
 fn create_one(v: &Volume, dir: &Path) -> Result<(PathBuf, bool)> {
     let path = dir.join(&v.name);
     let what = |w: &str| format!("volume {}: {w} {}", v.name, path.display());

@@ -58,7 +58,7 @@ mod workloads;
 pub use controller::{ControllerState, Progress, reconcile};
 pub use env::POD_IP_PLACEHOLDER;
 pub use generate::generate;
-pub use host::{HostVolumes, create_volumes};
+pub use host::{HostVolumes, create_volumes, restore_volumes, save_volumes};
 pub use manifest::{DataObject, MAX_MANIFEST_BYTES, Manifest, parse, parse_objects};
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,

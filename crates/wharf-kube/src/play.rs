@@ -10,7 +10,7 @@ use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::{Error, Result};
 use wharf_engine::model::NetworkMode;
 
-use crate::{PlayPlan, create_volumes};
+use crate::{PlayPlan, create_volumes, save_volumes};
 
 /// What [`play`] created.
 #[derive(Debug, Clone)]
@@ -42,7 +42,9 @@ pub fn play(engine: &Engine, mut plan: PlayPlan) -> Result<PlayedPod> {
 }
 
 fn play_in(engine: &Engine, pod: &PodRow, plan: &mut PlayPlan) -> Result<Vec<ContainerRow>> {
-    let volumes = create_volumes(&plan.volumes, &engine.pod_volumes_dir(&pod.id))?;
+    let dir = engine.pod_volumes_dir(&pod.id);
+    let volumes = create_volumes(&plan.volumes, &dir)?;
+    save_volumes(&plan.volumes, &dir)?;
     if plan.needs_pod_ip {
         let ip = match pod.sandbox.ips.first() {
             Some(ip) => ip.split('/').next().unwrap_or(ip).to_string(),

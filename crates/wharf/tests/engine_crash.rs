@@ -118,6 +118,17 @@ impl World {
         );
     }
 
+    /// `wharf system restore`: what it brought back, sorted.
+    fn restore(&self) -> Vec<String> {
+        let mut restored: Vec<String> = self
+            .ok(&["system", "restore"])
+            .lines()
+            .map(String::from)
+            .collect();
+        restored.sort();
+        restored
+    }
+
     /// Every container (`wharf ps -a -q`) as `wharf inspect` shows it, by name.
     fn ps(&self) -> BTreeMap<String, Value> {
         let ids = self.ok(&["ps", "-a", "-q"]);
@@ -331,6 +342,8 @@ impl World {
         assert!(wait_until(WAIT, || self.our_processes().is_empty()
             && self.container_processes().is_empty()));
         wharf_testbed::unmount_below(&self.run);
+        // What a reboot takes besides: tmpfs volumes of pods and views of images.
+        wharf_testbed::unmount_below(&self.root);
         mount_tmpfs(&self.run);
     }
 }
@@ -987,12 +1000,7 @@ fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
     let id = w.ps()["always"]["Id"].as_str().unwrap().to_string();
     assert!(wait_until(WAIT, || w.ok(&["logs", "always"]) == "run\n"));
     w.reboot();
-    let mut restored: Vec<String> = w
-        .ok(&["system", "restore"])
-        .lines()
-        .map(String::from)
-        .collect();
-    restored.sort();
+    let restored = w.restore();
     assert_eq!(restored, ["always", "unless"]);
     let ps = w.ps();
     for n in ["always", "unless"] {
@@ -1007,6 +1015,68 @@ fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
     // Once more does nothing.
     assert_eq!(w.ok(&["system", "restore"]), "");
     w.ok(&["rm", "-f", "always", "unless", "stopped", "plain"]);
+    w.assert_clean();
+}
+
+/// A played pod after a reboot: `system restore` makes its volumes again (a Secret's
+/// tmpfs and files; a disk emptyDir keeps its files, as the kubelet keeps them) and hands
+/// the pod to its shim as a plan again: the init container first, then the app.
+#[test]
+fn after_a_reboot_restore_plays_a_played_pod_again() {
+    let w = World::new("crash-restore-play");
+    let manifest = w.env.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: v1
+kind: Secret
+metadata: {{name: db}}
+stringData: {{password: s3cret}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: init
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo run >> /cache/init-runs"]
+    volumeMounts: [{{name: cache, mountPath: /cache}}]
+  containers:
+  - name: app
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo app sees $(cat /secret/password) after $(wc -l < /cache/init-runs) init runs; sleep 1000"]
+    volumeMounts: [{{name: secret, mountPath: /secret}}, {{name: cache, mountPath: /cache}}]
+  volumes:
+  - {{name: cache, emptyDir: {{}}}}
+  - {{name: secret, secret: {{secretName: db}}}}
+"#,
+            image = w.image
+        ),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    w.ok(&["play", "--network", "none", m]);
+    let first = "app sees s3cret after 1 init runs\n";
+    assert!(
+        wait_until(WAIT, || w.ok(&["logs", "p-app"]) == first),
+        "{}",
+        w.ok(&["logs", "p-app"])
+    );
+    w.reboot();
+    let restored = w.restore();
+    assert_eq!(restored, ["p-app", "p-init"]);
+    let again = format!("{first}app sees s3cret after 2 init runs\n");
+    assert!(
+        wait_until(WAIT, || w.ok(&["logs", "p-app"]) == again),
+        "{}{}",
+        w.ok(&["logs", "p-app"]),
+        w.ok(&["play", "--status", m])
+    );
+    w.ok(&["play", "--down", m]);
     w.assert_clean();
 }
 

@@ -783,7 +783,11 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
         SystemCmd::Restore => {
             let engine = open(cli)?;
             let mut code = 0;
-            for (name, done) in engine.restore()? {
+            // A played pod's volumes are made again before its containers start.
+            let volumes = |pod: &wharf_engine::db::PodRow| {
+                wharf_kube::restore_volumes(&engine.pod_volumes_dir(&pod.id))
+            };
+            for (name, done) in engine.restore(&volumes)? {
                 match done {
                     Ok(()) => println!("{name}"),
                     Err(e) => {
