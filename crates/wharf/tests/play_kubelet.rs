@@ -587,7 +587,18 @@ spec:
     assert!(wait_until(Duration::from_secs(5), || {
         !std::path::Path::new(&format!("/proc/{pid}")).exists()
     }));
+    let table = w.ok(&["play", "--status", &m]);
+    assert!(
+        table.contains(
+            "Deployment/web: 2 pods, 2 wanted (its controller is not running: wharf system restore starts it)"
+        ),
+        "{table}"
+    );
     assert_eq!(w.ok(&["system", "restore"]).trim(), "Deployment web");
+    assert!(
+        !w.ok(&["play", "--status", &m]).contains("not running"),
+        "restored"
+    );
     assert_ne!(controller(), pid);
     assert_eq!(
         w.ok(&["system", "restore"]),

@@ -599,6 +599,15 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
             ),
             (None, None) => format!("{label}: {} pods, {} wanted", pods.len(), w.replicas),
         };
+        // Nothing keeps it then: say so, and what starts its controller again.
+        let line = if outcome.is_none()
+            && record_dir(cli, w).join("options.json").exists()
+            && running_controller(&record_dir(cli, w)).is_none()
+        {
+            format!("{line} (its controller is not running: wharf system restore starts it)")
+        } else {
+            line
+        };
         if !record_dir(cli, w).exists() && pods.is_empty() {
             eprintln!("wharf: {} {} does not exist", w.kind.as_str(), w.name);
             code = 1;
