@@ -448,7 +448,8 @@ impl Engine {
         if !wharf_image::snapshot::is_mountpoint(&rootfs_dir) {
             rootfs.mount(&rootfs_dir)?;
         }
-        let runtime_spec = self.bind_image_volumes(&row.spec)?;
+        let runtime_spec = crate::pod_ip::with_pod_ip(&row.spec, &crate::pod_ip::pod_ip(pod));
+        let runtime_spec = self.bind_image_volumes(&runtime_spec)?;
         let runtime_spec = self.bind_sub_paths(&pod.id, &row.id, &runtime_spec)?;
         let runtime_spec = self.bind_named_volumes(&runtime_spec, &rootfs_dir)?;
         let config = specgen::generate(&specgen::Inputs {

@@ -23,6 +23,7 @@ mod network_records;
 pub mod oom;
 mod operations;
 pub mod paths;
+pub mod pod_ip;
 mod pod_lock;
 pub mod pod_volumes;
 mod query;

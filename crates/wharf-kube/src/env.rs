@@ -13,9 +13,7 @@ use super::resources::Resources;
 use super::validate;
 use wharf_engine::error::{Error, Result};
 
-/// Stands for the pod's IP address in env values, commands and args until the engine knows
-/// it (see [`super::PlayPlan::set_pod_ip`]).
-pub const POD_IP_PLACEHOLDER: &str = "{{wharf:pod-ip}}";
+pub use wharf_engine::pod_ip::POD_IP_PLACEHOLDER;
 
 /// What env values can refer to about the pod.
 pub struct PodInfo<'a> {

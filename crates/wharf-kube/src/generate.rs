@@ -13,6 +13,7 @@ use wharf_engine::error::Result;
 use wharf_engine::image_volumes::{KIND as IMAGE, SUBPATH};
 use wharf_engine::model::{ContainerSpec, NetworkMode, RestartPolicy};
 use wharf_engine::named_volumes::KIND as VOLUME;
+use wharf_engine::pod_ip::POD_IP_PLACEHOLDER;
 use wharf_engine::pod_volumes::SUB_PATH_KIND;
 use wharf_shim::protocol::{Action, ProbeSpec};
 
@@ -196,7 +197,13 @@ fn container_doc(
         let env: Vec<Value> = c
             .env
             .iter()
-            .map(|(k, v)| json!({"name": k, "value": v}))
+            .map(|(k, v)| {
+                if v == POD_IP_PLACEHOLDER {
+                    json!({"name": k, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+                } else {
+                    json!({"name": k, "value": v})
+                }
+            })
             .collect();
         m.insert("env".into(), Value::Array(env));
     }

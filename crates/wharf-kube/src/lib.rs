@@ -15,11 +15,12 @@
 //! 3. Create `plan.volumes` with [`create_volumes`] in a directory of the pod (e.g.
 //!    `<root>/pods/<pod>/volumes`); the engine's [`remove_volumes`] undoes it when the pod is
 //!    removed.
-//! 4. If `plan.needs_pod_ip`, call [`PlayPlan::set_pod_ip`] with the pod's address once its
-//!    network is attached (the host's address for `hostNetwork` pods).
-//! 5. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
-//!    [`VOLUME_MOUNT_KIND`] into bind mounts of host paths (staging subPaths safely).
-//! 6. Run the init containers one after another, each to a zero exit (a sidecar, one with
+//! 4. For each container, [`HostVolumes::resolve_mounts`] turns the mounts whose `kind` is
+//!    [`VOLUME_MOUNT_KIND`] into bind mounts of host paths (subPaths into the engine's
+//!    mounts of a path inside a volume, which the pod's shim stages at each start). The
+//!    pod's IP, [`POD_IP_PLACEHOLDER`] in env and commands, is put in by the engine at
+//!    each bundle (the host's address for `hostNetwork` pods).
+//! 5. Run the init containers one after another, each to a zero exit (a sidecar, one with
 //!    `restartPolicy: Always`, until it runs and its startup probe passed), then start the
 //!    app containers; stop them with `plan.grace_period`. The pod's shim runs each
 //!    container's probes and lifecycle hooks (`ContainerSpec::kube`) with no CLI alive;
@@ -63,7 +64,6 @@ pub use manifest::{DataObject, MAX_MANIFEST_BYTES, Manifest, parse, parse_object
 pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
     PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, plan_workload_pod,
-    substitute_pod_ip,
 };
 pub use play::{PlayedPod, play, play_down};
 pub use quantity::{Quantity, QuantityError};

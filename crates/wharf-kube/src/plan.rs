@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api;
 use super::document::ParsedPod;
-use super::env::{self, POD_IP_PLACEHOLDER, PodInfo};
+use super::env::{self, PodInfo};
 use super::expand::expand;
 use super::manifest::Manifest;
 use super::resources::{self, Resources};
@@ -112,39 +112,15 @@ pub struct PlayPlan {
     /// Seconds between SIGTERM and SIGKILL when the pod stops (also each container's
     /// stop_timeout).
     pub grace_period: Option<u64>,
-    /// Some container refers to the pod's IP ([`POD_IP_PLACEHOLDER`]): call
-    /// [`PlayPlan::set_pod_ip`] once the network is up.
-    pub needs_pod_ip: bool,
     /// Every field left out or adjusted, with its path.
     pub warnings: Vec<String>,
 }
 
 impl PlayPlan {
-    /// Replace [`POD_IP_PLACEHOLDER`] with `ip` in every container's env, entrypoint and
-    /// command.
-    pub fn set_pod_ip(&mut self, ip: &str) {
-        for c in self.init_containers.iter_mut().chain(&mut self.containers) {
-            substitute_pod_ip(c, ip);
-        }
-        self.needs_pod_ip = false;
-    }
-
     /// Init containers, then app containers.
     pub fn all_containers(&self) -> impl Iterator<Item = &ContainerSpec> {
         self.init_containers.iter().chain(&self.containers)
     }
-}
-
-/// Replace [`POD_IP_PLACEHOLDER`] with `ip` in a container's env, entrypoint and command.
-pub fn substitute_pod_ip(c: &mut ContainerSpec, ip: &str) {
-    let sub = |s: &mut String| {
-        if s.contains(POD_IP_PLACEHOLDER) {
-            *s = s.replace(POD_IP_PLACEHOLDER, ip);
-        }
-    };
-    c.env.iter_mut().for_each(|(_, v)| sub(v));
-    c.entrypoint.iter_mut().flatten().for_each(sub);
-    c.command.iter_mut().flatten().for_each(sub);
 }
 
 fn invalid(msg: String) -> Error {
@@ -352,7 +328,6 @@ impl<'a> Planner<'a> {
             }
         }
         let images = images(spec)?;
-        let needs_pod_ip = init_containers.iter().chain(&containers).any(uses_pod_ip);
         Ok(PlayPlan {
             pod: pod_spec,
             init_containers,
@@ -360,7 +335,6 @@ impl<'a> Planner<'a> {
             volumes,
             images,
             grace_period: Some(grace),
-            needs_pod_ip,
             warnings: self.warnings,
         })
     }
@@ -970,15 +944,6 @@ fn containers_with_paths(spec: &api::PodSpec) -> impl Iterator<Item = (String, &
                 .enumerate()
                 .map(|(i, c)| (format!("spec.containers[{i}]"), c)),
         )
-}
-
-fn uses_pod_ip(c: &ContainerSpec) -> bool {
-    c.env.iter().any(|(_, v)| v.contains(POD_IP_PLACEHOLDER))
-        || c.entrypoint
-            .iter()
-            .chain(&c.command)
-            .flatten()
-            .any(|a| a.contains(POD_IP_PLACEHOLDER))
 }
 
 /// Kubernetes' default pull policy: Always for `:latest` or no tag, else IfNotPresent.

@@ -2,13 +2,11 @@
 //! volumes, its containers, then the pod's shim runs them (init containers in order first),
 //! and taking it all down again.
 
-use std::net::UdpSocket;
 use std::time::Duration;
 
 use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::{Error, Result};
-use wharf_engine::model::NetworkMode;
 
 use crate::{PlayPlan, create_volumes, save_volumes};
 
@@ -24,7 +22,7 @@ pub struct PlayedPod {
 /// Create the plan's pod, volumes and containers and hand them to the pod's shim. The
 /// images must be in the store already. When a step fails, everything made so far is
 /// removed again and the error names the step.
-pub fn play(engine: &Engine, mut plan: PlayPlan) -> Result<PlayedPod> {
+pub fn play(engine: &Engine, plan: PlayPlan) -> Result<PlayedPod> {
     let name = plan.pod.name.clone().unwrap_or_default();
     if engine.pod(&name).is_ok() {
         return Err(Error::Exists(format!(
@@ -32,7 +30,7 @@ pub fn play(engine: &Engine, mut plan: PlayPlan) -> Result<PlayedPod> {
         )));
     }
     let pod = engine.create_pod(&plan.pod)?;
-    match play_in(engine, &pod, &mut plan) {
+    match play_in(engine, &pod, &plan) {
         Ok(containers) => Ok(PlayedPod { pod, containers }),
         Err(e) => {
             let _ = engine.remove_pod(&pod.id, true);
@@ -41,18 +39,10 @@ pub fn play(engine: &Engine, mut plan: PlayPlan) -> Result<PlayedPod> {
     }
 }
 
-fn play_in(engine: &Engine, pod: &PodRow, plan: &mut PlayPlan) -> Result<Vec<ContainerRow>> {
+fn play_in(engine: &Engine, pod: &PodRow, plan: &PlayPlan) -> Result<Vec<ContainerRow>> {
     let dir = engine.pod_volumes_dir(&pod.id);
     let volumes = create_volumes(&plan.volumes, &dir)?;
     save_volumes(&plan.volumes, &dir)?;
-    if plan.needs_pod_ip {
-        let ip = match pod.sandbox.ips.first() {
-            Some(ip) => ip.split('/').next().unwrap_or(ip).to_string(),
-            None if pod.spec.network == NetworkMode::Host => host_address(),
-            None => String::new(),
-        };
-        plan.set_pod_ip(&ip);
-    }
     let mut rows = Vec::new();
     for spec in plan.init_containers.iter().chain(&plan.containers) {
         let mut spec = spec.clone();
@@ -71,16 +61,4 @@ pub fn play_down(engine: &Engine, key: &str, grace: Option<Duration>) -> Result<
     engine.stop_pod(&pod.id, grace)?;
     engine.remove_pod(&pod.id, true)?;
     Ok(pod)
-}
-
-/// The address this host would use to reach the outside (the pod IP of hostNetwork pods).
-/// Connecting a UDP socket sends nothing; without a route it is the loopback address.
-fn host_address() -> String {
-    UdpSocket::bind("0.0.0.0:0")
-        .and_then(|s| {
-            s.connect("192.0.2.1:9")?;
-            s.local_addr()
-        })
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|_| "127.0.0.1".into())
 }

@@ -438,12 +438,8 @@ fn a_full_pod_translates_field_by_field() {
         ]
     );
 
-    // The pod IP is substituted by the engine.
-    assert!(plan.needs_pod_ip);
-    let mut plan = plan;
-    plan.set_pod_ip("10.88.0.7");
-    assert_eq!(env(&plan.containers[0], "MY_IP"), Some("10.88.0.7"));
-    assert!(!plan.needs_pod_ip);
+    // The pod IP is put in by the engine, at each bundle.
+    assert_eq!(env(&plan.containers[0], "MY_IP"), Some(POD_IP_PLACEHOLDER));
 }
 
 #[test]
@@ -471,7 +467,6 @@ fn a_minimal_pod_gets_kubernetes_defaults() {
     assert_eq!(c.stop_timeout, Some(DEFAULT_GRACE_PERIOD));
     assert!(c.env.is_empty() && c.mounts.is_empty());
     assert_eq!(plan.images[0].policy, PullPolicy::Always);
-    assert!(!plan.needs_pod_ip);
 }
 
 #[test]
@@ -850,14 +845,7 @@ fn env_expansion_downward_api_and_the_pod_ip() {
         ]
     );
     assert_eq!(c.command.as_deref().unwrap(), ["node-1".to_string()]);
-    assert!(plan.needs_pod_ip);
-    let mut plan = plan;
-    plan.set_pod_ip("10.0.0.9");
-    assert_eq!(
-        plan.containers[0].entrypoint.as_ref().unwrap()[1],
-        "--listen=10.0.0.9:9090"
-    );
-    assert_eq!(env(&plan.containers[0], "POD_IP"), Some("10.0.0.9"));
+    assert_eq!(env(c, "POD_IP"), Some(POD_IP_PLACEHOLDER));
 }
 
 #[test]

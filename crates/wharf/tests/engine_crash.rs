@@ -1020,7 +1020,8 @@ fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
 
 /// A played pod after a reboot: `system restore` makes its volumes again (a Secret's
 /// tmpfs and files; a disk emptyDir keeps its files, as the kubelet keeps them) and hands
-/// the pod to its shim as a plan again: the init container first, then the app.
+/// the pod to its shim as a plan again: the init container first, then the app, told its
+/// new address when its old one went to another pod.
 #[test]
 fn after_a_reboot_restore_plays_a_played_pod_again() {
     let w = World::new("crash-restore-play");
@@ -1048,7 +1049,8 @@ spec:
   - name: app
     image: {image}
     imagePullPolicy: IfNotPresent
-    command: [sh, -c, "echo app sees $(cat /secret/password) after $(wc -l < /cache/init-runs) init runs; sleep 1000"]
+    command: [sh, -c, "echo app sees $(cat /secret/password) after $(wc -l < /cache/init-runs) init runs; echo $POD_IP $(ip -4 -o addr show eth0 | awk '{{print $4}}') > /cache/ip; sleep 1000"]
+    env: [{{name: POD_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}]
     volumeMounts: [{{name: secret, mountPath: /secret}}, {{name: cache, mountPath: /cache}}]
   volumes:
   - {{name: cache, emptyDir: {{}}}}
@@ -1059,14 +1061,27 @@ spec:
     )
     .unwrap();
     let m = manifest.to_str().unwrap();
-    w.ok(&["play", "--network", "none", m]);
+    w.ok(&["play", m]);
     let first = "app sees s3cret after 1 init runs\n";
     assert!(
         wait_until(WAIT, || w.ok(&["logs", "p-app"]) == first),
         "{}",
         w.ok(&["logs", "p-app"])
     );
+    // $POD_IP and the address of eth0, as the app wrote them in the emptyDir.
+    let addresses = || -> Vec<String> {
+        let out = w.run(&["exec", "p-app", "cat", "/cache/ip"]);
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(|a| a.split('/').next().unwrap().to_string())
+            .collect()
+    };
+    assert!(wait_until(WAIT, || addresses().len() == 2));
+    let before = addresses();
+    assert_eq!(before[0], before[1], "{before:?}");
     w.reboot();
+    // Another pod takes the address first.
+    w.ok(&["run", "-d", "--name", "squatter", &w.image, "sleep", "1000"]);
     let restored = w.restore();
     assert_eq!(restored, ["p-app", "p-init"]);
     let again = format!("{first}app sees s3cret after 2 init runs\n");
@@ -1076,6 +1091,16 @@ spec:
         w.ok(&["logs", "p-app"]),
         w.ok(&["play", "--status", m])
     );
+    assert!(wait_until(WAIT, || {
+        let now = addresses();
+        now.len() == 2 && now[0] != before[0]
+    }));
+    let after = addresses();
+    assert_eq!(
+        after[0], after[1],
+        "the new address: {after:?} (was {before:?})"
+    );
+    w.ok(&["rm", "-f", "squatter"]);
     w.ok(&["play", "--down", m]);
     w.assert_clean();
 }
