@@ -1100,6 +1100,8 @@ spec:
         after[0], after[1],
         "the new address: {after:?} (was {before:?})"
     );
+    let env = w.ok(&["inspect", "--format", "{{json .Config.Env}}", "p-app"]);
+    assert!(env.contains(&format!("POD_IP={}", after[0])), "{env}");
     w.ok(&["rm", "-f", "squatter"]);
     w.ok(&["play", "--down", m]);
     w.assert_clean();

@@ -90,7 +90,10 @@ pub fn container(
     health: Option<&wharf_shim::protocol::HealthState>,
 ) -> Value {
     let c = &v.row;
-    let s = &c.spec;
+    // What the container was given: the pod's IP in place of a played manifest's podIP.
+    let given =
+        pod.map(|p| wharf_engine::pod_ip::with_pod_ip(&c.spec, &wharf_engine::pod_ip::pod_ip(p)));
+    let s = given.as_ref().unwrap_or(&c.spec);
     let running = c.shown_state() == ContainerState::Running;
     let paused = c.state == ContainerState::Paused;
     let argv = argv(c);
