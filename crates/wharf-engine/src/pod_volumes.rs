@@ -62,6 +62,9 @@ pub fn unmount_volumes(dir: &Path) -> Result<()> {
 pub const SUB_PATH_KIND: &str = "subpath";
 /// The option of a [`SUB_PATH_KIND`] mount inside an emptyDir.
 pub const WORLD_WRITABLE: &str = "world-writable";
+/// The option of a mount whose path must be in its volume already (docker's
+/// `volume-subpath`); without it a missing one is made, as the kubelet makes it.
+pub const MUST_EXIST: &str = "subpath-must-exist";
 
 /// Where container `id`'s subPaths are staged, below the volume directory `dir` of its
 /// pod.

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::image_volumes::{SUBPATH, subpath};
 use crate::model::{ContainerSpec, VolumeMount};
 use crate::named_volumes;
-use crate::pod_volumes::{SUB_PATH_KIND, WORLD_WRITABLE, stages_dir};
+use crate::pod_volumes::{MUST_EXIST, SUB_PATH_KIND, WORLD_WRITABLE, stages_dir};
 
 impl Engine {
     /// The volume directory and path of mount `m` when it mounts a path inside a volume.
@@ -46,6 +46,7 @@ impl Engine {
                         path,
                         stage: dir.join(j.to_string()),
                         world_writable: m.options.iter().any(|o| o == WORLD_WRITABLE),
+                        must_exist: m.options.iter().any(|o| o == MUST_EXIST),
                     },
                 ))
             })
@@ -75,7 +76,8 @@ impl Engine {
             m.source = s.stage;
             m.kind = "bind".into();
             m.options.retain(|o| {
-                !o.starts_with(SUBPATH) && o != WORLD_WRITABLE && o != named_volumes::ANONYMOUS
+                !o.starts_with(SUBPATH)
+                    && ![WORLD_WRITABLE, MUST_EXIST, named_volumes::ANONYMOUS].contains(&o.as_str())
             });
         }
         Ok(out)

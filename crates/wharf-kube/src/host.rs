@@ -329,6 +329,7 @@ mod tests {
 
     use super::*;
     use crate::{PlanOptions, parse, plan_with};
+    use wharf_runtime::sub_path::Missing;
 
     fn opts() -> PlanOptions {
         PlanOptions {
@@ -529,7 +530,15 @@ spec:
                 .find_map(|o| o.strip_prefix("subpath="))
                 .unwrap();
             let stage = stages.join(j.to_string());
-            wharf_runtime::sub_path::stage(&m.source, Path::new(sub), &stage, true).unwrap();
+            wharf_runtime::sub_path::stage(
+                &m.source,
+                Path::new(sub),
+                &stage,
+                Missing::MakeDir {
+                    world_writable: true,
+                },
+            )
+            .unwrap();
             staged.push(stage);
         }
         // "escape" points at <volume><outside>, not at the host's directory.

@@ -18,11 +18,20 @@ use rustix::mount::UnmountFlags;
 
 use crate::safe_path;
 
-/// Resolve `sub` inside `volume` (never leaving it), create it as a directory when
-/// missing (as the kubelet does; writable by all when `world_writable`, as in an
-/// emptyDir), and bind-mount what is there onto `stage`, which must not exist yet (see
+/// What [`stage`] does when the path is not in the volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Fail (docker's `volume-subpath`).
+    Refuse,
+    /// Make it a directory (the kubelet's subPath), writable by all when `world_writable`
+    /// (as in an emptyDir).
+    MakeDir { world_writable: bool },
+}
+
+/// Resolve `sub` inside `volume` (never leaving it), deal with a missing one as `missing`
+/// says, and bind-mount what is there onto `stage`, which must not exist yet (see
 /// [`clear`]).
-pub fn stage(volume: &Path, sub: &Path, stage: &Path, world_writable: bool) -> io::Result<()> {
+pub fn stage(volume: &Path, sub: &Path, stage: &Path, missing: Missing) -> io::Result<()> {
     let root = rustix::fs::open(
         volume,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -31,6 +40,9 @@ pub fn stage(volume: &Path, sub: &Path, stage: &Path, world_writable: bool) -> i
     let fd: OwnedFd = match safe_path::lookup(root.as_fd(), sub) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            let Missing::MakeDir { world_writable } = missing else {
+                return Err(e);
+            };
             let fd = safe_path::mkdir_all(root.as_fd(), sub, 0o755)?;
             if world_writable {
                 rustix::fs::chmod(

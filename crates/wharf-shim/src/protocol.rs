@@ -214,6 +214,9 @@ pub struct SubPathStage {
     /// Made writable by all when missing (in an emptyDir).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub world_writable: bool,
+    /// A missing path is an error (docker's `volume-subpath`), not made a directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub must_exist: bool,
 }
 
 /// What kubelet does around a container's process: probes (liveness, readiness, startup)

@@ -1937,6 +1937,50 @@ fn named_and_anonymous_volumes() {
         std::fs::read_to_string(Path::new(dir).join("f")).unwrap(),
         "kept\n"
     );
+    // docker's volume-subpath: a path inside the volume, which must be there already; a
+    // symlink in the volume cannot lead it out.
+    w.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "data:/data",
+        &busybox(),
+        "sh",
+        "-c",
+        "mkdir /data/app && echo app > /data/app/f && ln -s / /data/out",
+    ]);
+    let sub = |path: &str| {
+        w.run(&[
+            "run",
+            "--rm",
+            "--mount",
+            &format!("type=volume,src=data,dst=/sub,volume-subpath={path}"),
+            &busybox(),
+            "ls",
+            "/sub",
+        ])
+    };
+    assert_eq!(sub("app").stdout, "f\n");
+    assert_eq!(sub("out").stdout, "app\nf\nout\n", "the volume's root");
+    let missing = sub("nope");
+    assert_eq!(missing.code, 125, "{missing:?}");
+    assert!(
+        missing.stderr.contains("subPath nope of volume")
+            && missing.stderr.contains("No such file or directory"),
+        "{missing:?}"
+    );
+    assert!(!Path::new(dir).join("nope").exists(), "not made");
+    w.ok(&[
+        "run",
+        "--rm",
+        "-v",
+        "data:/data",
+        &busybox(),
+        "rm",
+        "-r",
+        "/data/app",
+        "/data/out",
+    ]);
     // A new volume is filled from the image's files at its path, once.
     assert!(
         w.ok(&[

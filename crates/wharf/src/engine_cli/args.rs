@@ -158,7 +158,8 @@ pub struct RunArgs {
     /// A tmpfs at PATH[:OPTIONS] (docker's defaults: noexec, nosuid, nodev).
     #[arg(long = "tmpfs")]
     pub tmpfs: Vec<String>,
-    /// A mount: type=bind,source=S,target=T[,readonly][,bind-propagation=P] or
+    /// A mount: type=bind,source=S,target=T[,readonly][,bind-propagation=P],
+    /// type=volume,source=NAME,target=T[,readonly][,volume-subpath=P] or
     /// type=tmpfs,target=T[,tmpfs-size=N][,tmpfs-mode=M].
     #[arg(long = "mount")]
     pub mount: Vec<String>,

@@ -203,6 +203,7 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
     let mut kind = wharf_engine::named_volumes::KIND;
     let (mut source, mut target, mut readonly) = (None, None, false);
     let mut options = Vec::new();
+    let mut subpath = None;
     for field in s.split(',').filter(|f| !f.is_empty()) {
         let (k, v) = field.split_once('=').unwrap_or((field, ""));
         match (k, v) {
@@ -215,6 +216,7 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
                 "bind-propagation",
                 p @ ("private" | "rprivate" | "slave" | "rslave" | "shared" | "rshared"),
             ) => options.push(p.to_string()),
+            ("volume-subpath", p) if !p.is_empty() => subpath = Some(p.to_string()),
             ("tmpfs-size", n) => options.push(format!("size={}", size(n)?)),
             ("tmpfs-mode", m) if u32::from_str_radix(m, 8).is_ok() => {
                 options.push(format!("mode={m}"))
@@ -225,6 +227,9 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
     let Some(target) = target.filter(|t| t.starts_with('/')) else {
         bail!("invalid --mount {s:?}: an absolute target= is required");
     };
+    if subpath.is_some() && kind != "volume" {
+        bail!("invalid --mount {s:?}: volume-subpath is for type=volume");
+    }
     match kind {
         "bind" => {
             let Some(src) = source else {
@@ -247,6 +252,13 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
                 v.source = PathBuf::new();
             }
             v.readonly = readonly;
+            // A path inside the volume, which must be there (docker's rule).
+            if let Some(p) = subpath {
+                v.options
+                    .push(format!("{}{p}", wharf_engine::image_volumes::SUBPATH));
+                v.options
+                    .push(wharf_engine::pod_volumes::MUST_EXIST.to_string());
+            }
             Ok(v)
         }
         "tmpfs" => {
