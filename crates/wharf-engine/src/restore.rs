@@ -45,7 +45,8 @@ fn user_stopped(paths: &Paths, id: &str) -> bool {
 impl Engine {
     /// Restore the pods the last shutdown took down whose restart policy asks for it;
     /// `prepare` runs for each once its sandbox is back, before its containers start.
-    /// Returns, per container considered, its name and what happened.
+    /// Returns, per container considered, its name and what happened; a failure of the
+    /// whole pod is one entry, named `pod NAME`.
     pub fn restore(
         &self,
         prepare: &dyn Fn(&PodRow) -> Result<()>,
@@ -80,12 +81,7 @@ impl Engine {
             let pod = match revived {
                 Ok(pod) => pod,
                 Err(e) => {
-                    for c in &wanted {
-                        out.push((
-                            c.name.clone(),
-                            Err(Error::Other(format!("pod {}: {e}", pod.name))),
-                        ));
-                    }
+                    out.push((format!("pod {}", pod.name), Err(e)));
                     continue;
                 }
             };
@@ -97,17 +93,13 @@ impl Engine {
             };
             if plan {
                 // All bundles, then the shim runs the plan as at the first start.
-                let done = wanted
+                match wanted
                     .iter()
                     .try_for_each(|c| bundle(c))
-                    .and_then(|()| self.run_pod(&pod.id));
-                for c in wanted {
-                    out.push((
-                        c.name.clone(),
-                        done.as_ref()
-                            .map(drop)
-                            .map_err(|e| Error::Other(format!("pod {}: {e}", pod.name))),
-                    ));
+                    .and_then(|()| self.run_pod(&pod.id))
+                {
+                    Ok(()) => out.extend(wanted.iter().map(|c| (c.name.clone(), Ok(())))),
+                    Err(e) => out.push((format!("pod {}", pod.name), Err(e))),
                 }
                 continue;
             }

@@ -1107,6 +1107,61 @@ spec:
     w.assert_clean();
 }
 
+/// A played pod that cannot come back after a reboot (its hostPath went) is one error,
+/// naming the pod and the cause, not one per container; its containers stay down.
+#[test]
+fn a_played_pod_that_cannot_be_restored_is_one_error() {
+    let w = World::new("crash-restore-fail");
+    let host = w.env.path().join("shared");
+    std::fs::create_dir(&host).unwrap();
+    let manifest = w.env.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: hp}}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - {{name: init, image: {image}, imagePullPolicy: IfNotPresent, command: ["true"]}}
+  containers:
+  - name: app
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: [sleep, "1000"]
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+  volumes:
+  - {{name: shared, hostPath: {{path: {host}, type: Directory}}}}
+"#,
+            image = w.image,
+            host = host.display()
+        ),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    w.ok(&["play", "--network", "none", m]);
+    w.reboot();
+    std::fs::remove_dir(&host).unwrap();
+    let out = w.run(&["system", "restore"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("wharf: restoring pod hp: ") && stderr.contains(host.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let ps = w.ps();
+    assert_ne!(
+        ps["hp-app"]["State"]["Status"], "running",
+        "{:#}",
+        ps["hp-app"]
+    );
+    w.ok(&["play", "--down", m]);
+    w.assert_clean();
+}
+
 #[test]
 fn a_foreground_rm_container_whose_cli_died_is_removed_once_it_exits() {
     let w = World::new("crash-rm-cli");
