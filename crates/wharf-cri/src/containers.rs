@@ -312,7 +312,7 @@ fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
             kind: image_volumes::KIND.into(),
             options: Some(&m.image_sub_path)
                 .filter(|p| !p.is_empty())
-                .map(|p| format!("{}{p}", image_volumes::SUBPATH))
+                .map(image_volumes::subpath_option)
                 .into_iter()
                 .collect(),
         });

@@ -12,13 +12,18 @@ use crate::model::{ContainerSpec, VolumeMount};
 
 /// The mount kind of an image volume (its source: the image, by name or id).
 pub const KIND: &str = "image";
-/// The option naming a path inside the image (`subpath=etc`), or inside the named volume
-/// of a mount of that kind (see `named_volumes`).
+/// The option naming a path inside the image (`subpath=etc`), or inside the volume of a
+/// named-volume or `pod_volumes::SUB_PATH_KIND` mount.
 pub const SUBPATH: &str = "subpath=";
 
 /// The path inside the volume a mount names with [`SUBPATH`], if it does.
-pub(crate) fn subpath(v: &VolumeMount) -> Option<&str> {
+pub fn subpath(v: &VolumeMount) -> Option<&str> {
     v.options.iter().find_map(|o| o.strip_prefix(SUBPATH))
+}
+
+/// The [`SUBPATH`] option naming `path`.
+pub fn subpath_option(path: impl std::fmt::Display) -> String {
+    format!("{SUBPATH}{path}")
 }
 
 impl Engine {

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::error::Result;
-use wharf_engine::image_volumes::{KIND as IMAGE, SUBPATH};
+use wharf_engine::image_volumes::{KIND as IMAGE, subpath};
 use wharf_engine::model::{ContainerSpec, NetworkMode, RestartPolicy};
 use wharf_engine::named_volumes::KIND as VOLUME;
 use wharf_engine::pod_ip::POD_IP_PLACEHOLDER;
@@ -312,7 +312,7 @@ fn container_doc(
             mm["readOnly"] = json!(true);
         }
         if matches!(mt.kind.as_str(), VOLUME | SUB_PATH_KIND | IMAGE)
-            && let Some(sub) = mt.options.iter().find_map(|o| o.strip_prefix(SUBPATH))
+            && let Some(sub) = subpath(mt)
         {
             mm["subPath"] = json!(sub);
         }

@@ -96,11 +96,8 @@ impl HostVolumes {
             match r.sub_path {
                 None => m.kind = "bind".into(),
                 Some(sub) => {
-                    m.options.push(format!(
-                        "{}{}",
-                        wharf_engine::image_volumes::SUBPATH,
-                        sub.display()
-                    ));
+                    m.options
+                        .push(wharf_engine::image_volumes::subpath_option(sub.display()));
                     if *is_empty_dir {
                         m.options.push(WORLD_WRITABLE.into());
                     }
@@ -524,11 +521,7 @@ spec:
                 (SUB_PATH_KIND, vol.as_path())
             );
             assert!(m.options.iter().any(|o| o == WORLD_WRITABLE), "{m:?}");
-            let sub = m
-                .options
-                .iter()
-                .find_map(|o| o.strip_prefix("subpath="))
-                .unwrap();
+            let sub = wharf_engine::image_volumes::subpath(m).unwrap();
             let stage = stages.join(j.to_string());
             wharf_runtime::sub_path::stage(
                 &m.source,

@@ -629,7 +629,7 @@ pub fn mounts(
                 kind: kind.to_string(),
                 options: sub_path
                     .iter()
-                    .map(|s| format!("{}{}", wharf_engine::image_volumes::SUBPATH, s.display()))
+                    .map(|s| wharf_engine::image_volumes::subpath_option(s.display()))
                     .collect(),
             });
             continue;

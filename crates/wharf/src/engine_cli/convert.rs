@@ -255,7 +255,7 @@ pub fn mount(s: &str) -> Result<VolumeMount> {
             // A path inside the volume, which must be there (docker's rule).
             if let Some(p) = subpath {
                 v.options
-                    .push(format!("{}{p}", wharf_engine::image_volumes::SUBPATH));
+                    .push(wharf_engine::image_volumes::subpath_option(p));
                 v.options
                     .push(wharf_engine::pod_volumes::MUST_EXIST.to_string());
             }
