@@ -448,8 +448,7 @@ impl Engine {
         if !wharf_image::snapshot::is_mountpoint(&rootfs_dir) {
             rootfs.mount(&rootfs_dir)?;
         }
-        let runtime_spec = crate::pod_ip::with_pod_ip(&row.spec, &crate::pod_ip::pod_ip(pod));
-        let runtime_spec = self.bind_image_volumes(&runtime_spec)?;
+        let runtime_spec = self.bind_image_volumes(&crate::pod_ip::given(&row.spec, pod))?;
         let runtime_spec = self.bind_sub_paths(&pod.id, &row.id, &runtime_spec)?;
         let runtime_spec = self.bind_named_volumes(&runtime_spec, &rootfs_dir)?;
         let config = specgen::generate(&specgen::Inputs {
@@ -471,8 +470,9 @@ impl Engine {
         crate::ledger::save_container(&self.paths, row)
     }
 
-    /// Undo `make_bundle` (idempotent). Staged subPaths are released first; one that cannot be unmounted stays (the pod's removal tries again) and is
-    /// never deleted through.
+    /// Undo `make_bundle` (idempotent). Staged subPaths are released first; one that
+    /// cannot be unmounted stays (the pod's removal tries again) and is never deleted
+    /// through.
     fn unmake_bundle(&self, pod_id: &str, id: &str) {
         let _ = crate::pod_volumes::release_stages(&crate::pod_volumes::stages_dir(
             &self.pod_volumes_dir(pod_id),

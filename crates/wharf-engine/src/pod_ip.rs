@@ -3,6 +3,7 @@
 //! [`POD_IP_PLACEHOLDER`] in the container's spec and the engine puts the address in at
 //! each bundle: at creation, and again when the pod is restored with another address.
 
+use std::borrow::Cow;
 use std::net::UdpSocket;
 
 use crate::db::PodRow;
@@ -12,7 +13,7 @@ use crate::model::{ContainerSpec, NetworkMode};
 pub const POD_IP_PLACEHOLDER: &str = "{{wharf:pod-ip}}";
 
 /// Whether `spec` refers to the pod's IP.
-pub fn uses_pod_ip(spec: &ContainerSpec) -> bool {
+fn uses_pod_ip(spec: &ContainerSpec) -> bool {
     spec.env.iter().any(|(_, v)| v.contains(POD_IP_PLACEHOLDER))
         || spec
             .entrypoint
@@ -22,8 +23,19 @@ pub fn uses_pod_ip(spec: &ContainerSpec) -> bool {
             .any(|a| a.contains(POD_IP_PLACEHOLDER))
 }
 
+/// `spec` as its container is given it in `pod`: the pod's address in place of
+/// [`POD_IP_PLACEHOLDER`]. The address is looked up, and the spec copied, only when the
+/// spec refers to it (a host-network pod's costs a socket).
+pub fn given<'a>(spec: &'a ContainerSpec, pod: &PodRow) -> Cow<'a, ContainerSpec> {
+    if uses_pod_ip(spec) {
+        Cow::Owned(with_pod_ip(spec, &pod_ip(pod)))
+    } else {
+        Cow::Borrowed(spec)
+    }
+}
+
 /// `spec` with the pod's IP address `ip` in place of [`POD_IP_PLACEHOLDER`].
-pub fn with_pod_ip(spec: &ContainerSpec, ip: &str) -> ContainerSpec {
+fn with_pod_ip(spec: &ContainerSpec, ip: &str) -> ContainerSpec {
     let mut out = spec.clone();
     let sub = |s: &mut String| {
         if s.contains(POD_IP_PLACEHOLDER) {
@@ -38,7 +50,7 @@ pub fn with_pod_ip(spec: &ContainerSpec, ip: &str) -> ContainerSpec {
 
 /// The address of `pod`: its first network address; with the host's network, the address
 /// this host would use to reach the outside (kubelet's node IP); none without a network.
-pub fn pod_ip(pod: &PodRow) -> String {
+fn pod_ip(pod: &PodRow) -> String {
     match pod.sandbox.ips.first() {
         Some(ip) => ip.split('/').next().unwrap_or(ip).to_string(),
         None if pod.spec.network == NetworkMode::Host => host_address(),

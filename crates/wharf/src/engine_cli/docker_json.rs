@@ -91,9 +91,8 @@ pub fn container(
 ) -> Value {
     let c = &v.row;
     // What the container was given: the pod's IP in place of a played manifest's podIP.
-    let given =
-        pod.map(|p| wharf_engine::pod_ip::with_pod_ip(&c.spec, &wharf_engine::pod_ip::pod_ip(p)));
-    let s = given.as_ref().unwrap_or(&c.spec);
+    let given = pod.map(|p| wharf_engine::pod_ip::given(&c.spec, p));
+    let s: &wharf_engine::model::ContainerSpec = given.as_deref().unwrap_or(&c.spec);
     let running = c.shown_state() == ContainerState::Running;
     let paused = c.state == ContainerState::Paused;
     let argv = argv(c);
