@@ -65,7 +65,7 @@ pub use plan::{
     DEFAULT_GRACE_PERIOD, ImagePull, LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
     PlanOptions, PlayPlan, PullPolicy, engine_name, plan, plan_with, plan_workload_pod,
 };
-pub use play::{PlayedPod, play, play_down};
+pub use play::{PlayedPod, ensure_new, play, play_down};
 pub use quantity::{Quantity, QuantityError};
 pub use status::{Condition, ContainerState, ContainerStatus, PodStatus, pod_status};
 pub use store::{ObjectStore, Stored, from_flags};

@@ -23,12 +23,7 @@ pub struct PlayedPod {
 /// images must be in the store already. When a step fails, everything made so far is
 /// removed again and the error names the step.
 pub fn play(engine: &Engine, plan: PlayPlan) -> Result<PlayedPod> {
-    let name = plan.pod.name.clone().unwrap_or_default();
-    if engine.pod(&name).is_ok() {
-        return Err(Error::Exists(format!(
-            "pod {name} already exists: take it down first (wharf play --down)"
-        )));
-    }
+    ensure_new(engine, plan.pod.name.as_deref().unwrap_or_default())?;
     let pod = engine.create_pod(&plan.pod)?;
     match play_in(engine, &pod, &plan) {
         Ok(containers) => Ok(PlayedPod { pod, containers }),
@@ -51,6 +46,17 @@ fn play_in(engine: &Engine, pod: &PodRow, plan: &PlayPlan) -> Result<Vec<Contain
     }
     engine.run_pod(&pod.id)?;
     Ok(rows)
+}
+
+/// Refuse to play pod `name` again while it exists (`wharf play` checks every pod of a
+/// manifest this way before it makes any).
+pub fn ensure_new(engine: &Engine, name: &str) -> Result<()> {
+    if engine.pod(name).is_ok() {
+        return Err(Error::Exists(format!(
+            "pod {name} already exists: take it down first (wharf play --down), or play with --replace"
+        )));
+    }
+    Ok(())
 }
 
 /// Stop a pod's containers together within `grace` (each container's own stop timeout

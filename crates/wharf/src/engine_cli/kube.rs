@@ -110,11 +110,7 @@ pub fn play(
         play_down(cli, &engine, &manifest, &opts, false)?;
     }
     for name in plans.iter().filter_map(|p| p.pod.name.as_deref()) {
-        if engine.pod(name).is_ok() {
-            bail!(
-                "pod {name} already exists: take it down first (wharf play --down), or play with --replace"
-            );
-        }
+        kube::ensure_new(&engine, name)?;
     }
     for w in manifest.workloads() {
         if record_dir(cli, w).join("options.json").exists() {
@@ -416,23 +412,18 @@ fn spawn_controller(cli: &Cli, engine: &Engine, dir: &Path) -> Result<()> {
         eprintln!("wharf: warning: the controller stays in this command's cgroup: {e}");
     }
     let start = wharf_runtime::sys::process_start_time(pid).unwrap_or(0);
-    std::fs::write(
-        dir.join("controller.pid"),
-        format!("{} {start}\n", child.id()),
-    )?;
+    std::fs::write(dir.join("controller.pid"), format!("{pid} {start}\n"))?;
     Ok(())
 }
 
 /// The pid and start time of the workload's controller, if it runs (checked by its
-/// start time against a reused pid).
+/// start time against a reused pid, and not a zombie, as a shim's pid file is).
 fn running_controller(dir: &Path) -> Option<(i32, u64)> {
     let text = std::fs::read_to_string(dir.join("controller.pid")).ok()?;
     let mut it = text.split_whitespace();
     let pid = it.next()?.parse::<i32>().ok()?;
     let start = it.next()?.parse::<u64>().ok()?;
-    wharf_runtime::sys::process_start_time(pid)
-        .is_ok_and(|s| s == start)
-        .then_some((pid, start))
+    wharf_shim::records::process_is(pid, start).then_some((pid, start))
 }
 
 /// Stop a workload's controller (SIGTERM; it is gone within a pass), if it runs.
@@ -440,7 +431,7 @@ fn stop_controller(dir: &Path) {
     let Some((pid, start)) = running_controller(dir) else {
         return;
     };
-    let alive = || wharf_runtime::sys::process_start_time(pid).is_ok_and(|s| s == start);
+    let alive = || wharf_shim::records::process_is(pid, start);
     let Some(target) = rustix::process::Pid::from_raw(pid) else {
         return;
     };
@@ -585,7 +576,8 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
     let mut workloads = Vec::new();
     for w in manifest.workloads() {
         let pods = owned_pods(&engine, w)?;
-        let outcome: Option<Outcome> = std::fs::read(record_dir(cli, w).join("status.json"))
+        let dir = record_dir(cli, w);
+        let outcome: Option<Outcome> = std::fs::read(dir.join("status.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let label = format!("{}/{}", w.kind.as_str(), w.name);
@@ -601,14 +593,14 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
         };
         // Nothing keeps it then: say so, and what starts its controller again.
         let line = if outcome.is_none()
-            && record_dir(cli, w).join("options.json").exists()
-            && running_controller(&record_dir(cli, w)).is_none()
+            && dir.join("options.json").exists()
+            && running_controller(&dir).is_none()
         {
             format!("{line} (its controller is not running: wharf system restore starts it)")
         } else {
             line
         };
-        if !record_dir(cli, w).exists() && pods.is_empty() {
+        if !dir.exists() && pods.is_empty() {
             eprintln!("wharf: {} {} does not exist", w.kind.as_str(), w.name);
             code = 1;
             continue;
