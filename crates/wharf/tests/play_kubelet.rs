@@ -341,7 +341,16 @@ spec:
         at(&ev, "app-start") - at(&ev, "proxy-start") >= 0.9,
         "{ev:?}"
     );
-    let st = status(&w, &m);
+    // The app wrote its line as it started; its shim records it as running a moment
+    // later.
+    let mut st = status(&w, &m);
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            st = status(&w, &m);
+            container(&st, "containerStatuses", "app")["state"]["running"].is_object()
+        }),
+        "{st:#}"
+    );
     assert_eq!(st["phase"], "Running", "{st:#}");
     assert_eq!(condition(&st, "Initialized"), "True", "{st:#}");
     let proxy = container(&st, "initContainerStatuses", "proxy");
