@@ -6,6 +6,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use wharf_runtime::sub_path::Missing;
 use wharf_shim::protocol::SubPathStage;
 
 use crate::engine::Engine;
@@ -45,8 +46,13 @@ impl Engine {
                         volume,
                         path,
                         stage: dir.join(j.to_string()),
-                        world_writable: m.options.iter().any(|o| o == WORLD_WRITABLE),
-                        must_exist: m.options.iter().any(|o| o == MUST_EXIST),
+                        missing: if m.options.iter().any(|o| o == MUST_EXIST) {
+                            Missing::Refuse
+                        } else {
+                            Missing::MakeDir {
+                                world_writable: m.options.iter().any(|o| o == WORLD_WRITABLE),
+                            }
+                        },
                     },
                 ))
             })

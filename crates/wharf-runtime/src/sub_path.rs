@@ -19,7 +19,8 @@ use rustix::mount::UnmountFlags;
 use crate::safe_path;
 
 /// What [`stage`] does when the path is not in the volume.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Missing {
     /// Fail (docker's `volume-subpath`).
     Refuse,

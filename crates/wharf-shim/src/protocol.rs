@@ -211,12 +211,9 @@ pub struct SubPathStage {
     pub path: PathBuf,
     /// Where it is bind-mounted.
     pub stage: PathBuf,
-    /// Made writable by all when missing (in an emptyDir).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub world_writable: bool,
-    /// A missing path is an error (docker's `volume-subpath`), not made a directory.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub must_exist: bool,
+    /// A missing path: made a directory (the kubelet's subPath; writable by all in an
+    /// emptyDir), or an error (docker's `volume-subpath`).
+    pub missing: wharf_runtime::sub_path::Missing,
 }
 
 /// What kubelet does around a container's process: probes (liveness, readiness, startup)

@@ -105,16 +105,9 @@ impl Shim {
         let bundle = c.spec.bundle.clone();
         let runtime_fail = |m: String| Fail(ErrorKind::Runtime, m);
         for s in &c.spec.sub_paths {
-            use wharf_runtime::sub_path::{self, Missing};
-            let missing = if s.must_exist {
-                Missing::Refuse
-            } else {
-                Missing::MakeDir {
-                    world_writable: s.world_writable,
-                }
-            };
+            use wharf_runtime::sub_path;
             sub_path::clear(&s.stage)
-                .and_then(|()| sub_path::stage(&s.volume, &s.path, &s.stage, missing))
+                .and_then(|()| sub_path::stage(&s.volume, &s.path, &s.stage, s.missing))
                 .map_err(|e| {
                     runtime_fail(format!(
                         "container {id}: subPath {} of volume {}: {e}",
