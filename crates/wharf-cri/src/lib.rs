@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod conn_gate;
 mod container_events;
 mod containers;
 pub mod daemon;

@@ -5,7 +5,7 @@
 //! data and error per forwarded connection, with `port` and `requestID` (port forwarding).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -420,22 +420,28 @@ pub(crate) struct SpdyRequest {
 }
 
 /// Read an SPDY upgrade request off `tcp` (None: not one; its bytes stay for the
-/// WebSocket handshake).
+/// WebSocket handshake). The caller bounds the time it may take
+/// ([`crate::conn_gate::Ticket::handshake`]).
 pub(crate) async fn upgrade_request(
     tcp: &mut tokio::net::TcpStream,
 ) -> Result<Option<SpdyRequest>, String> {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; 16 * 1024];
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = 0;
     let end = loop {
         let n = tcp.peek(&mut buf).await.map_err(|e| e.to_string())?;
         if let Some(i) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
-        if n == buf.len() || n == 0 || Instant::now() > deadline {
+        if n == buf.len() || n == 0 {
             return Err("no complete HTTP request".into());
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // peek returns at once while the bytes it saw are unread: wait for more before
+        // looking again.
+        if n == seen {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        seen = n;
     };
     let head = String::from_utf8_lossy(&buf[..end]).into_owned();
     let mut lines = head.split("\r\n");

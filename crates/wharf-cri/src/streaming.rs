@@ -22,6 +22,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use wharf_engine::session::Output;
 
+use crate::conn_gate;
 use crate::engines::Engines;
 use crate::log::{Level, log};
 use crate::stream_process::{Input, Pending, exit_status, failure, open_process, resize_input};
@@ -88,15 +89,46 @@ impl StreamServer {
     }
 }
 
-/// Serve connections until the daemon stops.
+/// Serve connections until the daemon stops. A connection must show a valid token within
+/// [`conn_gate::HANDSHAKE_TIMEOUT`] of its accept, and at most [`conn_gate::MAX_WAITING`]
+/// may be waiting to at once (see [`crate::conn_gate`]): idle connections cannot use up
+/// the daemon's descriptors.
 pub async fn serve(server: Arc<StreamServer>, listener: TcpListener, engines: Engines) {
+    let gate = conn_gate::Gate::new();
     loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of descriptors (EMFILE) and the like: the connection stays in the
+                // backlog; try again in a moment rather than spin.
+                log(
+                    Level::Warn,
+                    "streaming server: accept failed",
+                    &[("error", &e.to_string())],
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
+        let ticket = gate.enter();
         let (server, engines) = (server.clone(), engines.clone());
         tokio::spawn(async move {
-            if let Err(e) = connection(server, tcp, engines).await {
+            let opened = match ticket.handshake(handshake(&server, tcp)).await {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => {
+                    log(Level::Info, "stream refused", &[("error", &e)]);
+                    return;
+                }
+                Err(refused) => {
+                    log(
+                        Level::Info,
+                        "stream refused",
+                        &[("error", &refused.to_string())],
+                    );
+                    return;
+                }
+            };
+            if let Err(e) = opened.serve(engines).await {
                 log(Level::Info, "stream ended with an error", &[("error", &e)]);
             }
         });
@@ -111,19 +143,54 @@ fn refuse(code: u16, msg: &str) -> ErrorResponse {
     r
 }
 
+/// A connection that showed a valid token (or was answered with a refusal by the
+/// protocol it spoke), ready for its stream.
+enum Opened {
+    /// An SPDY upgrade: its head, and the URL's purpose if its token was valid.
+    Spdy(
+        crate::spdy_streams::SpdyRequest,
+        Option<Pending>,
+        tokio::net::TcpStream,
+    ),
+    /// A WebSocket whose handshake took a valid token, with the subprotocol chosen.
+    WebSocket(
+        Box<tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>>,
+        Pending,
+        &'static str,
+    ),
+}
+
+impl Opened {
+    async fn serve(self, engines: Engines) -> Result<(), String> {
+        match self {
+            Opened::Spdy(head, pending, tcp) => {
+                crate::spdy_streams::serve(pending, head, tcp, engines).await
+            }
+            Opened::WebSocket(ws, pending, chosen) => {
+                if chosen == TUNNEL {
+                    return tunnel(*ws, pending, engines).await;
+                }
+                let v5 = chosen == PROTOCOLS[0];
+                relay(*ws, pending, v5, engines).await
+            }
+        }
+    }
+}
+
+/// The most a WebSocket message (or frame) from a client may hold: stdin arrives in
+/// small chunks, and tungstenite's own default (64 MiB) is memory for the taking.
+const MAX_WS_MESSAGE: usize = 4 << 20;
+
 // The handshake callback's error type is tungstenite's (an HTTP response).
 #[allow(clippy::result_large_err)]
-async fn connection(
-    server: Arc<StreamServer>,
-    tcp: tokio::net::TcpStream,
-    engines: Engines,
-) -> Result<(), String> {
+async fn handshake(server: &StreamServer, tcp: tokio::net::TcpStream) -> Result<Opened, String> {
     let mut tcp = tcp;
     if let Some(head) = crate::spdy_streams::upgrade_request(&mut tcp).await? {
-        return crate::spdy_streams::serve(server.take(&head.path), head, tcp, engines).await;
+        let pending = server.take(&head.path);
+        return Ok(Opened::Spdy(head, pending, tcp));
     }
     let mut found: Option<Pending> = None;
-    let mut chosen: &str = "";
+    let mut chosen: &'static str = "";
     let callback = |req: &Request, mut resp: Response| {
         let offered: Vec<String> = req
             .headers()
@@ -158,15 +225,14 @@ async fn connection(
         );
         Ok(resp)
     };
-    let ws = tokio_tungstenite::accept_hdr_async(tcp, callback)
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_WS_MESSAGE))
+        .max_frame_size(Some(MAX_WS_MESSAGE));
+    let ws = tokio_tungstenite::accept_hdr_async_with_config(tcp, callback, Some(config))
         .await
         .map_err(|e| format!("websocket handshake: {e}"))?;
     let pending = found.expect("the handshake succeeded");
-    if chosen == TUNNEL {
-        return tunnel(ws, pending, engines).await;
-    }
-    let v5 = chosen == PROTOCOLS[0];
-    relay(ws, pending, v5, engines).await
+    Ok(Opened::WebSocket(Box::new(ws), pending, chosen))
 }
 
 /// SPDY carried in WebSocket binary messages, served as if it came over TCP.

@@ -26,6 +26,8 @@ pub struct EngineOptions {
     pub wharf_bin: Option<PathBuf>,
     /// Raise every negative oom_score_adj to 0 (the daemon's `restrict-oom-score-adj`).
     pub restrict_oom_score_adj: bool,
+    /// The limits of containers whose users named none (the config file's `containers`).
+    pub defaults: crate::defaults::ContainerDefaults,
 }
 
 impl Default for EngineOptions {
@@ -38,6 +40,7 @@ impl Default for EngineOptions {
             registries: Default::default(),
             wharf_bin: None,
             restrict_oom_score_adj: false,
+            defaults: Default::default(),
         }
     }
 }
@@ -190,25 +193,13 @@ impl Engine {
         if let Some(parent) = &spec.cgroup_parent {
             check_cgroup_parent(parent)?;
         }
-        if let Some(h) = &spec.hostname
-            && (h.is_empty() || h.len() > sandbox::MAX_HOSTNAME || h.contains(['/', '\0']))
-        {
-            return Err(Error::Invalid(format!(
-                "invalid hostname {h:?}: 1 to {} characters, no '/'",
-                sandbox::MAX_HOSTNAME
-            )));
-        }
+        // Every name that reaches a file or a path, checked before anything is made.
+        crate::validate::pod_spec(spec)?;
         let mut spec = spec.clone();
         self.assign_host_ports(&mut spec)?;
         let spec = &spec;
         let id = paths::new_id();
         let name = match &spec.name {
-            Some(n) if !paths::valid_name(n) => {
-                return Err(Error::Invalid(format!(
-                    "invalid pod name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} characters",
-                    paths::MAX_NAME
-                )));
-            }
             Some(n) => n.clone(),
             None => paths::generated_name("pod"),
         };
@@ -317,17 +308,12 @@ impl Engine {
     /// rootfs mount, its bundle (config.json). The runtime container is created when it is
     /// started by the pod's shim.
     pub fn create_container(&self, pod_key: &str, spec: &ContainerSpec) -> Result<ContainerRow> {
+        crate::validate::container_spec(spec)?;
         let pod = self.db.find_pod(pod_key)?;
         let _lock = self.locks.lock(&pod.id)?;
         let image = self.images.resolve(&spec.image)?;
         let id = paths::new_id();
         let name = match &spec.name {
-            Some(n) if !paths::valid_name(n) => {
-                return Err(Error::Invalid(format!(
-                    "invalid container name {n:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} characters",
-                    paths::MAX_NAME
-                )));
-            }
             Some(n) => n.clone(),
             None => paths::generated_name(&spec.image),
         };

@@ -76,12 +76,14 @@ pub(crate) fn process(
         let mut user = p.user().clone();
         user.set_uid(uid);
         user.set_gid(gid);
-        user.set_additional_gids(Some(crate::specgen::supplementary_groups(
+        let groups = crate::specgen::supplementary_groups(
             rootfs,
             uid,
             gid,
             &crate::model::ContainerSpec::default(),
-        )));
+        )
+        .map_err(|e| Error::CannotExecute(format!("exec in container {name}: {e}")))?;
+        user.set_additional_gids(Some(groups));
         p.set_user(user);
     }
     if req.privileged {

@@ -9,7 +9,7 @@
 //! filesystem's mount.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -213,7 +213,13 @@ impl Engine {
         let paused = req.pause
             && row.state == ContainerState::Running
             && self.set_paused(&row.id, true).is_ok();
-        let layer = layer_of(&rootfs.upper_dir);
+        // Spooled to an unnamed file on the state disk, not held in memory: a container's
+        // changes may be gigabytes.
+        let layer = tempfile::tempfile_in(&self.paths.root).and_then(|mut spool| {
+            layer_of(&rootfs.upper_dir, &mut spool)?;
+            spool.rewind()?;
+            Ok(spool)
+        });
         if paused {
             let _ = self.set_paused(&row.id, false);
         }
@@ -229,7 +235,7 @@ impl Engine {
             .join(" ");
         Ok(self.images.commit(
             &base,
-            std::io::Cursor::new(layer),
+            std::io::BufReader::new(layer),
             req.name,
             &wharf_image::commit::CommitOptions {
                 changes: req.changes,
@@ -275,9 +281,9 @@ fn open_named(
 }
 
 /// The writable layer at `upper` as an OCI layer tar, without the engine's own files.
-fn layer_of(upper: &Path) -> std::io::Result<Vec<u8>> {
+fn layer_of(upper: &Path, out: &mut File) -> std::io::Result<()> {
     let dir = File::open(upper)?;
-    let mut tar = tar::Builder::new(Vec::new());
+    let mut tar = tar::Builder::new(std::io::BufWriter::new(out));
     let mut names: Vec<std::ffi::OsString> = Vec::new();
     for e in std::fs::read_dir(upper)? {
         names.push(e?.file_name());
@@ -290,12 +296,12 @@ fn layer_of(upper: &Path) -> std::io::Result<Vec<u8>> {
             tree_tar::append_child(&mut tar, dir.as_fd(), &n, Path::new(&n), Walk::OverlayUpper)?;
         }
     }
-    tar.into_inner()
+    tar.into_inner()?.flush()
 }
 
 /// The layer's `etc`: all of it but the engine's name files.
 fn append_etc(
-    tar: &mut tar::Builder<Vec<u8>>,
+    tar: &mut tar::Builder<impl Write>,
     upper: std::os::fd::BorrowedFd<'_>,
 ) -> std::io::Result<()> {
     let st = rustix::fs::statat(upper, "etc", AtFlags::SYMLINK_NOFOLLOW)?;

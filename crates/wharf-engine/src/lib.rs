@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod db;
+pub mod defaults;
 mod engine;
 pub mod error;
 mod events;
@@ -41,6 +42,7 @@ mod supervisor;
 pub mod system;
 pub mod tree;
 pub mod user_networks;
+pub mod validate;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};

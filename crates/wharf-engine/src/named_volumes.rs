@@ -52,12 +52,7 @@ pub fn volume_size(v: &Volume) -> u64 {
 
 /// docker's rule for volume names.
 fn valid(name: &str) -> bool {
-    let b = name.as_bytes();
-    name.len() >= 2
-        && name.len() <= 255
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+    crate::validate::Rule::VolumeName.allows(name)
 }
 
 impl Engine {
@@ -73,7 +68,8 @@ impl Engine {
     fn read_volume(&self, name: &str) -> Result<Volume> {
         if !valid(name) {
             return Err(Error::Invalid(format!(
-                "invalid volume name {name:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]+"
+                "invalid volume name {name:?}: {}",
+                crate::validate::Rule::VolumeName
             )));
         }
         let dir = self.volumes_dir().join(name);
@@ -118,6 +114,8 @@ impl Engine {
             Some(n) => n.to_string(),
             None => format!("{}{}", crate::paths::new_id(), crate::paths::new_id()),
         };
+        crate::validate::check("volume name", &name, crate::validate::Rule::VolumeName)?;
+        crate::validate::check_all("label key", labels.keys(), crate::validate::Rule::Key)?;
         match self.read_volume(&name) {
             Ok(v) => return Ok(v),
             Err(Error::NotFound { .. }) => {}

@@ -41,12 +41,7 @@ pub(crate) fn record_path(paths: &Paths, name: &str) -> PathBuf {
 }
 
 pub(crate) fn valid(name: &str) -> bool {
-    let b = name.as_bytes();
-    !name.is_empty()
-        && name.len() <= 64
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+    crate::validate::Rule::NetworkName.allows(name)
 }
 
 /// The user network `name`, if there is one.

@@ -339,13 +339,7 @@ impl Engine {
     /// name too, so that the old name is free for a new container: the pod is renamed with
     /// it (its hostname stays what it was).
     pub fn rename(&self, key: &str, new: &str) -> Result<ContainerRow> {
-        if !crate::paths::valid_name(new) {
-            return Err(Error::Invalid(format!(
-                "invalid container name {new:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {} \
-                 characters",
-                crate::paths::MAX_NAME
-            )));
-        }
+        crate::validate::check("container name", new, crate::validate::Rule::ObjectName)?;
         let row = self.db.find_container(key)?;
         let _lock = self.locks.lock(&row.pod_id)?;
         let pod = self.db.find_pod(&row.pod_id)?;

@@ -176,14 +176,9 @@ pub fn generated_name(prefix: &str) -> String {
 /// Longest name: room for the names the CRI server makes from Kubernetes metadata (a
 /// container's name and attempt with its pod's name, namespace, uid and attempt, each at
 /// Kubernetes' own limits).
-pub const MAX_NAME: usize = 512;
-
-/// Names as docker accepts them: `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, at most [`MAX_NAME`] long.
+/// Names as docker accepts them ([`crate::validate::Rule::ObjectName`]).
 pub fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-        && name.len() <= MAX_NAME
+    crate::validate::Rule::ObjectName.allows(name)
 }
 
 #[cfg(test)]

@@ -362,6 +362,21 @@ impl Engine {
             .pids(&row.id)
             .map_err(|_| Error::Precondition(format!("container {} is not running", row.name)))?;
         let tick = rustix::param::clock_ticks_per_second().max(1);
+        // The names of uids as the container knows them: its own /etc/passwd, read inside
+        // its root the one safe way (a FIFO, a device, a link to a host file or a huge file
+        // there leaves the ids as numbers).
+        let passwd = pids
+            .first()
+            .and_then(|pid| {
+                wharf_sys::contained::read_in_process_root(
+                    *pid,
+                    std::path::Path::new("/etc/passwd"),
+                    wharf_sys::contained::USER_DB_LIMIT,
+                )
+                .ok()
+            })
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         Ok(pids
             .into_iter()
             .map(|pid| {
@@ -386,15 +401,12 @@ impl Engine {
                 .replace('\0', " ")
                 .trim()
                 .to_string();
-                // The name of the uid as the container knows it (its own /etc/passwd).
-                let user = std::fs::read_to_string(format!("/proc/{pid}/root/etc/passwd"))
-                    .ok()
-                    .and_then(|p| {
-                        p.lines().find_map(|l| {
-                            let mut f = l.split(':');
-                            let name = f.next()?;
-                            (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
-                        })
+                let user = passwd
+                    .lines()
+                    .find_map(|l| {
+                        let mut f = l.split(':');
+                        let name = f.next()?;
+                        (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
                     })
                     .unwrap_or_else(|| uid.to_string());
                 ProcessInfo {

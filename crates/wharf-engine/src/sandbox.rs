@@ -323,8 +323,12 @@ fn create_steps(
     }
     sb.ips = ips.iter().map(|i| i.to_string()).collect();
     crate::hooks::step("network attached");
-    // Name files.
+    // Name files, on a small tmpfs of the pod's own: the containers write them (they are
+    // read-write binds, as docker's are), and what they write must neither fill the host's
+    // /run nor grow what the engine reads back.
     let etc = s.paths.pod_etc(id);
+    mount_etc(&etc)?;
+    crate::hooks::step("etc tmpfs");
     let mut names = wharf_net::dns::PodNames::new(hostname, ips);
     if !spec.dns.servers.is_empty() {
         names.dns.servers = Some(
@@ -353,6 +357,25 @@ fn create_steps(
     crate::hooks::step("dns files");
     sb.etc_dir = Some(etc.display().to_string());
     Ok(())
+}
+
+/// The size of a pod's name-file tmpfs: room for the hosts file of a user network of a few
+/// thousand pods, and all a container can write into its hosts, resolv.conf and hostname
+/// (past it, ENOSPC inside the container and nowhere else).
+pub const ETC_SIZE: u64 = 1 << 20;
+
+/// Mount the pod's name-file tmpfs at `etc` (made first).
+fn mount_etc(etc: &Path) -> Result<()> {
+    std::fs::create_dir_all(etc).ctx(|| format!("create {}", etc.display()))?;
+    let data = CString::new(format!("mode=0755,size={ETC_SIZE},nr_inodes=64")).unwrap();
+    wharf_runtime::sys::mount(
+        Some(c"wharf-etc"),
+        &cstr(etc),
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(&data),
+    )
+    .ctx(|| format!("mount the pod's name files at {}", etc.display()))
 }
 
 /// Remove everything of a pod's sandbox: network attachment, pinned namespaces, /dev/shm,
@@ -423,13 +446,14 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
     for p in [run.join("ns/ipc"), run.join("ns/uts"), run.join("ns/pid")] {
         keep(unpin(&p.display().to_string()));
     }
-    let shm = run.join("shm");
-    match rustix::mount::unmount(&shm, rustix::mount::UnmountFlags::DETACH) {
-        Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
-        Err(e) => keep(Err(Error::Os {
-            what: format!("unmount {}", shm.display()),
-            err: e.into(),
-        })),
+    for tmpfs in [run.join("shm"), s.paths.pod_etc(id)] {
+        match rustix::mount::unmount(&tmpfs, rustix::mount::UnmountFlags::DETACH) {
+            Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => keep(Err(Error::Os {
+                what: format!("unmount {}", tmpfs.display()),
+                err: e.into(),
+            })),
+        }
     }
     crate::hooks::step("destroy: unpinned");
     if let Ok(layout) = wharf_runtime::cgroups::detect()

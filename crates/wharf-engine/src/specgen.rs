@@ -3,7 +3,6 @@
 //! profile, masked and read-only /proc paths, /dev/shm of the pod), the image's Entrypoint,
 //! Cmd, Env, WorkingDir and User, and the pod's shared namespaces.
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::ImageConfiguration;
@@ -88,14 +87,16 @@ pub struct Inputs<'a> {
 /// container gets one the engine cannot pass on (hosts and sandboxes that run Wharf
 /// without CAP_SYS_RESOURCE, for one), since the runtime's capset would fail.
 pub(crate) fn bounding_set() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapBnd:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .unwrap_or(u64::MAX)
+    own_caps("CapBnd").unwrap_or(u64::MAX)
+}
+
+/// One of this process's capability sets (`CapBnd`, `CapEff`, ... of /proc/self/status).
+pub(crate) fn own_caps(set: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(set)?.strip_prefix(':'))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }
 
 /// The capability list after the spec's adds and drops ("ALL" allowed in both).
@@ -201,23 +202,18 @@ pub fn args(spec: &ContainerSpec, image: &ImageConfiguration) -> Result<Vec<Stri
     Ok(args)
 }
 
-/// Read a file of the container's rootfs without following a symlink out of it.
-fn read_in_rootfs(rootfs: &Path, path: &str) -> Option<String> {
-    let root = rustix::fs::open(
-        rootfs,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .ok()?;
-    let fd = wharf_runtime::safe_path::open_in_root(
-        root.as_fd(),
-        Path::new(path),
-        rustix::fs::OFlags::RDONLY,
-    )
-    .ok()?;
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut s).ok()?;
-    Some(s)
+/// Read a file of the container's root filesystem (the user database) the one safe way
+/// ([`wharf_sys::contained`]): resolved inside the root, a regular file only, at most
+/// [`wharf_sys::contained::USER_DB_LIMIT`] bytes. None when there is no such file.
+fn read_in_rootfs(rootfs: &Path, path: &str) -> Result<Option<String>> {
+    use wharf_sys::contained::{self, ReadError};
+    match contained::read_in_dir(rootfs, Path::new(path), contained::USER_DB_LIMIT) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(ReadError::NotFound) => Ok(None),
+        Err(e) => Err(Error::Invalid(format!(
+            "{path} in the container's root filesystem {e}"
+        ))),
+    }
 }
 
 fn lookup(db: Option<&str>, name: &str, id_field: usize) -> Option<(u32, Option<u32>)> {
@@ -234,8 +230,8 @@ fn lookup(db: Option<&str>, name: &str, id_field: usize) -> Option<(u32, Option<
 /// Resolve "user[:group]" (names or ids) against the container's /etc/passwd and /etc/group;
 /// returns uid, gid and the user's home.
 pub fn resolve_user(rootfs: &Path, user: &str) -> Result<(u32, u32, Option<String>)> {
-    let passwd = read_in_rootfs(rootfs, "/etc/passwd");
-    let group = read_in_rootfs(rootfs, "/etc/group");
+    let passwd = read_in_rootfs(rootfs, "/etc/passwd")?;
+    let group = read_in_rootfs(rootfs, "/etc/group")?;
     let (u, g) = match user.split_once(':') {
         Some((u, g)) => (u, Some(g)),
         None => (user, None),
@@ -292,28 +288,28 @@ pub(crate) fn supplementary_groups(
     uid: u32,
     gid: u32,
     spec: &ContainerSpec,
-) -> Vec<u32> {
+) -> Result<Vec<u32>> {
     let mut groups = vec![gid];
     groups.extend(&spec.groups);
     if !spec.strict_groups {
-        groups.extend(image_groups(rootfs, uid));
+        groups.extend(image_groups(rootfs, uid)?);
     }
     groups.sort_unstable();
     groups.dedup();
-    groups
+    Ok(groups)
 }
 
 /// The groups whose member lists in the image's /etc/group name the user of `uid`.
-fn image_groups(rootfs: &Path, uid: u32) -> Vec<u32> {
-    let passwd = read_in_rootfs(rootfs, "/etc/passwd").unwrap_or_default();
+fn image_groups(rootfs: &Path, uid: u32) -> Result<Vec<u32>> {
+    let passwd = read_in_rootfs(rootfs, "/etc/passwd")?.unwrap_or_default();
     let Some(name) = passwd.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
         (f.len() > 2 && f[2].parse::<u32>().ok() == Some(uid)).then(|| f[0].to_string())
     }) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    let group = read_in_rootfs(rootfs, "/etc/group").unwrap_or_default();
-    group
+    let group = read_in_rootfs(rootfs, "/etc/group")?.unwrap_or_default();
+    Ok(group
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
@@ -323,7 +319,7 @@ fn image_groups(rootfs: &Path, uid: u32) -> Vec<u32> {
                 .any(|m| m.trim() == name)
                 .then(|| f.get(2)?.parse().ok())?
         })
-        .collect()
+        .collect())
 }
 
 /// The signal that stops the container: the spec's, else the image's StopSignal, else TERM.
@@ -356,7 +352,8 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
         .clone()
         .or_else(|| cfg.user().clone().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "0".into());
-    let (uid, gid, home) = resolve_user(i.rootfs, &user)?;
+    let in_container = |e: Error| Error::Invalid(format!("container {name}: {e}"));
+    let (uid, gid, home) = resolve_user(i.rootfs, &user).map_err(in_container)?;
     if spec.run_as_non_root && uid == 0 {
         return Err(Error::Invalid(format!(
             "container {name} must run as non-root (runAsNonRoot) but its user is root"
@@ -374,7 +371,7 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
         UserBuilder::default()
             .uid(uid)
             .gid(gid)
-            .additional_gids(supplementary_groups(i.rootfs, uid, gid, spec))
+            .additional_gids(supplementary_groups(i.rootfs, uid, gid, spec).map_err(in_container)?)
             // docker's, containerd's and runc's: not the shim's own 0077.
             .umask(0o022u32)
             .build()
@@ -1163,18 +1160,18 @@ pub(crate) mod tests {
             ..Default::default()
         };
         assert_eq!(
-            supplementary_groups(dir.path(), 33, 44, &spec),
+            supplementary_groups(dir.path(), 33, 44, &spec).unwrap(),
             vec![44, 50, 1234]
         );
         spec.strict_groups = true;
         assert_eq!(
-            supplementary_groups(dir.path(), 33, 44, &spec),
+            supplementary_groups(dir.path(), 33, 44, &spec).unwrap(),
             vec![44, 1234]
         );
         // A uid the image does not know is in no image group.
         spec.strict_groups = false;
         assert_eq!(
-            supplementary_groups(dir.path(), 77, 77, &spec),
+            supplementary_groups(dir.path(), 77, 77, &spec).unwrap(),
             vec![77, 1234]
         );
     }

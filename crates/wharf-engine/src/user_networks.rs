@@ -24,8 +24,9 @@ use std::path::Path;
 use crate::engine::Engine;
 use crate::error::{Context, Error, Result};
 use crate::model::{NetworkMode, PodState};
-use crate::network_records::{RESERVED, record_path, valid};
+use crate::network_records::{RESERVED, record_path};
 pub use crate::network_records::{UserNetwork, builtin_config, load};
+use crate::validate::Rule;
 
 /// The marker after which a pod's hosts file lists its network's other pods.
 const HOSTS_MARKER: &str = "# pods on network ";
@@ -39,12 +40,14 @@ impl Engine {
         gateway: Option<&str>,
         labels: BTreeMap<String, String>,
     ) -> Result<UserNetwork> {
-        if !valid(name) || RESERVED.contains(&name) {
+        crate::validate::check("network name", name, crate::validate::Rule::NetworkName)?;
+        if RESERVED.contains(&name) {
             return Err(Error::Invalid(format!(
-                "invalid network name {name:?}: use [a-zA-Z0-9][a-zA-Z0-9_.-]*, not one of {}",
+                "invalid network name {name:?}: not one of {}",
                 RESERVED.join(", ")
             )));
         }
+        crate::validate::check_all("label key", labels.keys(), crate::validate::Rule::Key)?;
         let existing = self.list_networks()?;
         if let Some(n) = existing.iter().find(|n| n.name == name) {
             return Err(Error::NameInUse {
@@ -227,27 +230,36 @@ impl Engine {
             let Some(ip) = p.sandbox.ips.iter().find(|i| !i.contains(':')) else {
                 continue;
             };
-            let mut names = vec![p.name.clone()];
-            for a in &p.spec.network_aliases {
-                if !names.contains(a) {
-                    names.push(a.clone());
+            let Ok(ip) = ip.parse::<IpAddr>() else {
+                continue;
+            };
+            // Only names that pass the rule of hosts names: a record written before the rule
+            // existed cannot put a line into its neighbours' files.
+            let mut names = Vec::new();
+            let containers = self.db.containers(Some(&p.id))?;
+            for n in std::iter::once(&p.name)
+                .chain(&p.spec.network_aliases)
+                .chain(containers.iter().map(|c| &c.name))
+            {
+                if Rule::HostAlias.allows(n) && !names.contains(n) {
+                    names.push(n.clone());
                 }
             }
-            for c in self.db.containers(Some(&p.id))? {
-                if !names.contains(&c.name) {
-                    names.push(c.name);
-                }
+            if !names.is_empty() {
+                entries.push((p.id.clone(), ip, names));
             }
-            entries.push((p.id.clone(), ip.clone(), names));
         }
         for p in &pods {
             let Some(etc) = &p.sandbox.etc_dir else {
                 continue;
             };
             let hosts = Path::new(etc).join("hosts");
-            let Ok(text) = std::fs::read_to_string(&hosts) else {
+            // The pod's containers write this file: read the bounded, safe way.
+            let Ok(bytes) = wharf_sys::contained::read_file(&hosts, crate::sandbox::ETC_SIZE)
+            else {
                 continue;
             };
+            let text = String::from_utf8_lossy(&bytes);
             let own = match text.find(HOSTS_MARKER) {
                 Some(i) => &text[..i],
                 None => &text[..],
@@ -256,7 +268,7 @@ impl Engine {
             out.push_str(&format!("{HOSTS_MARKER}{name}\n"));
             for (id, ip, names) in &entries {
                 if *id != p.id {
-                    out.push_str(&format!("{ip}\t{}\n", names.join(" ")));
+                    out.push_str(&wharf_net::dns::hosts_line(*ip, names)?);
                 }
             }
             // In place: the containers' /etc/hosts is a bind mount of this very file.
@@ -283,6 +295,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network_records::valid;
 
     #[test]
     fn names_and_reserved_words() {

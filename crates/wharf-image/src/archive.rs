@@ -51,8 +51,23 @@ struct DockerManifestEntry {
     layers: Vec<String>,
 }
 
-/// Small files kept in memory while reading an archive.
-const SMALL: u64 = 16 << 20;
+/// The most a metadata file of an archive (manifest.json, index.json, a config, a
+/// manifest) may hold: real ones are kilobytes. Larger ones are refused when read.
+pub const METADATA_LIMIT: u64 = 4 << 20;
+/// The most the metadata files of one archive may hold in memory together; the rest are
+/// streamed to the content store like layers (an archive is untrusted input: a small one
+/// can expand to many such files).
+pub const METADATA_TOTAL: u64 = 32 << 20;
+
+/// Whether an archive member is metadata the loader reads (kept in memory when small):
+/// the layouts' own files and JSON documents. Everything else (layers, blobs) is streamed
+/// to the content store.
+fn is_metadata(path: &str) -> bool {
+    matches!(
+        path,
+        "manifest.json" | "index.json" | "oci-layout" | "repositories"
+    ) || (path.ends_with(".json") && !path.starts_with("blobs/"))
+}
 
 /// A file of the archive: in memory, or committed to the store.
 enum Member {
@@ -78,8 +93,21 @@ fn clean_path(p: &str) -> String {
 impl ImageStore {
     /// Load the images of an archive (gzip/zstd-compressed or plain tar).
     pub fn load(&self, input: impl Read) -> Result<Vec<Loaded>> {
-        self.load_inner(input)
-            .map_err(|e| e.context("loading the archive"))
+        self.load_named(input, "the archive")
+    }
+
+    /// [`ImageStore::load`] of an archive its user knows as `name` (a file, standard input),
+    /// which errors name. Memory stays bounded whatever the archive holds: metadata up to
+    /// [`METADATA_TOTAL`] in memory, the rest streamed to the store. An archive that yields
+    /// no image is an error.
+    pub fn load_named(&self, input: impl Read, name: &str) -> Result<Vec<Loaded>> {
+        match self.load_inner(input) {
+            Ok(l) if l.is_empty() => Err(Error::Invalid(format!(
+                "loading {name}: it holds no image (its manifest.json or index.json lists none)"
+            ))),
+            Ok(l) => Ok(l),
+            Err(e) => Err(e.context(format!("loading {name}"))),
+        }
     }
 
     fn load_inner(&self, input: impl Read) -> Result<Vec<Loaded>> {
@@ -87,6 +115,7 @@ impl ImageStore {
         let rd = decompress(input).map_err(|e| Error::io("reading the archive", e))?;
         let mut ar = tar::Archive::new(rd);
         let mut members: HashMap<String, Member> = HashMap::new();
+        let mut in_memory = 0u64;
         let entries = ar
             .entries()
             .map_err(|e| Error::Invalid(format!("not a tar archive: {e}")))?;
@@ -117,11 +146,17 @@ impl ImageStore {
             let by_name: Option<Digest> = path
                 .strip_prefix("blobs/sha256/")
                 .and_then(|h| format!("sha256:{h}").parse().ok());
-            let m = if by_name.is_none() && size <= SMALL && !path.ends_with(".tar") {
+            let m = if by_name.is_none()
+                && is_metadata(&path)
+                && size <= METADATA_LIMIT
+                && in_memory + size <= METADATA_TOTAL
+            {
                 let mut v = Vec::new();
-                entry
+                (&mut entry)
+                    .take(METADATA_LIMIT)
                     .read_to_end(&mut v)
                     .map_err(|e| Error::io(format!("reading {path} from the archive"), e))?;
+                in_memory += v.len() as u64;
                 Member::Small(v)
             } else {
                 let staged = self.content.stage(&mut entry)?;
@@ -439,10 +474,18 @@ impl ArchiveView<'_, '_> {
         Err(Error::Invalid(format!("the archive has no file {path:?}")))
     }
 
+    /// The bytes of a metadata member (at most [`METADATA_LIMIT`]).
     fn bytes(&self, path: &str) -> Result<Vec<u8>> {
         match self.resolve(path)? {
             Member::Small(v) => Ok(v.clone()),
-            Member::Blob(d, _) => self.store.content.read(d),
+            Member::Blob(d, size) => {
+                if *size > METADATA_LIMIT {
+                    return Err(Error::Invalid(format!(
+                        "archive member {path} is {size} bytes: metadata of more than {METADATA_LIMIT} bytes is refused"
+                    )));
+                }
+                self.store.content.read(d)
+            }
             Member::Link(_) => unreachable!("resolved"),
         }
     }

@@ -133,15 +133,12 @@ pub fn append_child<W: Write>(
             append_dir(tar, fd.as_fd(), name, walk)
         }
         FileType::RegularFile => {
-            let fd = rustix::fs::openat(
-                parent,
-                child,
-                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            // The size of what is read, should the file change after the stat above.
-            let st = rustix::fs::fstat(&fd)?;
-            let f = File::from(fd);
+            // Opened the one safe way for a file a container controls: should a running
+            // container swap a FIFO or a device in after the stat above, it is refused
+            // rather than waited on or opened.
+            let (f, st) = wharf_sys::contained::open_entry(parent, child)
+                .map_err(|e| io::Error::other(format!("{}: {e}", name.display())))?;
+            // The size of what is read, should the file change after the stat.
             append_header(tar, name, &st, kind, None, f.take(st.st_size as u64))
         }
         FileType::Symlink => {

@@ -22,6 +22,7 @@ use wharf_engine::error::{Error, Result};
 use wharf_engine::model::{
     ContainerSpec, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy,
 };
+use wharf_engine::validate::Rule;
 use wharf_shim::protocol::{Action, KubeSpec, ProbeSpec};
 
 /// Kubernetes' default terminationGracePeriodSeconds.
@@ -125,6 +126,11 @@ impl PlayPlan {
 
 fn invalid(msg: String) -> Error {
     Error::Invalid(msg)
+}
+
+/// The engine's rule for a manifest field, refused under the field's path.
+fn check(field: impl std::fmt::Display, value: &str, rule: Rule) -> Result<()> {
+    wharf_engine::validate::check(field, value, rule).map_err(|e| invalid(e.to_string()))
 }
 
 /// Plan the manifest's only pod for this host.
@@ -670,6 +676,9 @@ impl<'a> Planner<'a> {
                 validate::dns_label_hint()
             )));
         }
+        if let Some(sub) = &spec.subdomain {
+            check("spec.subdomain", sub, Rule::DnsLabel)?;
+        }
         if spec.subdomain.is_some() {
             self.warnings.push(
                 "spec.subdomain is not supported and is ignored: there is no cluster DNS".into(),
@@ -730,15 +739,17 @@ impl<'a> Planner<'a> {
         };
         let mut extra_hosts = Vec::new();
         for (i, a) in spec.host_aliases.iter().enumerate() {
-            if a.ip.parse::<IpAddr>().is_err() {
-                return Err(invalid(format!(
-                    "spec.hostAliases[{i}].ip {:?} is not an IP address",
-                    a.ip
-                )));
+            check(format!("spec.hostAliases[{i}].ip"), &a.ip, Rule::IpAddr)?;
+            for (j, h) in a.hostnames.iter().enumerate() {
+                check(
+                    format!("spec.hostAliases[{i}].hostnames[{j}]"),
+                    h,
+                    Rule::HostAlias,
+                )?;
             }
             extra_hosts.push((a.ip.clone(), a.hostnames.clone()));
         }
-        Ok(PodSpec {
+        let pod = PodSpec {
             disk_limits: BTreeMap::new(),
             name: Some(name),
             hostname,
@@ -766,7 +777,10 @@ impl<'a> Planner<'a> {
             network_aliases: Vec::new(),
             log_max_size: None,
             log_max_files: None,
-        })
+        };
+        // The engine's own check of every name, before anything is made.
+        wharf_engine::validate::pod_spec(&pod).map_err(|e| invalid(e.to_string()))?;
+        Ok(pod)
     }
 
     fn ports(&mut self, spec: &api::PodSpec) -> Result<Vec<PortMapping>> {
@@ -875,11 +889,14 @@ impl<'a> Planner<'a> {
             ));
         }
         for (i, s) in cfg.nameservers.iter().enumerate() {
-            if s.parse::<IpAddr>().is_err() {
-                return Err(invalid(format!(
-                    "spec.dnsConfig.nameservers[{i}] {s:?} is not an IP address"
-                )));
-            }
+            check(format!("spec.dnsConfig.nameservers[{i}]"), s, Rule::IpAddr)?;
+        }
+        for (i, s) in cfg.searches.iter().enumerate() {
+            check(
+                format!("spec.dnsConfig.searches[{i}]"),
+                s,
+                Rule::SearchDomain,
+            )?;
         }
         if cfg.searches.len() > 32 {
             return Err(invalid(
@@ -888,16 +905,16 @@ impl<'a> Planner<'a> {
         }
         let mut options = Vec::new();
         for (i, o) in cfg.options.iter().enumerate() {
-            if o.name.is_empty() || o.name.contains(char::is_whitespace) {
-                return Err(invalid(format!(
-                    "spec.dnsConfig.options[{i}].name {:?} is invalid",
-                    o.name
-                )));
-            }
-            options.push(match &o.value {
+            let option = match &o.value {
                 Some(v) => format!("{}:{v}", o.name),
                 None => o.name.clone(),
-            });
+            };
+            check(
+                format!("spec.dnsConfig.options[{i}]"),
+                &option,
+                Rule::DnsOption,
+            )?;
+            options.push(option);
         }
         Ok(DnsConfig {
             servers: cfg.nameservers,

@@ -42,6 +42,13 @@ fn play_in(engine: &Engine, pod: &PodRow, plan: &PlayPlan) -> Result<Vec<Contain
     for spec in plan.init_containers.iter().chain(&plan.containers) {
         let mut spec = spec.clone();
         volumes.resolve_mounts(&mut spec)?;
+        // A played pod is a local user's, as `wharf run`'s containers are (kubelet's pods
+        // come through the CRI, which keeps kubelet's limits).
+        if let Some(note) = engine.apply_container_defaults(&mut spec)
+            && std::io::IsTerminal::is_terminal(&std::io::stderr())
+        {
+            eprintln!("wharf: note: {note}");
+        }
         rows.push(engine.create_container(&pod.id, &spec)?);
     }
     engine.run_pod(&pod.id)?;

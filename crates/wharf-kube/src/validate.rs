@@ -2,20 +2,18 @@
 
 use std::path::{Component, Path};
 
-/// RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends (container, volume,
-/// port names; namespaces).
+use wharf_engine::validate::Rule;
+
+/// RFC 1123 label in lower case (container, volume, port names; namespaces): the engine's
+/// [`Rule::DnsLabel`], which Kubernetes narrows to lower case.
 pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    Rule::DnsLabel.allows(s) && !s.bytes().any(|b| b.is_ascii_uppercase())
 }
 
-/// RFC 1123 subdomain: dot-separated labels, at most 253 characters (pod and object names).
+/// RFC 1123 subdomain in lower case (pod and object names): the engine's
+/// [`Rule::DnsName`], in lower case.
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+    Rule::DnsName.allows(s) && !s.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 /// Keys of ConfigMaps and Secrets: [-._a-zA-Z0-9]+, not "." or "..", at most 253.

@@ -141,20 +141,26 @@ fn usable_in_pod(ns: &str) -> bool {
     }
 }
 
+/// The second line of defence against injected lines: whatever a caller checked, no word
+/// written into a name file may hold whitespace, a control character or a comment sign
+/// ('#', and ';' which resolv.conf also takes for one), nor be empty or longer than a DNS
+/// name.
 fn check_word(what: &str, w: &str) -> Result<()> {
     if w.is_empty()
         || w.len() > 253
-        || w.bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'#')
+        || w.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '#' || c == ';')
     {
         return Err(Error::Invalid(format!(
-            "invalid {what} {w:?}: no spaces, control characters or '#'"
+            "invalid {what} {w:?}: no spaces, control characters, '#' or ';'"
         )));
     }
     Ok(())
 }
 
-/// Check a hostname (RFC 1123 labels, at most 64 characters as the kernel allows).
+/// Check a hostname: dot-separated labels of letters, digits, '-' and '_' (the names docker
+/// gives containers), none starting or ending with '-', at most 64 characters as the kernel
+/// allows.
 pub fn validate_hostname(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -165,15 +171,37 @@ pub fn validate_hostname(name: &str) -> Result<()> {
                 && !label.ends_with('-')
                 && label
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         });
     if ok {
         Ok(())
     } else {
         Err(Error::Invalid(format!(
-            "invalid hostname {name:?}: letters, digits and '-' in dot-separated labels, at most 64 characters"
+            "invalid hostname {name:?}: letters, digits, '-' and '_' in dot-separated labels, at most 64 characters"
         )))
     }
+}
+
+/// One hosts file line: `ADDRESS<TAB>NAME NAME...`, each name checked ([`check_word`]).
+pub fn hosts_line(ip: IpAddr, names: &[String]) -> Result<String> {
+    for h in names {
+        check_word("host name", h)?;
+    }
+    Ok(format!("{ip}\t{}\n", names.join(" ")))
+}
+
+/// The entries of a hosts file, in order: (address, names). Comments, blank lines and
+/// lines without a valid address are skipped, as the resolver skips them.
+pub fn parse_hosts(text: &str) -> Vec<(IpAddr, Vec<String>)> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split('#').next().unwrap_or("");
+            let mut words = line.split_whitespace();
+            let ip = words.next()?.parse().ok()?;
+            let names: Vec<String> = words.map(str::to_string).collect();
+            (!names.is_empty()).then_some((ip, names))
+        })
+        .collect()
 }
 
 /// The pod's resolv.conf text: the host's (or systemd-resolved's upstream list when the
@@ -229,15 +257,12 @@ pub fn hosts(names: &PodNames) -> Result<String> {
          fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n",
     );
     for (ip, hostnames) in &names.extra_hosts {
-        for h in hostnames {
-            check_word("host name", h)?;
-        }
         if !hostnames.is_empty() {
-            s.push_str(&format!("{ip}\t{}\n", hostnames.join(" ")));
+            s.push_str(&hosts_line(*ip, hostnames)?);
         }
     }
     for ip in &names.ips {
-        s.push_str(&format!("{ip}\t{}\n", names.hostname));
+        s.push_str(&hosts_line(*ip, std::slice::from_ref(&names.hostname))?);
     }
     Ok(s)
 }

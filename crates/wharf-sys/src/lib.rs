@@ -1,12 +1,14 @@
 //! Small system helpers that more than one Wharf crate needs, in one place so that each is
 //! written (and fixed) once: RFC 3339 time ([`time`]), signal names ([`signal`]), atomic
-//! file replacement and namespace-file checks ([`fs`]), and the `-1 means errno` convention
+//! file replacement and namespace-file checks ([`fs`]), bounded reads of the files a
+//! container controls ([`contained`]), and the `-1 means errno` convention
 //! of raw system calls ([`cvt`]).
 //!
 //! Everything here is safe code over rustix and std.
 
 #![forbid(unsafe_code)]
 
+pub mod contained;
 pub mod fs;
 pub mod signal;
 pub mod time;

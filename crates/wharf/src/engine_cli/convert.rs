@@ -315,28 +315,8 @@ pub fn add_host(s: &str) -> Result<(String, Vec<String>)> {
 
 /// `--ulimit NAME=SOFT[:HARD]` (-1: unlimited), as docker takes it.
 pub fn ulimit(s: &str) -> Result<(String, u64, u64)> {
-    let bad = || anyhow::anyhow!("invalid --ulimit {s:?}: use NAME=SOFT[:HARD]");
-    let (name, values) = s.split_once('=').ok_or_else(bad)?;
-    let value = |v: &str| -> Result<u64> {
-        match v {
-            "-1" | "unlimited" => Ok(u64::MAX),
-            n => n.parse().map_err(|_| bad()),
-        }
-    };
-    let (soft, hard) = match values.split_once(':') {
-        Some((a, b)) => (value(a)?, value(b)?),
-        None => (value(values)?, value(values)?),
-    };
-    if !wharf_engine::specgen::ULIMITS.contains(&name) {
-        bail!(
-            "invalid --ulimit {s:?}: {name:?} is not one of {}",
-            wharf_engine::specgen::ULIMITS.join(", ")
-        );
-    }
-    if soft > hard {
-        bail!("invalid --ulimit {s:?}: the soft limit is above the hard one");
-    }
-    Ok((name.to_string(), soft, hard))
+    wharf_engine::defaults::parse_ulimit(s)
+        .map_err(|e| anyhow::anyhow!("{}", e.replacen("invalid ulimit", "invalid --ulimit", 1)))
 }
 
 /// The limits `wharf update` sets (what it leaves out stays as it is).

@@ -217,6 +217,7 @@ pub fn engine_options(
         root: root.to_path_buf(),
         run: run.to_path_buf(),
         registries: wharf_image::config::RegistriesConfig::load(config)?,
+        defaults: wharf_engine::defaults::ContainerDefaults::load(config)?,
         ..Default::default()
     };
     let list = |v: &str| -> Vec<PathBuf> {
@@ -549,6 +550,14 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     if let Some(name) = &a.name {
         engine.check_container_name(name)?;
     }
+    // Every name that would reach a file, checked before a pull (the engine checks again
+    // when it makes the pod and the container).
+    wharf_engine::validate::container_spec(&convert::container_spec(a)?)?;
+    let joins_a_pod =
+        a.pod.is_some() || matches!(a.network.split_once(':'), Some(("container" | "pod", _)));
+    if !joins_a_pod {
+        wharf_engine::validate::pod_spec(&convert::pod_spec(a, &[])?)?;
+    }
     ensure_image_as(&engine, &a.image, &a.pull, a.platform.as_deref(), a.quiet)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
     let mut a = a.clone();
@@ -556,7 +565,12 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         a.name = Some(wharf_engine::paths::generated_name(&a.image));
     }
     let a = &a;
-    let spec = convert::container_spec(a)?;
+    let mut spec = convert::container_spec(a)?;
+    if let Some(note) = engine.apply_container_defaults(&mut spec)
+        && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        eprintln!("wharf: note: {note}");
+    }
     step("run: image resolved");
     // `--network container:NAME` / `pod:NAME`: the container joins that pod (and so its
     // network namespace).

@@ -89,9 +89,9 @@ fn dispatch(cli: &Cli) -> Result<i32> {
                 Some(p) => {
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
-                    store.load(std::io::BufReader::new(f))?
+                    store.load_named(std::io::BufReader::new(f), &p.display().to_string())?
                 }
-                None => store.load(std::io::stdin().lock())?,
+                None => store.load_named(std::io::stdin().lock(), "standard input")?,
             };
             for l in loaded {
                 if l.names.is_empty() {
