@@ -21,7 +21,12 @@ fuzz_target!(|data: &[u8]| {
     let media_type = TYPES[selector as usize % TYPES.len()];
     match manifest::parse(body, media_type) {
         Ok(Parsed::Index(idx)) => {
-            for p in ["linux/amd64", "linux/arm64/v8", "linux/arm/v7", "windows/amd64"] {
+            for p in [
+                "linux/amd64",
+                "linux/arm64/v8",
+                "linux/arm/v7",
+                "windows/amd64",
+            ] {
                 let _ = manifest::select_platform(&idx, &Platform::parse(p).unwrap());
             }
         }

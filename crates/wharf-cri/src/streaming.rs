@@ -113,15 +113,17 @@ pub async fn serve(server: Arc<StreamServer>, listener: TcpListener, engines: En
         let ticket = gate.enter();
         let (server, engines) = (server.clone(), engines.clone());
         tokio::spawn(async move {
+            // Refusals are logged at debug level only: whoever opens connections by the
+            // thousand must not flood the log as well.
             let opened = match ticket.handshake(handshake(&server, tcp)).await {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
-                    log(Level::Info, "stream refused", &[("error", &e)]);
+                    log(Level::Debug, "stream refused", &[("error", &e)]);
                     return;
                 }
                 Err(refused) => {
                     log(
-                        Level::Info,
+                        Level::Debug,
                         "stream refused",
                         &[("error", &refused.to_string())],
                     );

@@ -249,6 +249,7 @@ impl Engine {
                 entries.push((p.id.clone(), ip, names));
             }
         }
+        let mut first = None;
         for p in &pods {
             let Some(etc) = &p.sandbox.etc_dir else {
                 continue;
@@ -271,16 +272,20 @@ impl Engine {
                     out.push_str(&wharf_net::dns::hosts_line(*ip, names)?);
                 }
             }
-            // In place: the containers' /etc/hosts is a bind mount of this very file.
-            let mut f = std::fs::OpenOptions::new()
+            // In place: the containers' /etc/hosts is a bind mount of this very file. A
+            // pod whose containers filled their name files' tmpfs keeps what it wrote (its
+            // own doing); the other pods are still written.
+            let written = std::fs::OpenOptions::new()
                 .write(true)
                 .truncate(true)
                 .open(&hosts)
-                .ctx(|| format!("writing {}", hosts.display()))?;
-            f.write_all(out.as_bytes())
-                .ctx(|| format!("writing {}", hosts.display()))?;
+                .and_then(|mut f| f.write_all(out.as_bytes()))
+                .ctx(|| format!("writing {}", hosts.display()));
+            if let Err(e) = written {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 
     /// [`Engine::refresh_network_names`] for `network` if it is a user network (best

@@ -182,8 +182,12 @@ pub fn validate_hostname(name: &str) -> Result<()> {
     }
 }
 
-/// One hosts file line: `ADDRESS<TAB>NAME NAME...`, each name checked ([`check_word`]).
+/// One hosts file line: `ADDRESS<TAB>NAME NAME...`, each name checked ([`check_word`]);
+/// at least one name.
 pub fn hosts_line(ip: IpAddr, names: &[String]) -> Result<String> {
+    if names.is_empty() {
+        return Err(Error::Invalid(format!("hosts entry {ip}: no host names")));
+    }
     for h in names {
         check_word("host name", h)?;
     }

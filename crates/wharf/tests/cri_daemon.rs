@@ -2141,3 +2141,75 @@ async fn metrics_describe_and_measure_a_running_pod() {
     drop(rt);
     stop_and_check_clean(d).await;
 }
+
+/// The descriptors a process holds.
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_idle_connections_leave_cri_calls_and_exec_working() {
+    let d = Daemon::start("cri-idle");
+    let mut rt = runtime_with_busybox(&d).await;
+    let mut cfg = container_config("c", "exec sleep 1000");
+    cfg.linux = None;
+    let (pod, ctr) = run_pod_with(&mut rt, &d, "idle", cfg).await;
+    let exec = ExecRequest {
+        container_id: ctr.clone(),
+        cmd: vec!["echo".into(), "through".into()],
+        stdout: true,
+        ..Default::default()
+    };
+    let url = rt.exec(exec.clone()).await.unwrap().into_inner().url;
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let before = fd_count(d.child.id());
+    // As an unprivileged local user could: connect, send nothing, hold on.
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = fd_count(d.child.id());
+    assert!(
+        held < before + wharf_cri::conn_gate::MAX_WAITING + 64,
+        "the daemon holds {held} descriptors (it held {before} before the idle connections)"
+    );
+    // The CRI answers, and a real exec streams (the URL asked for before the flood too).
+    let t = std::time::Instant::now();
+    let v = rt.version(VersionRequest::default()).await.unwrap();
+    assert_eq!(v.into_inner().runtime_name, "wharf");
+    let pods = rt
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert_eq!(pods.len(), 1);
+    for url in [url, rt.exec(exec).await.unwrap().into_inner().url] {
+        let got = drain(&mut stream(&url).await).await;
+        assert_eq!(got[&1], b"through\n");
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // A connection that says nothing is closed within the handshake timeout.
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(
+        wharf_cri::conn_gate::HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut silent, &mut buf),
+    )
+    .await
+    .expect("the silent connection was never closed");
+    assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    assert!(t.elapsed() >= wharf_cri::conn_gate::HANDSHAKE_TIMEOUT - Duration::from_secs(1));
+    drop(idle);
+    stop_and_remove_pod(&mut rt, &pod).await;
+    stop_and_check_clean(d).await;
+}

@@ -118,8 +118,8 @@ pub struct RunArgs {
     /// Write the container's id to this file.
     #[arg(long)]
     pub cidfile: Option<PathBuf>,
-    /// Max processes.
-    #[arg(long = "pids-limit")]
+    /// Most processes (default 2048, as podman's; -1 or 0: none).
+    #[arg(long = "pids-limit", allow_hyphen_values = true)]
     pub pids_limit: Option<i64>,
     /// The container's oom_score_adj (-1000..1000; raised to the lowest value this host
     /// allows when it cannot lower it).

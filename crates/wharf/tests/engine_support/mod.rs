@@ -428,3 +428,125 @@ pub fn cap_set(status: &str, which: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {which} in {status}"));
     u64::from_str_radix(line.trim(), 16).unwrap()
 }
+
+/// A memory cgroup of a test's own that the commands under test run in: a hard limit, so
+/// that a command that would eat the host's memory is killed in it instead, and the peak
+/// RSS of each command, as the kernel counted it (`wait4`).
+pub struct Cage {
+    dir: PathBuf,
+    procs: std::ffi::CString,
+}
+
+impl Cage {
+    /// A cage of `limit` bytes at `/wharf-test-cage-<pid>-<name>` of the memory hierarchy
+    /// (cgroup v2 where it has the memory controller, else v1's).
+    pub fn new(name: &str, limit: u64) -> Cage {
+        let leaf = format!("wharf-test-cage-{}-{name}", std::process::id());
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
+        let (dir, limit_file) = if std::fs::read_to_string(v2).is_ok_and(|c| c.contains("memory")) {
+            (Path::new("/sys/fs/cgroup").join(&leaf), "memory.max")
+        } else {
+            (
+                Path::new("/sys/fs/cgroup/memory").join(&leaf),
+                "memory.limit_in_bytes",
+            )
+        };
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        std::fs::write(dir.join(limit_file), limit.to_string()).unwrap();
+        let procs = std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+            .unwrap();
+        Cage { dir, procs }
+    }
+
+    /// Move a running process (and its threads) into the cage.
+    pub fn adopt(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    /// Run `cmd` in the cage; its output, and its peak RSS in bytes (its own and that of
+    /// the children it waited for).
+    pub fn run(&self, mut cmd: Command) -> (Out, u64) {
+        use std::os::unix::process::CommandExt;
+        let procs = self.procs.clone();
+        // SAFETY: between fork and exec the child only calls open(2), write(2) and
+        // close(2) on memory prepared before the fork (async-signal-safe).
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn a command in the cage");
+        let pid = child.id() as i32;
+        // A command that hangs is killed after a while (and shows as killed, -1), so that
+        // a regression fails the test instead of stalling it.
+        let (done, watchdog) = std::sync::mpsc::channel::<()>();
+        let dog = std::thread::spawn(move || {
+            if watchdog.recv_timeout(Duration::from_secs(60)).is_err() {
+                // SAFETY: kill(2) of our own child, not yet waited for.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+        let (mut so, mut se) = (child.stdout.unwrap(), child.stderr.unwrap());
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = se.read_to_string(&mut s);
+            s
+        });
+        let mut stdout = String::new();
+        let _ = so.read_to_string(&mut stdout);
+        let stderr = err.join().unwrap();
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4(2) of our own child, with valid pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+        let _ = done.send(());
+        let _ = dog.join();
+        let code = if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        };
+        (
+            Out {
+                code,
+                stdout,
+                stderr,
+            },
+            usage.ru_maxrss as u64 * 1024,
+        )
+    }
+}
+
+impl Drop for Cage {
+    fn drop(&mut self) {
+        // What is left in it (shims the caged commands started) goes with it.
+        for _ in 0..100 {
+            let pids = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            if pids.trim().is_empty() {
+                break;
+            }
+            for p in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // SAFETY: kill(2) of processes in the test's own cgroup.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wharf_testbed::remove_cgroup_tree(&self.dir);
+    }
+}
