@@ -465,6 +465,8 @@ impl Cage {
 
     /// Run `cmd` in the cage; its output, and its peak RSS in bytes (its own and that of
     /// the children it waited for).
+    // Waited for with wait4(2), for the rusage std's wait does not return.
+    #[allow(clippy::zombie_processes)]
     pub fn run(&self, mut cmd: Command) -> (Out, u64) {
         use std::os::unix::process::CommandExt;
         let procs = self.procs.clone();
