@@ -111,6 +111,39 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A duration in Go's syntax, as docker, runc and kubelet take them ("5s", "300ms",
+/// "1m30s", "1.5h", "0"); None when it is not one.
+pub fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    if rest == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let secs = match &rest[..u] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * secs;
+        rest = &rest[u..];
+    }
+    Some(std::time::Duration::from_secs_f64(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

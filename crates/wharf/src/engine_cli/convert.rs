@@ -1,13 +1,16 @@
-//! From command-line flags to the engine's pod and container specs.
+//! From command-line flags to docker's create request (as docker's own CLI turns its flags
+//! into the API's body), which [`wharf_docker::CreateRequest::to_specs`] turns into the
+//! engine's specs: `wharf run` and the Docker API meet in one conversion.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use wharf_engine::model::{
-    ContainerSpec, DeviceMapping, NetworkMode, PodSpec, PortMapping, RestartPolicy, SeccompMode,
-    VolumeMount,
+use wharf_docker::create::{
+    CreateRequest, DeviceBody, EndpointSettings, HealthConfig, LogConfig, MountBody, PortBinding,
+    RestartPolicyBody, TmpfsOptions, Ulimit,
 };
+use wharf_docker::syntax;
+use wharf_engine::model::{NetworkMode, PortMapping, RestartPolicy};
 
 use super::args::RunArgs;
 
@@ -23,300 +26,22 @@ pub fn network(s: &str) -> NetworkMode {
 
 /// `--restart`: the policy, and for `on-failure:N` the most restarts.
 pub fn restart(s: &str) -> Result<(RestartPolicy, Option<u32>)> {
-    let (name, max) = match s.split_once(':') {
-        Some((n, m)) => (n, Some(m)),
-        None => (s, None),
-    };
-    let policy = match name {
-        "no" | "never" | "" => RestartPolicy::Never,
-        "always" => RestartPolicy::Always,
-        "unless-stopped" => RestartPolicy::UnlessStopped,
-        "on-failure" => RestartPolicy::OnFailure,
-        other => bail!(
-            "invalid --restart {other:?}: no, always, unless-stopped or on-failure[:max-retries]"
-        ),
-    };
-    let max = match (policy, max) {
-        (_, None) => None,
-        (RestartPolicy::OnFailure, Some(m)) => match m.parse::<u32>() {
-            Ok(n) => Some(n),
-            Err(_) => bail!("invalid --restart {s:?}: max-retries must be a whole number"),
-        },
-        (_, Some(_)) => bail!("invalid --restart {s:?}: only on-failure takes a max-retries"),
-    };
-    Ok((policy, max))
-}
-
-/// `-p [ip:]host:container[/proto]`.
-/// `-p`, with docker's ranges: `9000-9001:9000-9001` (as many host as container ports),
-/// one mapping per port.
-pub fn ports(s: &str) -> Result<Vec<PortMapping>> {
-    let (spec, proto) = s.split_once('/').unwrap_or((s, "tcp"));
-    let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
-    let (ctr, host) = match parts.as_slice() {
-        [c, h, ..] if !h.is_empty() => (*c, *h),
-        _ => return Ok(vec![port(s)?]),
-    };
-    let range = |r: &str| -> Result<Option<(u16, u16)>> {
-        let Some((a, b)) = r.split_once('-') else {
-            return Ok(None);
-        };
-        let (a, b): (u16, u16) = (
-            a.parse()
-                .with_context(|| format!("invalid port range {r:?} in {s:?}"))?,
-            b.parse()
-                .with_context(|| format!("invalid port range {r:?} in {s:?}"))?,
-        );
-        if a == 0 || a > b {
-            bail!("invalid port range {r:?} in {s:?}");
-        }
-        Ok(Some((a, b)))
-    };
-    match (range(host)?, range(ctr)?) {
-        (None, None) => Ok(vec![port(s)?]),
-        (Some(h), Some(c)) if h.1 - h.0 == c.1 - c.0 => {
-            let ip = parts.get(2).map(|ip| format!("{ip}:")).unwrap_or_default();
-            (0..=(h.1 - h.0))
-                .map(|i| port(&format!("{ip}{}:{}/{proto}", h.0 + i, c.0 + i)))
-                .collect()
-        }
-        _ => bail!(
-            "invalid port mapping {s:?}: a host port range needs a container port range of \
-             the same length"
-        ),
-    }
-}
-
-/// One `-p [ip:]host:container[/proto]`.
-pub fn port(s: &str) -> Result<PortMapping> {
-    let (spec, proto) = match s.split_once('/') {
-        Some((a, p)) => (a, p.to_ascii_lowercase()),
-        None => (s, "tcp".to_string()),
-    };
-    if proto != "tcp" && proto != "udp" && proto != "sctp" {
-        bail!("invalid port mapping {s:?}: protocol must be tcp, udp or sctp");
-    }
-    let parts: Vec<&str> = spec.rsplitn(3, ':').collect();
-    // `80` and `ip::80`: a host port the engine picks (docker's ephemeral range).
-    let (ip, host, ctr) = match parts.as_slice() {
-        [ctr] => (None, "", *ctr),
-        [ctr, host] => (None, *host, *ctr),
-        [ctr, host, ip] => (Some(ip.trim_matches(['[', ']']).to_string()), *host, *ctr),
-        _ => bail!("invalid port mapping {s:?}: use [ip:][hostPort:]containerPort[/proto]"),
-    };
-    let parse = |p: &str| match p.parse::<u16>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => bail!("invalid port {p:?} in {s:?}"),
-    };
-    Ok(PortMapping {
-        host_port: if host.is_empty() { 0 } else { parse(host)? },
-        container_port: parse(ctr)?,
-        protocol: proto,
-        host_ip: ip.filter(|i| !i.is_empty()),
+    syntax::restart(s).map_err(|e| {
+        anyhow::anyhow!(
+            "{}",
+            e.0.replacen("invalid restart policy", "invalid --restart", 1)
+        )
     })
+}
+
+/// `-p`, with docker's ranges (one mapping per port).
+pub fn ports(s: &str) -> Result<Vec<PortMapping>> {
+    Ok(syntax::ports(s)?)
 }
 
 /// Sizes like docker's: 64m, 1g, 512k, plain bytes.
 pub fn size(s: &str) -> Result<i64> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('b') => return size(&s[..s.len() - 1]),
-        Some('k') => (&s[..s.len() - 1], 1i64 << 10),
-        Some('m') => (&s[..s.len() - 1], 1 << 20),
-        Some('g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let n: f64 = num.parse().with_context(|| format!("invalid size {s:?}"))?;
-    Ok((n * mul as f64) as i64)
-}
-
-/// `-v host:container[:ro|rw]`.
-/// `-v NAME:/container/path[:ro]` is a named volume, `-v /container/path` an anonymous
-/// one (docker's).
-pub fn volume(s: &str) -> Result<VolumeMount> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (src, dst, opts) = match parts.as_slice() {
-        [dst] => ("", *dst, ""),
-        [src, dst] => (*src, *dst, ""),
-        [src, dst, opts] => (*src, *dst, *opts),
-        _ => bail!("invalid volume {s:?}: use /host/path:/container/path[:ro] or NAME:/path"),
-    };
-    if !dst.starts_with('/') {
-        bail!("invalid volume {s:?}: the container path must be absolute");
-    }
-    let named = !src.starts_with('/') && !src.starts_with('.');
-    if src.starts_with('.') {
-        bail!("invalid volume {s:?}: a host path must be absolute (a volume name has no '/')");
-    }
-    if !named && !std::path::Path::new(src).exists() {
-        bail!("volume {s:?}: host path {src} does not exist");
-    }
-    let mut readonly = false;
-    for o in opts.split(',').filter(|o| !o.is_empty()) {
-        match o {
-            "ro" => readonly = true,
-            "rw" => readonly = false,
-            "z" | "Z" => {}
-            other => bail!("invalid volume option {other:?} in {s:?}"),
-        }
-    }
-    Ok(VolumeMount {
-        source: PathBuf::from(src),
-        destination: PathBuf::from(dst),
-        readonly,
-        kind: if named {
-            wharf_engine::named_volumes::KIND.into()
-        } else {
-            "bind".into()
-        },
-        options: Vec::new(),
-    })
-}
-
-/// `--tmpfs PATH[:OPTIONS]`: noexec unless `exec` is asked for, as docker mounts it.
-pub fn tmpfs(s: &str) -> Result<VolumeMount> {
-    let (path, opts) = s.split_once(':').unwrap_or((s, ""));
-    if !path.starts_with('/') {
-        bail!("invalid --tmpfs {s:?}: the path must be absolute");
-    }
-    let mut options: Vec<String> = opts
-        .split(',')
-        .filter(|o| !o.is_empty())
-        .map(String::from)
-        .collect();
-    if !options.iter().any(|o| o == "exec" || o == "noexec") {
-        options.push("noexec".into());
-    }
-    let readonly = options.iter().any(|o| o == "ro");
-    options.retain(|o| o != "ro" && o != "rw");
-    Ok(VolumeMount {
-        source: PathBuf::from("tmpfs"),
-        destination: PathBuf::from(path),
-        readonly,
-        kind: "tmpfs".into(),
-        options,
-    })
-}
-
-/// `--mount type=bind|tmpfs,...` (docker's keys; `src`/`dst`/`destination` spellings too).
-pub fn mount(s: &str) -> Result<VolumeMount> {
-    let mut kind = wharf_engine::named_volumes::KIND;
-    let (mut source, mut target, mut readonly) = (None, None, false);
-    let mut options = Vec::new();
-    let mut subpath = None;
-    for field in s.split(',').filter(|f| !f.is_empty()) {
-        let (k, v) = field.split_once('=').unwrap_or((field, ""));
-        match (k, v) {
-            ("type", t) => kind = t,
-            ("source" | "src", v) => source = Some(v.to_string()),
-            ("target" | "dst" | "destination", v) => target = Some(v.to_string()),
-            ("readonly" | "ro", "" | "true" | "1") => readonly = true,
-            ("readonly" | "ro", "false" | "0") => readonly = false,
-            (
-                "bind-propagation",
-                p @ ("private" | "rprivate" | "slave" | "rslave" | "shared" | "rshared"),
-            ) => options.push(p.to_string()),
-            ("volume-subpath", p) if !p.is_empty() => subpath = Some(p.to_string()),
-            ("tmpfs-size", n) => options.push(format!("size={}", size(n)?)),
-            ("tmpfs-mode", m) if u32::from_str_radix(m, 8).is_ok() => {
-                options.push(format!("mode={m}"))
-            }
-            _ => bail!("invalid --mount {s:?}: unknown or bad field {field:?}"),
-        }
-    }
-    let Some(target) = target.filter(|t| t.starts_with('/')) else {
-        bail!("invalid --mount {s:?}: an absolute target= is required");
-    };
-    if subpath.is_some() && kind != "volume" {
-        bail!("invalid --mount {s:?}: volume-subpath is for type=volume");
-    }
-    match kind {
-        "bind" => {
-            let Some(src) = source else {
-                bail!("invalid --mount {s:?}: a bind mount needs source=");
-            };
-            let mut v =
-                volume(&format!("{src}:{target}")).with_context(|| format!("--mount {s:?}"))?;
-            v.readonly = readonly;
-            v.options = options;
-            Ok(v)
-        }
-        "volume" => {
-            let src = source.unwrap_or_default();
-            if src.starts_with('/') {
-                bail!("invalid --mount {s:?}: a volume's source is its name, not a path");
-            }
-            let mut v =
-                volume(&format!("{src}:{target}")).with_context(|| format!("--mount {s:?}"))?;
-            if src.is_empty() {
-                v.source = PathBuf::new();
-            }
-            v.readonly = readonly;
-            // A path inside the volume, which must be there (docker's rule).
-            if let Some(p) = subpath {
-                v.options
-                    .push(wharf_engine::image_volumes::subpath_option(p));
-                v.options
-                    .push(wharf_engine::pod_volumes::MUST_EXIST.to_string());
-            }
-            Ok(v)
-        }
-        "tmpfs" => {
-            if source.is_some() {
-                bail!("invalid --mount {s:?}: a tmpfs has no source");
-            }
-            let mut v = tmpfs(&target)?;
-            v.options.extend(options);
-            v.readonly = readonly;
-            Ok(v)
-        }
-        other => bail!("invalid --mount {s:?}: type {other:?} is not bind, volume or tmpfs"),
-    }
-}
-
-/// `--device HOST[:CONTAINER[:PERMISSIONS]]`.
-pub fn device(s: &str) -> Result<DeviceMapping> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (host, container, perms) = match parts.as_slice() {
-        [h] => (*h, *h, "rwm"),
-        [h, c] if c.starts_with('/') => (*h, *c, "rwm"),
-        [h, p] => (*h, *h, *p),
-        [h, c, p] => (*h, *c, *p),
-        _ => bail!("invalid --device {s:?}: use HOST[:CONTAINER[:PERMISSIONS]]"),
-    };
-    if !host.starts_with('/') || !container.starts_with('/') {
-        bail!("invalid --device {s:?}: device paths must be absolute");
-    }
-    if perms.is_empty() || !perms.chars().all(|c| matches!(c, 'r' | 'w' | 'm')) {
-        bail!("invalid --device {s:?}: permissions are a combination of r, w and m");
-    }
-    Ok(DeviceMapping {
-        host_path: PathBuf::from(host),
-        container_path: PathBuf::from(container),
-        permissions: perms.to_string(),
-    })
-}
-
-/// `--add-host HOST:IP` (docker's spelling; `HOST=IP` too).
-pub fn add_host(s: &str) -> Result<(String, Vec<String>)> {
-    let (host, ip) = s
-        .split_once('=')
-        .or_else(|| s.split_once(':'))
-        .ok_or_else(|| anyhow::anyhow!("invalid --add-host {s:?}: use HOST:IP"))?;
-    if ip == "host-gateway" {
-        bail!("invalid --add-host {s:?}: host-gateway is not supported; give the address");
-    }
-    // An IPv6 address holds colons: HOST:IP splits at the first one.
-    if ip.parse::<std::net::IpAddr>().is_err() || host.is_empty() {
-        bail!("invalid --add-host {s:?}: {ip:?} is not an IP address");
-    }
-    Ok((ip.to_string(), vec![host.to_string()]))
-}
-
-/// `--ulimit NAME=SOFT[:HARD]` (-1: unlimited), as docker takes it.
-pub fn ulimit(s: &str) -> Result<(String, u64, u64)> {
-    wharf_engine::defaults::parse_ulimit(s)
-        .map_err(|e| anyhow::anyhow!("{}", e.replacen("invalid ulimit", "invalid --ulimit", 1)))
+    Ok(syntax::size(s)?)
 }
 
 /// The limits `wharf update` sets (what it leaves out stays as it is).
@@ -446,103 +171,224 @@ pub fn kv(s: &str) -> (String, String) {
     }
 }
 
-/// The container spec of `wharf run`.
-pub fn container_spec(a: &RunArgs) -> Result<ContainerSpec> {
-    if a.rm && restart(&a.restart)?.0 != RestartPolicy::Never {
+/// `wharf run`'s flags as docker's create request (the container's name is given
+/// beside it).
+pub fn create_request(a: &RunArgs) -> Result<CreateRequest> {
+    let (policy, max) = restart(&a.restart)?;
+    if a.rm && policy != RestartPolicy::Never {
         bail!("conflicting options: --restart and --rm");
     }
-    let mut seccomp = SeccompMode::RuntimeDefault;
-    let mut apparmor = None;
-    for o in &a.security_opt {
-        match o.split_once('=').or_else(|| o.split_once(':')) {
-            Some(("seccomp", "unconfined")) => seccomp = SeccompMode::Unconfined,
-            Some(("seccomp", path)) => seccomp = SeccompMode::Localhost(path.into()),
-            Some(("apparmor", "unconfined")) => apparmor = None,
-            Some(("apparmor", profile)) if !profile.is_empty() => {
-                apparmor = Some(profile.to_string())
-            }
-            Some(("no-new-privileges", "true")) | None if o == "no-new-privileges" => {}
-            _ => bail!(
-                "unsupported --security-opt {o:?} (seccomp=unconfined|<file>, \
-                 apparmor=unconfined|<profile>, no-new-privileges)"
-            ),
+    syntax::security_opts(&a.security_opt)
+        .map_err(|e| anyhow::anyhow!("{}", e.0.replacen("security option", "--security-opt", 1)))?;
+    let mut port_bindings: BTreeMap<String, Option<Vec<PortBinding>>> = BTreeMap::new();
+    for p in &a.publish {
+        for m in ports(p)? {
+            port_bindings
+                .entry(format!("{}/{}", m.container_port, m.protocol))
+                .or_insert_with(|| Some(Vec::new()))
+                .get_or_insert_with(Vec::new)
+                .push(PortBinding {
+                    host_ip: m.host_ip.unwrap_or_default(),
+                    host_port: if m.host_port == 0 {
+                        String::new()
+                    } else {
+                        m.host_port.to_string()
+                    },
+                });
         }
     }
-    Ok(ContainerSpec {
-        name: a.name.clone(),
-        image: a.image.clone(),
-        entrypoint: a
-            .entrypoint
-            .as_ref()
-            .map(|e| e.split_whitespace().map(String::from).collect()),
-        command: (!a.command.is_empty()).then(|| a.command.clone()),
-        env: env(a)?,
-        workdir: a.workdir.clone(),
-        user: a.user.clone(),
-        tty: a.tty,
-        stdin: a.interactive,
-        mounts: a
-            .volumes
-            .iter()
-            .map(|v| volume(v))
-            .chain(a.tmpfs.iter().map(|t| tmpfs(t)))
-            .chain(a.mount.iter().map(|m| mount(m)))
-            .collect::<Result<_>>()?,
-        devices: a.device.iter().map(|d| device(d)).collect::<Result<_>>()?,
-        labels: pairs("--label", &a.label)?,
-        ulimits: a.ulimit.iter().map(|u| ulimit(u)).collect::<Result<_>>()?,
-        memory: a.memory.as_deref().map(size).transpose()?,
-        memory_swap: match a.memory_swap.as_deref() {
-            Some("-1") => Some(-1),
-            Some(s) => Some(size(s)?),
-            None => None,
-        },
-        cpus: match (a.cpus, a.cpu_quota) {
-            (Some(_), Some(_)) => bail!("--cpus and --cpu-quota set the same limit: give one"),
-            (_, Some(q)) if q > 0 => Some(q as f64 / a.cpu_period.unwrap_or(100_000).max(1) as f64),
-            (cpus, _) => cpus,
-        },
-        cpu_shares: a.cpu_shares,
-        cpuset_cpus: a.cpuset_cpus.clone(),
-        cpuset_mems: a.cpuset_mems.clone(),
-        memory_reservation: a.memory_reservation.as_deref().map(size).transpose()?,
-        groups: a
-            .group_add
-            .iter()
-            .map(|g| {
-                g.parse::<u32>()
-                    .with_context(|| format!("invalid --group-add {g:?}: a numeric group id"))
+    let mut tmpfs = BTreeMap::new();
+    for t in &a.tmpfs {
+        let (path, opts) = t.split_once(':').unwrap_or((t, ""));
+        syntax::tmpfs(path, opts).with_context(|| format!("--tmpfs {t:?}"))?;
+        tmpfs.insert(path.to_string(), opts.to_string());
+    }
+    for v in &a.volumes {
+        syntax::volume(v)?;
+    }
+    let mounts = a
+        .mount
+        .iter()
+        .map(|m| {
+            let f = syntax::mount_flag(m)?;
+            Ok(MountBody {
+                kind: f.kind,
+                source: f.source.unwrap_or_default(),
+                target: f.target,
+                read_only: f.readonly,
+                bind_options: f
+                    .propagation
+                    .map(|propagation| wharf_docker::create::BindOptions { propagation }),
+                volume_options: f
+                    .subpath
+                    .map(|subpath| wharf_docker::create::VolumeOptions {
+                        subpath,
+                        ..Default::default()
+                    }),
+                tmpfs_options: (f.tmpfs_size.is_some() || f.tmpfs_mode.is_some()).then(|| {
+                    TmpfsOptions {
+                        size_bytes: f.tmpfs_size.unwrap_or(0),
+                        mode: f.tmpfs_mode.unwrap_or(0),
+                    }
+                }),
             })
-            .collect::<Result<_>>()?,
-        pids_limit: a.pids_limit,
-        oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?,
-        privileged: a.privileged,
-        cap_add: a.cap_add.clone(),
-        cap_drop: a.cap_drop.clone(),
-        read_only: a.read_only,
-        no_new_privileges: a
-            .security_opt
-            .iter()
-            .any(|o| o.starts_with("no-new-privileges")),
-        seccomp,
-        apparmor_profile: apparmor,
-        stop_signal: a.stop_signal.clone(),
-        stop_timeout: a.stop_timeout,
-        // Attached, the CLI removes it when it exits; detached, its shim does.
-        auto_remove: a.rm && a.detach,
-        health: health(a)?,
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let devices = a
+        .device
+        .iter()
+        .map(|d| {
+            let m = syntax::device(d).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
+            Ok(DeviceBody {
+                path_on_host: m.host_path.display().to_string(),
+                path_in_container: m.container_path.display().to_string(),
+                cgroup_permissions: m.permissions,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for h in &a.add_host {
+        syntax::add_host(h)?;
+    }
+    let ulimits = a
+        .ulimit
+        .iter()
+        .map(|u| {
+            let (name, soft, hard) = syntax::ulimit(u)?;
+            let n = |v: u64| if v == u64::MAX { -1 } else { v as i64 };
+            Ok(Ulimit {
+                name,
+                soft: n(soft),
+                hard: n(hard),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let bytes = |v: &Option<String>| -> Result<i64> {
+        v.as_deref().map(size).transpose().map(|n| n.unwrap_or(0))
+    };
+    let memory = bytes(&a.memory)?;
+    let memory_swap = match a.memory_swap.as_deref() {
+        Some("-1") => -1,
+        Some(s) => size(s)?,
+        None => 0,
+    };
+    if a.cpus.is_some() && a.cpu_quota.is_some() {
+        bail!("--cpus and --cpu-quota set the same limit: give one");
+    }
+    if a.cpus.is_some_and(|c| c <= 0.0) {
+        bail!("--cpus must be above 0");
+    }
+    for g in &a.group_add {
+        g.parse::<u32>()
+            .with_context(|| format!("invalid --group-add {g:?}: a numeric group id"))?;
+    }
+    namespace_mode("--pid", a.pid.as_deref())?;
+    namespace_mode("--ipc", a.ipc.as_deref())?;
+    let network_mode = match &a.pod {
+        Some(p) => format!("pod:{p}"),
+        None => a.network.clone(),
+    };
+    let endpoints = (!a.network_alias.is_empty()).then(|| {
+        BTreeMap::from([(
+            a.network.clone(),
+            EndpointSettings {
+                aliases: Some(a.network_alias.clone()),
+            },
+        )])
+    });
+    let exposed: BTreeMap<String, serde_json::Value> = a
+        .expose
+        .iter()
+        .map(|e| {
+            syntax::port_key(e).with_context(|| format!("--expose {e:?}"))?;
+            Ok((e.clone(), serde_json::json!({})))
+        })
+        .collect::<Result<_>>()?;
+    let entrypoint = a.entrypoint.as_ref().map(|e| {
+        let words: Vec<String> = e.split_whitespace().map(String::from).collect();
+        if words.is_empty() {
+            vec![String::new()]
+        } else {
+            words
+        }
+    });
+    Ok(CreateRequest {
+        hostname: a.hostname.clone().unwrap_or_default(),
+        user: a.user.clone().unwrap_or_default(),
+        tty: a.tty,
+        open_stdin: a.interactive,
+        env: Some(
+            env(a)?
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+        ),
+        cmd: (!a.command.is_empty()).then(|| a.command.clone()),
+        healthcheck: health(a)?,
+        image: a.image.clone(),
+        working_dir: a.workdir.clone().unwrap_or_default(),
+        entrypoint,
+        labels: Some(pairs("--label", &a.label)?),
+        stop_signal: a.stop_signal.clone().unwrap_or_default(),
+        stop_timeout: a.stop_timeout.map(|t| t as i64),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: wharf_docker::create::HostConfig {
+            binds: Some(a.volumes.clone()),
+            log_config: log_config(a)?,
+            network_mode,
+            port_bindings: Some(port_bindings),
+            restart_policy: Some(RestartPolicyBody {
+                name: a.restart.split(':').next().unwrap_or("").to_string(),
+                maximum_retry_count: max.unwrap_or(0) as i64,
+            }),
+            auto_remove: a.rm,
+            mounts: Some(mounts),
+            cap_add: Some(a.cap_add.clone()),
+            cap_drop: Some(a.cap_drop.clone()),
+            dns: Some(a.dns.clone()),
+            dns_options: Some(a.dns_option.clone()),
+            dns_search: Some(a.dns_search.clone()),
+            extra_hosts: Some(a.add_host.clone()),
+            group_add: Some(a.group_add.clone()),
+            ipc_mode: a.ipc.clone().unwrap_or_default(),
+            oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?.unwrap_or(0),
+            pid_mode: a.pid.clone().unwrap_or_default(),
+            privileged: a.privileged,
+            publish_all_ports: a.publish_all,
+            readonly_rootfs: a.read_only,
+            security_opt: Some(a.security_opt.clone()),
+            tmpfs: Some(tmpfs),
+            shm_size: bytes(&a.shm_size)?,
+            sysctls: Some(pairs("--sysctl", &a.sysctl)?),
+            cpu_shares: a.cpu_shares.unwrap_or(0) as i64,
+            memory,
+            memory_swap,
+            memory_reservation: bytes(&a.memory_reservation)?,
+            nano_cpus: a.cpus.map(|c| (c * 1e9).round() as i64).unwrap_or(0),
+            cpu_period: a.cpu_period.unwrap_or(0) as i64,
+            cpu_quota: a.cpu_quota.filter(|q| *q > 0).unwrap_or(0),
+            cpuset_cpus: a.cpuset_cpus.clone().unwrap_or_default(),
+            cpuset_mems: a.cpuset_mems.clone().unwrap_or_default(),
+            devices: Some(devices),
+            init: a.init.then_some(true),
+            pids_limit: a.pids_limit,
+            ulimits: Some(ulimits),
+            ..Default::default()
+        },
+        networking_config: wharf_docker::create::NetworkingConfig {
+            endpoints_config: endpoints,
+        },
         ..Default::default()
     })
 }
 
 /// `--log-driver` (the default only) and `--log-opt max-size=/max-file=`.
-fn log_opts(a: &RunArgs) -> Result<(Option<u64>, Option<u32>)> {
+fn log_config(a: &RunArgs) -> Result<Option<LogConfig>> {
     if let Some(d) = &a.log_driver
         && !matches!(d.as_str(), "json-file" | "k8s-file" | "local")
     {
         bail!("invalid --log-driver {d:?}: the log is a file the shim writes (json-file)");
     }
-    let (mut size, mut files) = (None, None);
+    let mut config = BTreeMap::new();
     for o in &a.log_opt {
         match o.split_once('=') {
             Some(("max-size", v)) => {
@@ -550,16 +396,23 @@ fn log_opts(a: &RunArgs) -> Result<(Option<u64>, Option<u32>)> {
                 if n < 1024 {
                     bail!("invalid --log-opt {o:?}: max-size must be at least 1k");
                 }
-                size = Some(n as u64);
+                config.insert("max-size".to_string(), v.to_string());
             }
             Some(("max-file", v)) => match v.parse::<u32>() {
-                Ok(n) if n >= 1 => files = Some(n),
+                Ok(n) if n >= 1 => {
+                    config.insert("max-file".to_string(), v.to_string());
+                }
                 _ => bail!("invalid --log-opt {o:?}: max-file is a number of files, 1 or more"),
             },
             _ => bail!("invalid --log-opt {o:?}: max-size=SIZE or max-file=N"),
         }
     }
-    Ok((size, files))
+    Ok(
+        (a.log_driver.is_some() || !config.is_empty()).then(|| LogConfig {
+            kind: a.log_driver.clone().unwrap_or_default(),
+            config,
+        }),
+    )
 }
 
 /// `--pid`/`--ipc`: true for `host`; the container's own (the default) otherwise.
@@ -571,17 +424,15 @@ fn namespace_mode(flag: &str, v: Option<&str>) -> Result<bool> {
     }
 }
 
-/// docker's durations: `30s`, `1m30s`, `500ms`, `2h` (Go's syntax, as `wharf runtime`
-/// reads it), in milliseconds.
+/// docker's durations: `30s`, `1m30s`, `500ms`, `2h` (Go's syntax), in milliseconds.
 pub fn duration_ms(flag: &str, s: &str) -> Result<u64> {
-    crate::runtime_cli::parse_go_duration(s)
-        .map(|d| d.as_millis() as u64)
+    syntax::duration_ms(s)
         .map_err(|_| anyhow::anyhow!("invalid {flag} {s:?}: a duration like 30s, 1m30s or 500ms"))
 }
 
-/// `--health-*`: docker's defaults (30s, 30s, 3 retries, 0s); a shell command is run with
-/// /bin/sh -c (docker's CMD-SHELL).
-fn health(a: &RunArgs) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
+/// `--health-*` as docker's Healthcheck (a shell command: docker's CMD-SHELL; durations
+/// in nanoseconds, 0 for docker's defaults).
+fn health(a: &RunArgs) -> Result<Option<HealthConfig>> {
     let Some(cmd) = &a.health_cmd else {
         let stray = a.health_interval.is_some()
             || a.health_timeout.is_some()
@@ -592,87 +443,34 @@ fn health(a: &RunArgs) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
                 "--health-interval, --health-timeout, --health-retries and --health-start-period need --health-cmd"
             );
         }
-        return Ok(None);
+        return Ok(a.no_healthcheck.then(|| HealthConfig {
+            test: Some(vec!["NONE".into()]),
+            ..Default::default()
+        }));
     };
     if a.no_healthcheck {
         bail!("--no-healthcheck conflicts with --health-cmd");
     }
-    let ms = |flag: &str, v: &Option<String>, default: u64| -> Result<u64> {
+    let ns = |flag: &str, v: &Option<String>| -> Result<i64> {
         match v {
-            Some(v) => duration_ms(flag, v),
-            None => Ok(default),
+            Some(v) => {
+                let ms = duration_ms(flag, v)?;
+                if ms == 0 && flag != "--health-start-period" {
+                    bail!("--health-interval and --health-timeout must be above zero");
+                }
+                Ok(ms as i64 * 1_000_000)
+            }
+            None => Ok(0),
         }
     };
-    let interval_ms = ms("--health-interval", &a.health_interval, 30_000)?;
-    let timeout_ms = ms("--health-timeout", &a.health_timeout, 30_000)?;
-    if interval_ms == 0 || timeout_ms == 0 {
-        bail!("--health-interval and --health-timeout must be above zero");
-    }
-    Ok(Some(wharf_shim::protocol::HealthSpec {
-        test: vec!["/bin/sh".into(), "-c".into(), cmd.clone()],
-        interval_ms,
-        timeout_ms,
-        retries: a.health_retries.unwrap_or(3),
-        start_period_ms: ms("--health-start-period", &a.health_start_period, 0)?,
+    Ok(Some(HealthConfig {
+        test: Some(vec!["CMD-SHELL".into(), cmd.clone()]),
+        interval: ns("--health-interval", &a.health_interval)?,
+        timeout: ns("--health-timeout", &a.health_timeout)?,
+        retries: a.health_retries.unwrap_or(0) as i64,
+        start_period: ns("--health-start-period", &a.health_start_period)?,
+        start_interval: 0,
     }))
-}
-
-/// The pod of a standalone `wharf run` container.
-/// `exposed` are the image's ExposedPorts (`80/tcp`), which `-P` publishes on host ports
-/// the engine picks.
-pub fn pod_spec(a: &RunArgs, exposed: &[String]) -> Result<PodSpec> {
-    let (restart, max_restarts) = restart(&a.restart)?;
-    let (log_max_size, log_max_files) = log_opts(a)?;
-    let mut published: Vec<PortMapping> = a
-        .publish
-        .iter()
-        .map(|p| ports(p))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    if a.publish_all {
-        for e in exposed {
-            let m = port(e).with_context(|| format!("the image's exposed port {e:?}"))?;
-            if !published
-                .iter()
-                .any(|p| p.container_port == m.container_port && p.protocol == m.protocol)
-            {
-                published.push(m);
-            }
-        }
-    }
-    Ok(PodSpec {
-        name: a.name.clone(),
-        hostname: a.hostname.clone(),
-        network: network(&a.network),
-        network_aliases: a.network_alias.clone(),
-        ports: published,
-        restart,
-        max_restarts,
-        dns: wharf_engine::model::DnsConfig {
-            servers: a.dns.clone(),
-            searches: a.dns_search.clone(),
-            options: a.dns_option.clone(),
-        },
-        extra_hosts: a
-            .add_host
-            .iter()
-            .map(|h| add_host(h))
-            .collect::<Result<_>>()?,
-        sysctls: pairs("--sysctl", &a.sysctl)?,
-        shm_size: a
-            .shm_size
-            .as_deref()
-            .map(|s| size(s).map(|n| n as u64))
-            .transpose()?,
-        share_pid: a.init,
-        host_pid: namespace_mode("--pid", a.pid.as_deref())?,
-        host_ipc: namespace_mode("--ipc", a.ipc.as_deref())?,
-        log_max_size,
-        log_max_files,
-        ..Default::default()
-    })
 }
 
 /// The flags that set up a container's own pod, which `--pod` (an existing pod) excludes.
@@ -696,58 +494,4 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
     .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports_sizes_volumes() {
-        let p = port("127.0.0.1:8080:80/udp").unwrap();
-        assert_eq!(
-            (p.host_port, p.container_port, p.protocol.as_str()),
-            (8080, 80, "udp")
-        );
-        assert_eq!(p.host_ip.as_deref(), Some("127.0.0.1"));
-        assert_eq!(port("80:8080").unwrap().host_ip, None);
-        assert!(port("x:80").is_err());
-        // Ranges: one mapping per port, the address and protocol kept.
-        let r = ports("127.0.0.1:9000-9002:8000-8002/udp").unwrap();
-        assert_eq!(
-            r.iter()
-                .map(|p| (p.host_port, p.container_port, p.protocol.as_str()))
-                .collect::<Vec<_>>(),
-            [
-                (9000, 8000, "udp"),
-                (9001, 8001, "udp"),
-                (9002, 8002, "udp")
-            ]
-        );
-        assert!(r.iter().all(|p| p.host_ip.as_deref() == Some("127.0.0.1")));
-        assert_eq!(ports("8080:80").unwrap().len(), 1);
-        // No host port: the engine picks one (0 here).
-        for (spec, ip) in [("80", None), ("127.0.0.1::80", Some("127.0.0.1"))] {
-            let p = &ports(spec).unwrap()[0];
-            assert_eq!((p.host_port, p.container_port), (0, 80), "{spec}");
-            assert_eq!(p.host_ip.as_deref(), ip, "{spec}");
-        }
-        assert!(port("0:80").is_err());
-        for bad in ["9000-9001:80", "9001-9000:80-81", "9000-9001:80-82"] {
-            assert!(ports(bad).is_err(), "{bad}");
-        }
-        assert_eq!(size("64m").unwrap(), 64 << 20);
-        assert_eq!(duration_ms("x", "1m30s").unwrap(), 90_000);
-        assert_eq!(duration_ms("x", "500ms").unwrap(), 500);
-        assert_eq!(duration_ms("x", "1.5s").unwrap(), 1500);
-        assert!(duration_ms("x", "10").is_err() && duration_ms("x", "5x").is_err());
-        assert_eq!(size("1.5g").unwrap(), 3 << 29);
-        assert_eq!(size("512").unwrap(), 512);
-        assert!(volume("./rel:/x").is_err());
-        // A name, not a path: a named volume (an empty one: anonymous).
-        assert_eq!(volume("data:/x").unwrap().kind, "volume");
-        assert_eq!(volume("/x").unwrap().source, PathBuf::new());
-        let v = volume("/tmp:/data:ro").unwrap();
-        assert!(v.readonly);
-    }
 }

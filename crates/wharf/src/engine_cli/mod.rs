@@ -7,7 +7,7 @@
 
 pub mod args;
 mod convert;
-pub mod docker_json;
+pub use wharf_docker::views as docker_json;
 mod files;
 mod kube;
 mod kube_objects;
@@ -541,6 +541,19 @@ pub fn ensure_image_as(
     Ok(())
 }
 
+/// What of an image a create request's conversion needs.
+fn image_facts(engine: &Engine, image: &str) -> Result<wharf_docker::ImageFacts> {
+    let img = engine.images().resolve(image)?;
+    Ok(wharf_docker::ImageFacts {
+        exposed_ports: img
+            .config
+            .config()
+            .as_ref()
+            .and_then(|c| c.exposed_ports().clone())
+            .unwrap_or_default(),
+    })
+}
+
 fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     step("run: begin");
     let engine = open(cli)?;
@@ -550,68 +563,63 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     if let Some(name) = &a.name {
         engine.check_container_name(name)?;
     }
-    // Every name that would reach a file, checked before a pull (the engine checks again
-    // when it makes the pod and the container).
-    wharf_engine::validate::container_spec(&convert::container_spec(a)?)?;
-    let joins_a_pod =
-        a.pod.is_some() || matches!(a.network.split_once(':'), Some(("container" | "pod", _)));
-    if !joins_a_pod {
-        wharf_engine::validate::pod_spec(&convert::pod_spec(a, &[])?)?;
+    if a.pod.is_some() && matches!(a.network.split_once(':'), Some(("container" | "pod", _))) {
+        bail!(
+            "--network {} and --pod both choose the pod: give one",
+            a.network
+        );
+    }
+    let joined = match a.network.split_once(':') {
+        Some(("container" | "pod", n)) => Some(n.to_string()),
+        _ => a.pod.clone(),
+    };
+    if let Some(p) = joined {
+        let flags = convert::pod_flags(a);
+        if !flags.is_empty() {
+            bail!(
+                "{} set up a container's own pod: they cannot be used with --pod {p}",
+                flags.join(", ")
+            );
+        }
+    }
+    // docker's create request, as docker's CLI makes it of its flags; every name that would
+    // reach a file is checked before a pull (the engine checks again when it makes the pod
+    // and the container).
+    let request = convert::create_request(a)?;
+    let checked = request.to_specs(a.name.as_deref(), &wharf_docker::ImageFacts::default())?;
+    wharf_engine::validate::container_spec(&checked.container)?;
+    if let wharf_docker::Placement::Own(p) = &checked.placement {
+        wharf_engine::validate::pod_spec(p)?;
     }
     ensure_image_as(&engine, &a.image, &a.pull, a.platform.as_deref(), a.quiet)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
-    let mut a = a.clone();
-    if a.name.is_none() {
-        a.name = Some(wharf_engine::paths::generated_name(&a.image));
-    }
-    let a = &a;
-    let mut spec = convert::container_spec(a)?;
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| wharf_engine::paths::generated_name(&a.image));
+    let facts = if a.publish_all {
+        image_facts(&engine, &a.image)?
+    } else {
+        wharf_docker::ImageFacts::default()
+    };
+    let specs = request.to_specs(Some(&name), &facts)?;
+    let mut spec = specs.container;
+    // Attached, the CLI removes it when it exits; detached, its shim does.
+    spec.auto_remove = a.rm && a.detach;
     if let Some(note) = engine.apply_container_defaults(&mut spec)
         && std::io::IsTerminal::is_terminal(&std::io::stderr())
     {
         eprintln!("wharf: note: {note}");
     }
     step("run: image resolved");
-    // `--network container:NAME` / `pod:NAME`: the container joins that pod (and so its
-    // network namespace).
-    let joined = match a.network.split_once(':') {
-        Some(("container", c)) => Some(engine.container(c)?.pod_name),
-        Some(("pod", p)) => Some(engine.pod(p)?.row.name),
-        _ => None,
-    };
-    if let (Some(_), Some(_)) = (&joined, &a.pod) {
-        bail!(
-            "--network {} and --pod both choose the pod: give one",
-            a.network
-        );
-    }
-    let pod = match joined.as_ref().or(a.pod.as_ref()) {
-        Some(p) => {
-            let flags = convert::pod_flags(a);
-            if !flags.is_empty() {
-                bail!(
-                    "{} set up a container's own pod: they cannot be used with --pod {p}",
-                    flags.join(", ")
-                );
-            }
-            PodChoice::Existing(p.clone())
+    // `--network container:NAME` / `pod:NAME`, `--pod NAME`: the container joins that pod
+    // (and so its network namespace).
+    let pod = match specs.placement {
+        wharf_docker::Placement::Own(p) => PodChoice::Own(p),
+        wharf_docker::Placement::WithContainer(c) => {
+            PodChoice::Existing(engine.container(&c)?.pod_name)
         }
-        None => {
-            let exposed: Vec<String> = if a.publish_all {
-                let img = engine.images().resolve(&a.image)?;
-                let mut e = img
-                    .config
-                    .config()
-                    .as_ref()
-                    .and_then(|c| c.exposed_ports().clone())
-                    .unwrap_or_default();
-                e.extend(a.expose.iter().cloned());
-                e
-            } else {
-                Vec::new()
-            };
-            PodChoice::Own(Box::new(convert::pod_spec(a, &exposed)?))
-        }
+        wharf_docker::Placement::InPod(p) => PodChoice::Existing(engine.pod(&p)?.row.name),
     };
     let row = engine.create(pod, &spec)?;
     step("run: container created");

@@ -159,12 +159,7 @@ pub fn size(n: u64, binary: bool, digits: usize) -> String {
     format!("{text}{}", units[unit])
 }
 
-/// docker's CreatedAt: `2026-12-01 22:30:36 +0000 UTC`, from an RFC 3339 UTC time.
-pub fn docker_time(rfc3339: &str) -> String {
-    let t = rfc3339.trim_end_matches('Z');
-    let t = t.split('.').next().unwrap_or(t);
-    format!("{} +0000 UTC", t.replacen('T', " ", 1))
-}
+pub use wharf_docker::views::docker_time;
 
 #[cfg(test)]
 mod tests {

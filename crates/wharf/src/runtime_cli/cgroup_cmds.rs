@@ -211,37 +211,7 @@ pub fn ram_in_bytes(s: &str) -> Result<i64> {
 
 /// A Go duration ("5s", "300ms", "1m30s", "1.5h").
 pub fn parse_go_duration(s: &str) -> Result<Duration> {
-    let bad = || anyhow!("invalid duration {s:?}");
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let secs = match &rest[..u] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * secs;
-        rest = &rest[u..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    wharf_sys::time::parse_go_duration(s).ok_or_else(|| anyhow!("invalid duration {s:?}"))
 }
 
 /// One line of `events` output: {"type":..., "id":..., "data":...}.

@@ -8,7 +8,6 @@ mod args;
 pub use args::parse_signal;
 mod cgroup_cmds;
 
-pub use cgroup_cmds::parse_go_duration;
 mod exec;
 mod logging;
 mod output;

@@ -10,6 +10,13 @@ use wharf_engine::ContainerView;
 use wharf_engine::db::{Event, PodRow};
 use wharf_engine::model::{ContainerState, NetworkMode, PortMapping, RestartPolicy};
 
+/// A time as docker's CLI prints it (`2024-05-01 10:00:00 +0000 UTC`).
+pub fn docker_time(rfc3339: &str) -> String {
+    let t = rfc3339.trim_end_matches('Z');
+    let t = t.split('.').next().unwrap_or(t);
+    format!("{} +0000 UTC", t.replacen('T', " ", 1))
+}
+
 /// Docker's zero time, for times that have not happened.
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
@@ -289,7 +296,7 @@ pub fn ps_row(
         "ID": &c.id[..12],
         "Image": c.image_name,
         "Command": format!("\"{cmd}\""),
-        "CreatedAt": crate::format::docker_time(&c.created_at),
+        "CreatedAt": docker_time(&c.created_at),
         "RunningFor": running_for,
         "Ports": ports_column(pod.map(|p| p.spec.ports.as_slice()).unwrap_or_default()),
         "State": if c.restarting { "restarting".to_string() } else { c.shown_state().to_string() },
