@@ -9,7 +9,9 @@
 //!     "sandbox-image": "registry.k8s.io/pause:3.10",
 //!     "stream-address": "127.0.0.1:0",
 //!     "metrics-address": "",
-//!     "restrict-oom-score-adj": false } }
+//!     "restrict-oom-score-adj": false,
+//!     "docker-listen": "/run/wharf/docker.sock",
+//!     "docker-group": "" } }
 //! ```
 //!
 //! Every key is optional; command-line flags win over the file. Unknown keys are refused
@@ -42,6 +44,12 @@ pub struct DaemonConfig {
     /// daemons that may not lower scores). Without it, scores are raised only as far as
     /// the host requires (see wharf_engine::oom).
     pub restrict_oom_score_adj: Option<bool>,
+    /// Socket to serve the Docker Engine API on (default: `docker.sock` in the run
+    /// directory, /run/wharf/docker.sock; "" for none).
+    pub docker_listen: Option<PathBuf>,
+    /// A group (name or id) given read-write access to the Docker API socket besides root
+    /// (docker's `docker` group; whoever is in it is root on the host).
+    pub docker_group: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -93,6 +93,12 @@ impl Gate {
 }
 
 impl Ticket {
+    /// Told when newer connections push this one out (for a connection whose handshake
+    /// is not one future: keep the ticket until its first request, then drop it).
+    pub fn evicted(&self) -> Arc<Notify> {
+        self.evicted.clone()
+    }
+
     /// Run the connection's handshake under the gate's rules; whatever the outcome, the
     /// connection leaves the queue.
     pub async fn handshake<T>(self, work: impl Future<Output = T>) -> Result<T, Refused> {

@@ -24,6 +24,10 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct DaemonOptions {
     /// The socket to listen on.
     pub listen: PathBuf,
+    /// The Docker Engine API's socket (None: not served).
+    pub docker_listen: Option<PathBuf>,
+    /// A group given access to the Docker API socket besides root.
+    pub docker_group: Option<u32>,
     /// The engine's options (state, run directory, networks, registries).
     pub engine: EngineOptions,
     /// Log level.
@@ -50,7 +54,7 @@ pub fn parse_level(s: &str) -> Option<Level> {
 pub fn run(opts: DaemonOptions) -> i32 {
     crate::log::init(opts.log_level, opts.log_json);
     // Before any thread exists (it edits the environment).
-    let inherited = match inherited_listener() {
+    let inherited = match inherited_listeners() {
         Ok(l) => l,
         Err(msg) => {
             log(Level::Error, &msg, &[]);
@@ -85,9 +89,13 @@ pub fn run(opts: DaemonOptions) -> i32 {
     }
 }
 
+#[allow(clippy::type_complexity)]
 async fn serve(
     opts: DaemonOptions,
-    inherited: Option<std::os::unix::net::UnixListener>,
+    (inherited, inherited_docker): (
+        Option<std::os::unix::net::UnixListener>,
+        Option<std::os::unix::net::UnixListener>,
+    ),
 ) -> Result<(), String> {
     // Open the engine once up front: reconcile what a crash left, and fail now (not on the
     // first request) when the state cannot be opened.
@@ -106,6 +114,31 @@ async fn serve(
         None => (bind(&opts.listen).await?, false),
     };
     let engines = Engines::new(opts.engine.clone());
+    // The Docker Engine API, from the same engines.
+    let docker_activated = inherited_docker.is_some();
+    let docker = match (inherited_docker, &opts.docker_listen) {
+        (Some(l), _) => Some(UnixListener::from_std(l).map_err(|e| {
+            format!("the Docker API socket systemd passed is not a unix socket: {e}")
+        })?),
+        (None, Some(path)) => Some(bind_docker(path, opts.docker_group).await?),
+        (None, None) => None,
+    };
+    if let Some(l) = docker {
+        let address = opts
+            .docker_listen
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "socket-activated".into());
+        log(
+            Level::Info,
+            "serving the Docker API",
+            &[("address", &address)],
+        );
+        tokio::spawn(crate::docker::serve(
+            l,
+            crate::docker::Api::new(engines.clone()),
+        ));
+    }
     let socket = opts.listen.display().to_string();
     log(
         Level::Info,
@@ -184,6 +217,9 @@ async fn serve(
     if !activated {
         let _ = std::fs::remove_file(&opts.listen);
     }
+    if !docker_activated && let Some(p) = &opts.docker_listen {
+        let _ = std::fs::remove_file(p);
+    }
     served.map_err(|e| format!("serving {socket}: {e}"))?;
     log(Level::Info, "stopped", &[]);
     Ok(())
@@ -226,20 +262,34 @@ async fn reload_on_sighup(reload: Reload, engines: Engines) {
     }
 }
 
-/// The listening socket systemd passed (socket activation: `LISTEN_PID` is this process
-/// and `LISTEN_FDS` at least 1, the socket being fd 3), if it passed one.
-fn inherited_listener() -> Result<Option<std::os::unix::net::UnixListener>, String> {
+/// The listening sockets systemd passed (socket activation: `LISTEN_PID` is this process,
+/// `LISTEN_FDS` at least 1, the sockets from fd 3 on): the CRI's, and the Docker API's when
+/// there is a second one. `LISTEN_FDNAMES` (`FileDescriptorName=` of the socket unit) may
+/// name them `cri` and `docker`; unnamed, the first is the CRI's.
+#[allow(clippy::type_complexity)]
+fn inherited_listeners() -> Result<
+    (
+        Option<std::os::unix::net::UnixListener>,
+        Option<std::os::unix::net::UnixListener>,
+    ),
+    String,
+> {
     let ours = std::env::var("LISTEN_PID")
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
         .is_some_and(|p| p == std::process::id());
-    let count: u32 = std::env::var("LISTEN_FDS")
+    let count: i32 = std::env::var("LISTEN_FDS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    if !ours || count == 0 {
-        return Ok(None);
+    if !ours || count <= 0 {
+        return Ok((None, None));
     }
+    let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
+        .unwrap_or_default()
+        .split(':')
+        .map(str::to_string)
+        .collect();
     // Not for the daemon's children (the shims it starts).
     for v in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
         // SAFETY: the daemon has not started any other thread yet (the async runtime is
@@ -249,15 +299,50 @@ fn inherited_listener() -> Result<Option<std::os::unix::net::UnixListener>, Stri
             std::env::remove_var(v)
         };
     }
-    // SAFETY: fd 3 is the socket systemd passed to this process (LISTEN_PID says so);
-    // nothing else in the process owns it.
-    #[allow(unsafe_code)]
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(3) };
-    let std_listener = std::os::unix::net::UnixListener::from(fd);
-    std_listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("the socket systemd passed (fd 3): {e}"))?;
-    Ok(Some(std_listener))
+    let (mut cri, mut docker) = (None, None);
+    for i in 0..count.min(2) {
+        let fd = 3 + i;
+        // SAFETY: fds 3.. are the sockets systemd passed to this process (LISTEN_PID says
+        // so); nothing else in the process owns them.
+        #[allow(unsafe_code)]
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let l = std::os::unix::net::UnixListener::from(fd);
+        l.set_nonblocking(true)
+            .map_err(|e| format!("the socket systemd passed (fd {}): {e}", 3 + i))?;
+        let name = names.get(i as usize).map(String::as_str).unwrap_or("");
+        match (name, i) {
+            ("docker", _) | ("", 1) => docker = Some(l),
+            _ => cri = Some(l),
+        }
+    }
+    Ok((cri, docker))
+}
+
+/// A group's id by name (or number).
+pub fn group_id(group: &str) -> Option<u32> {
+    if let Ok(n) = group.parse() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == group).then(|| f.nth(1)?.parse().ok())?
+    })
+}
+
+/// Listen for the Docker API on `path`: root's, and `group`'s when one is configured
+/// (0660, as docker's socket with its `docker` group).
+async fn bind_docker(path: &std::path::Path, group: Option<u32>) -> Result<UnixListener, String> {
+    let l = bind(path).await?;
+    rustix::fs::chown(
+        path,
+        Some(rustix::fs::Uid::ROOT),
+        Some(rustix::fs::Gid::from_raw(group.unwrap_or(0))),
+    )
+    .map_err(|e| format!("chown {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    Ok(l)
 }
 
 /// Listen on `path`: a socket left by a daemon that died is replaced; one that a live

@@ -52,13 +52,27 @@ impl Engines {
         &self,
         f: impl FnOnce(&Engine) -> Result<T, Status> + Send + 'static,
     ) -> Result<T, Status> {
+        self.with(f, crate::status::from_engine, |e| {
+            Status::internal(format!("engine call failed: {e}"))
+        })
+        .await
+    }
+
+    /// Run `f` with this thread's engine on the blocking pool, for a front end with an
+    /// error type of its own: `opened` turns a failure to open the engine into it, and
+    /// `lost` a call that never returned (a panic).
+    pub async fn with<T: Send + 'static, E: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Engine) -> Result<T, E> + Send + 'static,
+        opened: impl FnOnce(wharf_engine::Error) -> E + Send + 'static,
+        lost: impl FnOnce(tokio::task::JoinError) -> E,
+    ) -> Result<T, E> {
         let (generation, opts) = self.current();
         tokio::task::spawn_blocking(move || {
             ENGINE.with(|cell| {
                 let mut slot = cell.borrow_mut();
                 if slot.as_ref().is_none_or(|(g, _)| *g != generation) {
-                    let engine =
-                        Engine::open((*opts).clone()).map_err(crate::status::from_engine)?;
+                    let engine = Engine::open((*opts).clone()).map_err(opened)?;
                     *slot = Some((generation, engine));
                 }
                 let (_, engine) = slot.as_ref().expect("opened above");
@@ -69,6 +83,6 @@ impl Engines {
             })
         })
         .await
-        .map_err(|e| Status::internal(format!("engine call failed: {e}")))?
+        .map_err(lost)?
     }
 }

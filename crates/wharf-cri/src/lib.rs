@@ -1,17 +1,21 @@
 //! `wharf daemon`: the Kubernetes Container Runtime Interface v1 over gRPC on a unix socket,
-//! served from the engine's API, on the same state the CLI works on (both may run at once).
+//! and the Docker Engine API on another ([`docker`]), served from the engine's API, on the
+//! same state the CLI works on (all may run at once).
 //!
 //! The async runtime lives here only: the daemon runs tokio; every engine call runs on a
 //! blocking thread with an engine of that thread's own ([`engines`]), since the engine is
 //! synchronous. The CLI, the shim and the runtime stay synchronous and quick to start.
 
 #![deny(unsafe_code)]
+// docker's documents are large json! literals.
+#![recursion_limit = "256"]
 
 pub mod config;
 pub mod conn_gate;
 mod container_events;
 mod containers;
 pub mod daemon;
+pub mod docker;
 mod engines;
 mod exec_sync;
 pub mod grpc_probe;

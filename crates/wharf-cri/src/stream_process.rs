@@ -108,10 +108,21 @@ pub(crate) async fn open_process(
             Pending::PortForward { .. } => Err(Status::internal("not a process")),
         })
         .await?;
+    bridge(session).map_err(|e| Status::internal(format!("stream: {e}")))
+}
+
+/// A session as a pair of channels: a thread reads the process's output into the
+/// returned receiver (None: the stream ended without an exit), another writes what the
+/// sender gets to it (the engine's session is blocking).
+#[allow(clippy::type_complexity)]
+pub(crate) fn bridge(
+    session: wharf_engine::Session,
+) -> std::io::Result<(
+    mpsc::Receiver<Option<Output>>,
+    std::sync::mpsc::Sender<Input>,
+)> {
     let mut stream = session.stream;
-    let mut input = stream
-        .input()
-        .map_err(|e| Status::internal(format!("stream: {e}")))?;
+    let mut input = stream.input()?;
     let (out_tx, out_rx) = mpsc::channel::<Option<Output>>(64);
     std::thread::spawn(move || {
         loop {

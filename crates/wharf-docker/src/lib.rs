@@ -6,6 +6,7 @@
 #![deny(unsafe_code)]
 
 pub mod create;
+pub mod listing;
 pub mod syntax;
 pub mod views;
 

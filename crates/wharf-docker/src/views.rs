@@ -404,6 +404,64 @@ fn pascal(k: &str) -> String {
         .collect()
 }
 
+/// An image name as docker shows it: `busybox:latest` for `docker.io/library/busybox:latest`,
+/// `me/app:1` for `docker.io/me/app:1`, other registries' names whole.
+pub fn familiar(name: &str) -> String {
+    let n = name.strip_prefix("docker.io/").unwrap_or(name);
+    n.strip_prefix("library/").unwrap_or(n).to_string()
+}
+
+/// `docker image inspect`'s document (Id, RepoTags, RepoDigests, Created from the image's
+/// config, Config, RootFS...), with Wharf's store details beside it (Digest, ChainID,
+/// Manifest, LayerDirs).
+pub fn image(
+    store: &wharf_image::ImageStore,
+    name: &str,
+) -> wharf_image::Result<serde_json::Value> {
+    let img = store.resolve(name)?;
+    let layers = store.layer_dirs(&img).unwrap_or_default();
+    let repo_digests: Vec<String> = img
+        .names
+        .iter()
+        .filter_map(|n| {
+            let repo = n.split('@').next()?;
+            let repo = match repo.rfind(':') {
+                Some(i) if !repo[i..].contains('/') => &repo[..i],
+                _ => repo,
+            };
+            Some(format!("{repo}@{}", img.manifest_digest))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let created = img
+        .config
+        .created()
+        .clone()
+        .unwrap_or_else(|| wharf_sys::time::rfc3339(img.created_at, 0, false));
+    Ok(serde_json::json!({
+        "Id": img.id.to_string(),
+        "RepoTags": img.names.iter().filter(|n| !n.contains('@')).collect::<Vec<_>>(),
+        "RepoDigests": repo_digests,
+        "Created": created,
+        "Author": img.config.author().clone().unwrap_or_default(),
+        "Architecture": img.config.architecture().to_string(),
+        "Os": img.config.os().to_string(),
+        "Size": img.size,
+        "Config": img.config.config(),
+        "RootFS": {
+            "Type": "layers",
+            "Layers": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+        },
+        "Names": img.names,
+        "Digest": img.manifest_digest.to_string(),
+        "MediaType": img.manifest_media_type,
+        "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
+        "Manifest": img.manifest,
+        "LayerDirs": layers,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,21 @@ pub enum PathKind {
     Other,
 }
 
+/// What docker's archive endpoints tell of a path (`X-Docker-Container-Path-Stat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathStat {
+    /// Its last name.
+    pub name: String,
+    /// Its size.
+    pub size: i64,
+    /// Go's file mode bits.
+    pub mode: u32,
+    /// When it changed (RFC 3339).
+    pub mtime: String,
+    /// A symlink's target.
+    pub link_target: String,
+}
+
 /// What `commit` records besides the changes.
 #[derive(Debug, Default)]
 pub struct CommitRequest<'a> {
@@ -87,6 +102,80 @@ impl Engine {
             rustix::fs::Mode::empty(),
         )
         .ctx(|| format!("container {}: opening its root", row.name))
+    }
+
+    /// What docker's archive endpoints say of `path` in the container (its last name,
+    /// size, Go file mode bits, modification time and link target), not following a final
+    /// symlink.
+    pub fn path_stat(&self, key: &str, path: &str) -> Result<PathStat> {
+        let row = self.db.find_container(key)?;
+        let root = self.container_root(&row)?;
+        let clean = std::path::Path::new(path);
+        let (parent, last) = match (clean.parent(), clean.file_name()) {
+            (Some(p), Some(l)) => (p.to_path_buf(), l.to_os_string()),
+            _ => (PathBuf::from("/"), std::ffi::OsString::from(".")),
+        };
+        let dir =
+            tree_tar::open_in_root(root.as_fd(), &parent.to_string_lossy()).map_err(|e| match e
+                .kind()
+            {
+                std::io::ErrorKind::NotFound => Error::NotFound {
+                    kind: "file in the container",
+                    name: format!("{}:{path}", row.name),
+                },
+                _ => Error::Os {
+                    what: format!("{}:{path}", row.name),
+                    err: e,
+                },
+            })?;
+        let st =
+            rustix::fs::statat(&dir, last.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                match e {
+                    rustix::io::Errno::NOENT => Error::NotFound {
+                        kind: "file in the container",
+                        name: format!("{}:{path}", row.name),
+                    },
+                    e => Error::Os {
+                        what: format!("{}:{path}", row.name),
+                        err: e.into(),
+                    },
+                }
+            })?;
+        let kind = FileType::from_raw_mode(st.st_mode);
+        // Go's os.FileMode: the permission bits, with its type and mode bits on top.
+        let mut mode = st.st_mode & 0o777;
+        match kind {
+            FileType::Directory => mode |= 1 << 31,
+            FileType::Symlink => mode |= 1 << 27,
+            FileType::Fifo => mode |= 1 << 25,
+            FileType::Socket => mode |= 1 << 24,
+            FileType::CharacterDevice => mode |= (1 << 26) | (1 << 21),
+            FileType::BlockDevice => mode |= 1 << 26,
+            _ => {}
+        }
+        if st.st_mode & 0o4000 != 0 {
+            mode |= 1 << 23;
+        }
+        if st.st_mode & 0o2000 != 0 {
+            mode |= 1 << 22;
+        }
+        if st.st_mode & 0o1000 != 0 {
+            mode |= 1 << 20;
+        }
+        let link_target = if kind == FileType::Symlink {
+            rustix::fs::readlinkat(&dir, last.as_os_str(), Vec::new())
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(PathStat {
+            name: last.to_string_lossy().into_owned(),
+            size: st.st_size,
+            mode,
+            mtime: wharf_sys::time::rfc3339(st.st_mtime, st.st_mtime_nsec as u32, true),
+            link_target,
+        })
     }
 
     /// What `path` is in the container (None: nothing there).

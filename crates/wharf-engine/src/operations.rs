@@ -147,6 +147,35 @@ impl Engine {
         }
     }
 
+    /// Attach to a container's main process before it starts (docker's attach, then
+    /// start): a container not running is created in its pod's shim now, so that nothing
+    /// it prints is missed, and [`Engine::start`] starts that one. A running container is
+    /// attached to as it runs.
+    pub fn attach_before_start(&self, key: &str) -> Result<Session> {
+        let row = self.db.find_container(key)?;
+        if matches!(row.state, ContainerState::Running | ContainerState::Paused) {
+            return self.attach_session(&row.id);
+        }
+        let stdio = StdioMode {
+            tty: row.spec.tty,
+            stdin: row.spec.stdin,
+        };
+        let prepared = (|| {
+            let (row, shim) = self.create_in_shim(&row.id, stdio)?;
+            let stream = shim.attach(&row.id, None)?;
+            Ok(Session::new(
+                row,
+                None,
+                stream,
+                stdio.tty,
+                stdio.stdin,
+                shim.state_dir().to_path_buf(),
+            ))
+        })();
+        self.release_pod_locks();
+        prepared
+    }
+
     /// Attach to a running container's main process.
     pub fn attach_session(&self, key: &str) -> Result<Session> {
         let row = self.db.find_container(key)?;

@@ -96,6 +96,10 @@ pub struct DaemonArgs {
     /// Log format: text (logfmt) or json (default: daemon.log-format, else text).
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
+    /// The unix socket to serve the Docker Engine API on (default: daemon.docker-listen,
+    /// else docker.sock in the run directory: /run/wharf/docker.sock); '' for none.
+    #[arg(long = "docker-listen", env = "WHARF_DOCKER_SOCKET")]
+    pub docker_listen: Option<PathBuf>,
 }
 
 /// A subsystem's arguments, handed over as they are.

@@ -119,7 +119,24 @@ fn daemon(g: &cli::GlobalOpts, d: &cli::DaemonArgs) -> i32 {
         .clone()
         .or(file.log_format.clone())
         .unwrap_or_else(|| "text".into());
+    let docker_listen = d
+        .docker_listen
+        .clone()
+        .or(file.docker_listen.clone())
+        .unwrap_or_else(|| engine.run.join("docker.sock"));
+    let docker_group = match file.docker_group.as_deref().filter(|g| !g.is_empty()) {
+        None => None,
+        Some(g) => match wharf_cri::daemon::group_id(g) {
+            Some(gid) => Some(gid),
+            None => {
+                eprintln!("wharf: daemon.docker-group {g:?}: no such group");
+                return 1;
+            }
+        },
+    };
     wharf_cri::daemon::run(wharf_cri::daemon::DaemonOptions {
+        docker_listen: Some(docker_listen).filter(|p| !p.as_os_str().is_empty()),
+        docker_group,
         listen: d
             .listen
             .clone()

@@ -2,7 +2,7 @@
 //! `pod inspect`, `events`.
 
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -10,42 +10,10 @@ use std::collections::HashMap;
 
 use super::docker_json;
 use crate::format::{self, Format};
+use wharf_docker::listing::{PsFilter, ago, seconds_since, status};
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::model::ContainerState;
 use wharf_engine::{ContainerFilter, Engine, LogEntry, LogOptions, PodFilter, PodView};
-
-/// Seconds since the epoch of an RFC 3339 time.
-fn epoch(t: &str) -> Option<u64> {
-    wharf_sys::time::parse_rfc3339(t)?
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_secs())
-}
-
-/// Seconds from an RFC 3339 time to now.
-fn seconds_since(t: &str) -> Option<u64> {
-    let then = epoch(t)?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    Some(now.saturating_sub(then))
-}
-
-fn ago(t: &str) -> String {
-    let Some(s) = seconds_since(t) else {
-        return t.to_string();
-    };
-    match s {
-        0..=1 => "Less than a second".into(),
-        2..=59 => format!("{s} seconds"),
-        60..=119 => "About a minute".into(),
-        120..=3599 => format!("{} minutes", s / 60),
-        3600..=7199 => "About an hour".into(),
-        7200..=172_799 => format!("{} hours", s / 3600),
-        _ => format!("{} days", s / 86_400),
-    }
-}
 
 /// kubectl's AGE: `45s`, `3m12s` (under 10 minutes), `25m`, `5h`, `3d`.
 pub(super) fn age(t: &str) -> String {
@@ -105,38 +73,6 @@ pub(super) fn container_state_line(c: &wharf_kube::ContainerStatus) -> String {
     line
 }
 
-fn status(c: &ContainerRow) -> String {
-    if let (true, Some(e)) = (c.restarting, &c.exit) {
-        return format!("Restarting ({}) {} ago", e.code, ago(&e.finished_at));
-    }
-    match c.shown_state() {
-        ContainerState::Running => format!(
-            "Up {}",
-            c.started_at.as_deref().map(ago).unwrap_or_default()
-        ),
-        ContainerState::Exited => match &c.exit {
-            Some(e) => format!(
-                "Exited ({}){}{} {} ago",
-                e.code,
-                if e.oom_killed { " OOMKilled" } else { "" },
-                // Why, when it was not the process's own doing (e.g. ShimDied).
-                match e.reason.as_deref() {
-                    None | Some("Completed" | "Error" | "OOMKilled") => String::new(),
-                    Some(r) => format!(" {r}"),
-                },
-                ago(&e.finished_at)
-            ),
-            None => "Exited".into(),
-        },
-        ContainerState::Created => "Created".into(),
-        ContainerState::Paused => format!(
-            "Up {} (Paused)",
-            c.started_at.as_deref().map(ago).unwrap_or_default()
-        ),
-        ContainerState::Unknown => "Unknown".into(),
-    }
-}
-
 pub(super) fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.first().map(Vec::len).unwrap_or(0);
     let mut widths = vec![0usize; cols];
@@ -159,100 +95,6 @@ pub(super) fn table(rows: &[Vec<String>]) -> String {
     s
 }
 
-/// One `ps --filter KEY=VALUE`, as docker reads it.
-enum PsFilter {
-    Id(String),
-    Name(String),
-    Exited(i32),
-    Network(String),
-    Volume(String),
-    Label(String, Option<String>),
-    Ancestor(String),
-    Status(String),
-}
-
-impl PsFilter {
-    fn parse(s: &str) -> Result<PsFilter> {
-        let Some((k, v)) = s.split_once('=') else {
-            bail!("invalid --filter {s:?}: use KEY=VALUE");
-        };
-        Ok(match k {
-            "id" => PsFilter::Id(v.to_string()),
-            "name" => PsFilter::Name(v.to_string()),
-            "label" => match v.split_once('=') {
-                Some((k, v)) => PsFilter::Label(k.to_string(), Some(v.to_string())),
-                None => PsFilter::Label(v.to_string(), None),
-            },
-            "ancestor" => PsFilter::Ancestor(v.to_string()),
-            "status" => match v {
-                "created" | "running" | "paused" | "restarting" | "exited" => {
-                    PsFilter::Status(v.to_string())
-                }
-                _ => bail!(
-                    "invalid --filter {s:?}: status is created, running, paused, restarting \
-                     or exited"
-                ),
-            },
-            "exited" => match v.parse() {
-                Ok(code) => PsFilter::Exited(code),
-                Err(_) => bail!("invalid --filter {s:?}: exited is an exit code"),
-            },
-            "network" => PsFilter::Network(v.to_string()),
-            "volume" => PsFilter::Volume(v.to_string()),
-            _ => bail!(
-                "invalid --filter {s:?}: id, name, label, ancestor, status, exited, network or \
-                 volume"
-            ),
-        })
-    }
-
-    fn matches(&self, v: &wharf_engine::ContainerView) -> bool {
-        let c = &v.row;
-        match self {
-            PsFilter::Id(p) => c.id.starts_with(p.as_str()),
-            // docker matches a part of the name, or with ^ and $ its start and end.
-            PsFilter::Name(n) => {
-                let n = n.trim_start_matches("^/");
-                match (n.strip_prefix('^'), n.ends_with('$')) {
-                    (Some(rest), true) => c.name == rest.trim_end_matches('$'),
-                    (Some(rest), false) => c.name.starts_with(rest),
-                    (None, true) => c.name.ends_with(n.trim_end_matches('$')),
-                    (None, false) => c.name.contains(n),
-                }
-            }
-            PsFilter::Exited(code) => {
-                c.state == ContainerState::Exited
-                    && c.exit.as_ref().is_some_and(|e| e.code == *code)
-            }
-            PsFilter::Network(n) => v.network == *n,
-            PsFilter::Volume(name) => c.spec.mounts.iter().any(|m| {
-                m.source == std::path::Path::new(name)
-                    || m.destination == std::path::Path::new(name)
-            }),
-            PsFilter::Label(k, v) => c
-                .spec
-                .labels
-                .get(k)
-                .is_some_and(|have| v.as_ref().is_none_or(|v| v == have)),
-            PsFilter::Ancestor(i) => {
-                c.image_name == *i
-                    || c.image_name.split(':').next() == Some(i.as_str())
-                    || c.image_id
-                        .trim_start_matches("sha256:")
-                        .starts_with(i.trim_start_matches("sha256:"))
-            }
-            PsFilter::Status(s) => {
-                let now = if c.restarting {
-                    "restarting".to_string()
-                } else {
-                    c.state.to_string()
-                };
-                now == *s
-            }
-        }
-    }
-}
-
 /// `wharf ps`.
 pub fn ps(
     engine: &Engine,
@@ -264,14 +106,15 @@ pub fn ps(
 ) -> Result<i32> {
     let filters: Vec<PsFilter> = filters
         .iter()
-        .map(|f| PsFilter::parse(f))
+        .map(|f| {
+            let Some((k, v)) = f.split_once('=') else {
+                bail!("invalid --filter {f:?}: use KEY=VALUE");
+            };
+            PsFilter::parse(k, v).map_err(|why| anyhow::anyhow!("invalid --filter {f:?}: {why}"))
+        })
         .collect::<Result<_>>()?;
     // A status filter looks at every container, as docker's does without -a.
-    let all = all
-        || last.is_some()
-        || filters
-            .iter()
-            .any(|f| matches!(f, PsFilter::Status(_) | PsFilter::Exited(_)));
+    let all = all || last.is_some() || filters.iter().any(PsFilter::needs_all);
     let mut rows: Vec<_> = engine
         .list_containers(&ContainerFilter {
             all,

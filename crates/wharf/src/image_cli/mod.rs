@@ -519,52 +519,9 @@ fn inspect(cli: &Cli, images: &[String], format: Option<&str>) -> Result<i32> {
     Ok(0)
 }
 
-/// `docker image inspect`'s document (Id, RepoTags, RepoDigests, Created from the image's
-/// config, Config, RootFS...), with Wharf's store details beside it (Digest, ChainID,
-/// Manifest, LayerDirs).
+/// `docker image inspect`'s document ([`wharf_docker::views::image`]).
 pub fn inspect_json(store: &ImageStore, name: &str) -> Result<serde_json::Value> {
-    let img = store.resolve(name)?;
-    let layers = store.layer_dirs(&img).unwrap_or_default();
-    let repo_digests: Vec<String> = img
-        .names
-        .iter()
-        .filter_map(|n| {
-            let repo = n.split('@').next()?;
-            let repo = match repo.rfind(':') {
-                Some(i) if !repo[i..].contains('/') => &repo[..i],
-                _ => repo,
-            };
-            Some(format!("{repo}@{}", img.manifest_digest))
-        })
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let created = img
-        .config
-        .created()
-        .clone()
-        .unwrap_or_else(|| wharf_sys::time::rfc3339(img.created_at, 0, false));
-    Ok(serde_json::json!({
-        "Id": img.id.to_string(),
-        "RepoTags": img.names.iter().filter(|n| !n.contains('@')).collect::<Vec<_>>(),
-        "RepoDigests": repo_digests,
-        "Created": created,
-        "Author": img.config.author().clone().unwrap_or_default(),
-        "Architecture": img.config.architecture().to_string(),
-        "Os": img.config.os().to_string(),
-        "Size": img.size,
-        "Config": img.config.config(),
-        "RootFS": {
-            "Type": "layers",
-            "Layers": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-        },
-        "Names": img.names,
-        "Digest": img.manifest_digest.to_string(),
-        "MediaType": img.manifest_media_type,
-        "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
-        "Manifest": img.manifest,
-        "LayerDirs": layers,
-    }))
+    Ok(wharf_docker::views::image(store, name)?)
 }
 
 /// An image size as docker shows it (`2.13MB`).
