@@ -404,7 +404,14 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         let exit = match self.running_shim(&pod)? {
-            Some(shim) => exit_info(&shim.wait(&row.id, None)?),
+            Some(shim) => {
+                let exit = exit_info(&shim.wait(&row.id, None)?);
+                // Recorded as final only if the shim will not run it again (a restart
+                // policy): the shim's records say which, as for every other reader.
+                let now = self.db.find_container(&row.id)?;
+                self.refresh(&now)?;
+                return Ok(exit);
+            }
             // No shim: its record on disk, else what the store recorded (a dead pod's
             // shim records went with its sandbox).
             None => self

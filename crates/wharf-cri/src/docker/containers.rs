@@ -244,7 +244,14 @@ pub async fn start(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
         ) {
             return Ok(http::empty(StatusCode::NOT_MODIFIED));
         }
-        e.start(&c.row.id, false)?;
+        if let Err(err) = e.start(&c.row.id, false) {
+            // docker's AutoRemove holds for a container that could not start too (its
+            // client waits for the removal).
+            if c.row.spec.auto_remove {
+                let _ = e.remove_with_volumes(&c.row.id, true);
+            }
+            return Err(err.into());
+        }
         Ok(http::empty(StatusCode::NO_CONTENT))
     })
     .await

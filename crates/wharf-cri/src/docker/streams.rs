@@ -213,7 +213,32 @@ pub async fn attach(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         .upgrade
         .take()
         .ok_or_else(|| ApiError::internal("no upgrade"))?;
-    let session = api.engine(move |e| Ok(e.attach_before_start(&id)?)).await?;
+    let prepared = api
+        .engine(move |e| match e.attach_before_start(&id) {
+            Ok(s) => Ok(Some(s)),
+            // What would fail its start too: the start says why (docker's CLI reads the
+            // exit code it gives from that message); the attachment just ends.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    wharf_engine::error::ErrorKind::ProgramNotFound
+                        | wharf_engine::error::ErrorKind::ProgramNotExecutable
+                ) || matches!(err, wharf_engine::Error::CannotExecute(_)) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(err.into()),
+        })
+        .await?;
+    let Some(session) = prepared else {
+        tokio::spawn(async move {
+            if let Ok(io) = upgrade.await {
+                let mut io = TokioIo::new(io);
+                let _ = io.shutdown().await;
+            }
+        });
+        return Ok(upgraded(false));
+    };
     let how = Relay {
         tty: session.tty,
         stdin: stdin && session.stdin,
