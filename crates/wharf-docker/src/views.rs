@@ -181,6 +181,13 @@ pub fn container(
     if let Some(h) = health {
         state["Health"] = json!(h);
     }
+    let mut log_config = Map::new();
+    if let Some(n) = pod_spec.and_then(|p| p.log_max_size) {
+        log_config.insert("max-size".into(), json!(n.to_string()));
+    }
+    if let Some(n) = pod_spec.and_then(|p| p.log_max_files) {
+        log_config.insert("max-file".into(), json!(n.to_string()));
+    }
     let host_config = json!({
         "Binds": binds,
         "NetworkMode": network_mode(pod),
@@ -212,8 +219,8 @@ pub fn container(
         "Dns": pod_spec.map(|p| p.dns.servers.clone()).unwrap_or_default(),
         "DnsSearch": pod_spec.map(|p| p.dns.searches.clone()).unwrap_or_default(),
         "DnsOptions": pod_spec.map(|p| p.dns.options.clone()).unwrap_or_default(),
-        "ExtraHosts": pod_spec.map(|p| p.extra_hosts.iter().flat_map(|(h, ips)| {
-            ips.iter().map(move |ip| format!("{h}:{ip}"))
+        "ExtraHosts": pod_spec.map(|p| p.extra_hosts.iter().flat_map(|(ip, names)| {
+            names.iter().map(move |name| format!("{name}:{ip}"))
         }).collect::<Vec<_>>()).unwrap_or_default(),
         "Sysctls": pod_spec.map(|p| p.sysctls.clone()).unwrap_or_default(),
         "Ulimits": s.ulimits.iter().map(|(n, soft, hard)| json!({
@@ -221,7 +228,9 @@ pub fn container(
         })).collect::<Vec<_>>(),
         "PidMode": if pod_spec.is_some_and(|p| p.host_pid) { "host" } else { "" },
         "IpcMode": if pod_spec.is_some_and(|p| p.host_ipc) { "host" } else { "private" },
-        "LogConfig": {"Type": "k8s-file", "Config": {}},
+        // The shim's log file, read by `logs` as docker reads its json-file driver's
+        // (docker-py fetches a run's output only from drivers it knows it can read).
+        "LogConfig": {"Type": "json-file", "Config": log_config},
     });
     json!({
         "Id": c.id,

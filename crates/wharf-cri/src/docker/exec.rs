@@ -174,52 +174,26 @@ pub async fn start(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         .take()
         .ok_or_else(|| ApiError::internal("no upgrade"))?;
     let keys = streams::detach_keys(Some(&c.detach_keys))?;
-    let started = api
-        .engine(move |e| match e.exec(&container, &req, true) {
-            Ok((_, s)) => Ok(Ok(s.expect("attached"))),
-            Err(err) => {
-                use wharf_engine::error::ErrorKind as K;
-                // docker's: a program that cannot be run is told on the stream, and its
-                // exit code is 127 (not found) or 126 (not executable, a user unknown).
-                let code = match err.kind() {
-                    K::ProgramNotFound => 127,
-                    K::ProgramNotExecutable => 126,
-                    _ if matches!(err, wharf_engine::Error::CannotExecute(_)) => 126,
-                    _ => return Err(ApiError::from(err)),
-                };
-                Ok(Err((code, format!("OCI runtime exec failed: {err}\n"))))
-            }
-        })
-        .await;
-    let session = match started {
-        Ok(Ok(s)) => s,
-        Ok(Err((code, message))) => {
-            api.execs.update(&id, |i| {
-                i.running = false;
-                i.exit_code = Some(code);
-            });
-            tokio::spawn(async move {
-                if let Ok(io) = upgrade.await {
-                    let mut io = hyper_util::rt::TokioIo::new(io);
-                    let data = if tty {
-                        bytes::Bytes::from(message)
-                    } else {
-                        super::containers::frame(1, message.as_bytes())
-                    };
-                    let _ = tokio::io::AsyncWriteExt::write_all(&mut io, &data).await;
-                    let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+    // Refused over HTTP while it still can be: a container that does not run.
+    {
+        let container = container.clone();
+        let checked = api
+            .engine(move |e| {
+                let v = e.container(&container)?;
+                if v.row.state != wharf_engine::model::ContainerState::Running {
+                    return Err(ApiError::conflict(format!(
+                        "container {} is not running",
+                        v.row.id
+                    )));
                 }
-            });
-            return Ok(streams::upgraded(tty));
-        }
-        Err(e) => {
-            api.execs.update(&id, |i| {
-                i.running = false;
-                i.exit_code = Some(126);
-            });
+                Ok(())
+            })
+            .await;
+        if let Err(e) = checked {
+            api.execs.update(&id, |i| i.running = false);
             return Err(e);
         }
-    };
+    }
     let how = Relay {
         tty,
         stdin: c.attach_stdin,
@@ -227,10 +201,40 @@ pub async fn start(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         stderr: c.attach_stderr,
         detach_keys: keys,
     };
+    // The process starts once the connection is the client's: what it prints at once
+    // then reaches a client still reading the 101's headers (docker-py reads the socket
+    // past its HTTP buffer), as with docker, whose exec starts after the upgrade too.
     let (api2, id2) = (api.clone(), id.clone());
-    let exec_id = session.exec_id.clone();
-    let container = session.container.id.clone();
     tokio::spawn(async move {
+        let Ok(io) = upgrade.await else {
+            api2.execs.update(&id2, |i| i.running = false);
+            return;
+        };
+        let container2 = container.clone();
+        let started = api2
+            .engine(move |e| match e.exec(&container2, &req, true) {
+                Ok((_, s)) => Ok(Ok(s.expect("attached"))),
+                Err(err) => {
+                    use wharf_engine::error::ErrorKind as K;
+                    // docker's: a program that cannot be run is told on the stream, its
+                    // exit code 127 (not found) or 126 (not executable, a user unknown).
+                    let code = match err.kind() {
+                        K::ProgramNotFound => 127,
+                        K::ProgramNotExecutable => 126,
+                        _ => 126,
+                    };
+                    Ok(Err((code, format!("OCI runtime exec failed: {err}\n"))))
+                }
+            })
+            .await;
+        let session = match started {
+            Ok(Ok(s)) => s,
+            Ok(Err((code, message))) => return failed(&api2, &id2, io, tty, code, message).await,
+            Err(e) => {
+                return failed(&api2, &id2, io, tty, 126, format!("{}\n", e.message)).await;
+            }
+        };
+        let exec_id = session.exec_id.clone();
         let (api3, id3) = (api2.clone(), id2.clone());
         let on_end = move |code: Option<i32>| {
             if let Some(c) = code {
@@ -244,22 +248,20 @@ pub async fn start(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         let on_start = move |tx: std::sync::mpsc::Sender<Input>| {
             api4.execs.update(&id4, |i| i.input = Some(tx));
         };
-        let code = match upgrade.await {
-            Ok(io) => streams::relay(io, session, how, on_start, on_end).await,
-            Err(_) => None,
-        };
-        let code = match (code, exec_id) {
-            (Some(c), _) => c,
-            (None, Some(x)) => api2
-                .engine(move |e| {
-                    Ok(
-                        e.wait_exec(&container, &x, Some(std::time::Duration::from_secs(5)))?
-                            .code,
-                    )
-                })
-                .await
-                .unwrap_or(-1),
-            (None, None) => -1,
+        let code = match streams::relay(io, session, how, on_start, on_end).await {
+            Some(c) => c,
+            None => match exec_id {
+                Some(x) => api2
+                    .engine(move |e| {
+                        Ok(
+                            e.wait_exec(&container, &x, Some(std::time::Duration::from_secs(5)))?
+                                .code,
+                        )
+                    })
+                    .await
+                    .unwrap_or(-1),
+                None => -1,
+            },
         };
         api2.execs.update(&id2, |i| {
             i.running = false;
@@ -267,6 +269,30 @@ pub async fn start(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         });
     });
     Ok(streams::upgraded(tty))
+}
+
+/// An exec whose program could not run: its exit code recorded, the reason written to
+/// the client, the connection closed.
+async fn failed(
+    api: &Arc<Api>,
+    id: &str,
+    io: hyper::upgrade::Upgraded,
+    tty: bool,
+    code: i32,
+    message: String,
+) {
+    api.execs.update(id, |i| {
+        i.running = false;
+        i.exit_code = Some(code);
+    });
+    let mut io = hyper_util::rt::TokioIo::new(io);
+    let data = if tty {
+        bytes::Bytes::from(message)
+    } else {
+        super::containers::frame(1, message.as_bytes())
+    };
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut io, &data).await;
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
 }
 
 /// `GET /exec/{id}/json`.

@@ -320,7 +320,18 @@ pub async fn inspect(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
             e.images()
                 .resolve(&name)
                 .map_err(|_| ApiError::not_found(format!("No such image: {name}")))?;
-            Ok(wharf_docker::views::image(e.images(), &name)?)
+            let mut doc = wharf_docker::views::image(e.images(), &name)?;
+            // docker's names: `busybox:latest` for docker.io/library/busybox:latest.
+            for key in ["RepoTags", "RepoDigests"] {
+                if let Some(list) = doc[key].as_array_mut() {
+                    for v in list.iter_mut() {
+                        if let Some(s) = v.as_str() {
+                            *v = Value::String(wharf_docker::views::familiar(s));
+                        }
+                    }
+                }
+            }
+            Ok(doc)
         })
         .await?;
     Ok(http::json(&doc))
