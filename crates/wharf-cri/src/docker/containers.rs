@@ -140,13 +140,16 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                     ..Default::default()
                 })?
                 .into_iter()
-                // One key's filters match any of their values; different keys all must.
+                // docker's rule: a key's values match any of them, but labels all must;
+                // different keys all must.
                 .filter(|v| {
-                    filters.iter().all(|(k, _)| {
-                        filters
-                            .iter()
-                            .filter(|(k2, _)| k2 == k)
-                            .any(|(_, f)| f.matches(v))
+                    filters.iter().all(|(k, f)| {
+                        k == "label" && f.matches(v)
+                            || k != "label"
+                                && filters
+                                    .iter()
+                                    .filter(|(k2, _)| k2 == k)
+                                    .any(|(_, f)| f.matches(v))
                     })
                 })
                 .collect();

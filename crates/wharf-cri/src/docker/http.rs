@@ -218,13 +218,18 @@ impl Req {
         }
     }
 
-    /// The body as JSON of type `T` (an empty body: `T::default()`).
+    /// The body as JSON of type `T` (an empty body: `T::default()`). A member that is
+    /// `null` counts as absent, as Go's decoder takes it (Go clients send `null` for every
+    /// nil map and slice).
     pub async fn json<T: DeserializeOwned + Default>(&mut self) -> Result<T, ApiError> {
         let b = self.bytes(MAX_JSON_BODY).await?;
         if b.iter().all(u8::is_ascii_whitespace) {
             return Ok(T::default());
         }
-        serde_json::from_slice(&b).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&b).map_err(|e| ApiError::bad(format!("invalid JSON: {e}")))?;
+        drop_nulls(&mut v);
+        serde_json::from_value(v).map_err(|e| ApiError::bad(format!("invalid request: {e}")))
     }
 
     /// The body as a channel of chunks (for bodies streamed to disk: archives, loads).
@@ -250,6 +255,18 @@ impl Req {
             });
         }
         rx
+    }
+}
+
+/// Remove the members of every object that are `null`.
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
 }
 
