@@ -4,7 +4,7 @@
 #   - builds the release binaries and installs them as /usr/local/bin/wharf and
 #     /usr/local/bin/wharf-shim (the per-pod shim, smaller than the whole of wharf)
 #     (plus /usr/local/bin/wharf-runc, the runc-compatible name engines can point at)
-#   - installs systemd units for `wharf daemon` (the CRI server) and starts them where
+#   - installs systemd units for `wharf daemon` (the CRI and Docker API server) and starts them where
 #     systemd runs, and wharf-restore.service (restart policies applied at boot)
 #   - runs a first container with `wharf run --rm busybox` (pulled from Docker Hub; when
 #     that is unreachable, a busybox image made from this machine's busybox-static)
@@ -20,8 +20,9 @@ install -m 0755 "$target-shim" /usr/local/bin/wharf-shim
 ln -sf wharf /usr/local/bin/wharf-runc
 echo "installed $(/usr/local/bin/wharf --version) to /usr/local/bin/wharf"
 
-# The CRI daemon for kubelet and crictl: systemd units (socket-activated on
-# /run/wharf/wharf.sock), enabled and started where systemd runs.
+# The daemon: the CRI for kubelet and crictl and the Docker Engine API for docker's CLI,
+# compose and docker-py; systemd units (socket-activated on /run/wharf/wharf.sock and
+# /run/wharf/docker.sock), enabled and started where systemd runs.
 install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket \
   contrib/systemd/wharf-restore.service /etc/systemd/system/
 if [ -d /run/systemd/system ]; then
@@ -29,7 +30,8 @@ if [ -d /run/systemd/system ]; then
   systemctl enable --now wharf.socket wharf.service
   # At boot: containers with --restart always|unless-stopped come back.
   systemctl enable wharf-restore.service
-  echo "wharf daemon: started by systemd, serving the CRI on /run/wharf/wharf.sock"
+  echo "wharf daemon: started by systemd, serving the CRI on /run/wharf/wharf.sock and the" \
+    "Docker API on /run/wharf/docker.sock (export DOCKER_HOST=unix:///run/wharf/docker.sock)"
 else
   echo "wharf daemon: systemd is not running here; units installed in /etc/systemd/system;" \
     "start it by hand with: wharf daemon &"

@@ -931,17 +931,22 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
         std::fs::write(&config, v.to_string()).unwrap();
     };
     write_config(None);
-    // As systemd does: the socket made and listening before the daemon starts, passed as
-    // fd 3 with LISTEN_PID and LISTEN_FDS.
+    // As systemd does: the sockets made and listening before the daemon starts, passed
+    // as fds 3 and 4 with LISTEN_PID, LISTEN_FDS and their names (wharf.socket's
+    // FileDescriptorName).
     let socket = w.path("systemd.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let fd = listener.as_raw_fd();
+    let docker_socket = w.path("systemd-docker.sock");
+    let docker_listener = std::os::unix::net::UnixListener::bind(&docker_socket).unwrap();
+    let docker_fd = docker_listener.as_raw_fd();
     let cmd = w.cmd(&[]);
     let wharf = cmd.get_program().to_owned();
     let mut sh = Command::new("sh");
     sh.args([
         "-c",
-        "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" daemon --listen /nonexistent/x.sock",
+        "LISTEN_PID=$$ LISTEN_FDS=2 LISTEN_FDNAMES=cri:docker exec \"$0\" daemon \
+         --listen /nonexistent/x.sock --docker-listen /nonexistent/docker.sock",
     ])
     .arg(&wharf)
     .envs(
@@ -954,7 +959,7 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     // SAFETY: dup2 in the child between fork and exec, on fds this process owns.
     unsafe {
         sh.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 {
+            if libc::dup2(fd, 3) < 0 || libc::dup2(docker_fd, 4) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -962,9 +967,21 @@ async fn under_systemd_the_daemon_serves_its_socket_and_reloads_its_config_on_si
     }
     let mut child = KillOnDrop(sh.spawn().unwrap());
     drop(listener);
+    drop(docker_listener);
     let mut rt = RuntimeServiceClient::new(connect(&socket).await);
     let mut img = ImageServiceClient::new(connect(&socket).await);
     rt.version(VersionRequest::default()).await.unwrap();
+    // The Docker API answers on the second socket systemd passed.
+    {
+        use std::io::{Read, Write};
+        let mut d = std::os::unix::net::UnixStream::connect(&docker_socket).unwrap();
+        d.write_all(b"GET /_ping HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        d.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("api-version: 1.50"), "{answer}");
+    }
     let st = rt
         .status(StatusRequest { verbose: true })
         .await
