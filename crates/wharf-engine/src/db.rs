@@ -74,6 +74,10 @@ pub struct Sandbox {
     pub pidns: Option<String>,
     /// The shim's state directory.
     pub shim_dir: String,
+    /// Where the pod's DNS responder sends the questions it does not answer (a pod on a
+    /// user network, whose shim answers the network's names at 127.0.0.11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_upstream: Option<Vec<String>>,
 }
 
 /// A pod row.

@@ -234,6 +234,7 @@ impl Engine {
                         db.event("created", "pod", &id, &row.name, serde_json::json!({}))
                     })
                     .and_then(|()| self.shim(&row).map(|_| ()))
+                    .and_then(|()| self.start_dns(&row))
                     .and_then(|()| {
                         if spec.share_pid {
                             self.start_pause(&mut row)
@@ -260,6 +261,24 @@ impl Engine {
                 Err(self.pods_by_name(e))
             }
         }
+    }
+
+    /// Have the pod's shim answer DNS questions in the pod, for a pod on a user network.
+    pub(crate) fn start_dns(&self, pod: &PodRow) -> Result<()> {
+        let (Some(upstream), Some(netns), Some(etc)) = (
+            &pod.sandbox.dns_upstream,
+            &pod.sandbox.netns,
+            &pod.sandbox.etc_dir,
+        ) else {
+            return Ok(());
+        };
+        let shim = self.shim(pod)?;
+        shim.dns(&wharf_shim::protocol::DnsSpec {
+            netns: netns.into(),
+            hosts: PathBuf::from(etc).join("hosts"),
+            upstream: upstream.clone(),
+        })
+        .map_err(|e| Error::Other(format!("pod {}: its DNS responder: {e}", pod.name)))
     }
 
     /// Remove a pod's sandbox and record (its containers must be removed first, or `force`).

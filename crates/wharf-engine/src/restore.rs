@@ -133,6 +133,7 @@ impl Engine {
                 )
             })
             .and_then(|()| self.shim(&row).map(drop))
+            .and_then(|()| self.start_dns(&row))
             .and_then(|()| {
                 if row.spec.share_pid {
                     self.start_pause(&mut row)

@@ -26,6 +26,9 @@ pub struct NetOptions {
     /// The namespace that plays "the host" for the built-in bridge and CNI plugins (None:
     /// the engine's own; tests pass one they made).
     pub host_netns: Option<PathBuf>,
+    /// The resolvers the DNS responders of user networks forward to (`ip:port`; None: the
+    /// pod's `--dns` servers, else the host's), as tests point them at one of their own.
+    pub dns_upstream: Option<Vec<String>>,
 }
 
 /// The network pods get when they name none.
@@ -323,6 +326,27 @@ fn create_steps(
     }
     sb.ips = ips.iter().map(|i| i.to_string()).collect();
     crate::hooks::step("network attached");
+    // A pod on a user network asks its shim's DNS responder (docker's embedded DNS), which
+    // answers the network's names and forwards the rest to the pod's servers or the host's.
+    let user_network = matches!(&spec.network, NetworkMode::Named(n)
+        if crate::network_records::load(s.paths, n).ok().flatten().is_some());
+    if user_network && sb.netns.is_some() {
+        let upstream = match &s.net.dns_upstream {
+            Some(u) => u.clone(),
+            None if !spec.dns.servers.is_empty() => spec
+                .dns
+                .servers
+                .iter()
+                .filter_map(|ip| ip.parse::<std::net::IpAddr>().ok())
+                .map(|ip| std::net::SocketAddr::new(ip, 53).to_string())
+                .collect(),
+            None => wharf_net::dns::host_resolvers()
+                .into_iter()
+                .map(|ip| std::net::SocketAddr::new(ip, 53).to_string())
+                .collect(),
+        };
+        sb.dns_upstream = Some(upstream);
+    }
     // Name files, on a small tmpfs of the pod's own: the containers write them (they are
     // read-write binds, as docker's are), and what they write must neither fill the host's
     // /run nor grow what the engine reads back.
@@ -330,7 +354,12 @@ fn create_steps(
     mount_etc(&etc)?;
     crate::hooks::step("etc tmpfs");
     let mut names = wharf_net::dns::PodNames::new(hostname, ips);
-    if !spec.dns.servers.is_empty() {
+    if sb.dns_upstream.is_some() {
+        names.dns.servers = Some(vec![std::net::IpAddr::V4(wharf_shim::daemon::dns::ADDRESS)]);
+        if spec.dns.options.is_empty() {
+            names.dns.options = Some(vec!["ndots:0".into()]);
+        }
+    } else if !spec.dns.servers.is_empty() {
         names.dns.servers = Some(
             spec.dns
                 .servers

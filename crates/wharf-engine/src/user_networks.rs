@@ -8,13 +8,13 @@
 //! Names: every pod on a user network finds the others by pod name, by the names of their
 //! containers and by their aliases, through its `/etc/hosts`. The engine rewrites the
 //! hosts files of a network's pods (in place, so the containers' bind mounts see it) when
-//! a pod joins or leaves it or a container is added to or removed from one. Why hosts
-//! files rather than a DNS responder (docker's embedded DNS, aardvark-dns): nothing has to
-//! run for names to resolve (no per-network daemon, no new duty for the shims, which must
-//! stay under 1 MB), they keep resolving while the engine is down, and every libc and
-//! busybox reads them. What that gives up: tools that ask a DNS server directly
-//! (`nslookup`, `dig`) do not see the names, and a process that cached the file sees a
-//! newcomer only when it reads it again.
+//! a pod joins or leaves it or a container is added to or removed from one. Tools that ask
+//! a DNS server directly (`nslookup`, an nginx `resolver`, Go and musl programs) get the
+//! same names from the pod's DNS responder at 127.0.0.11, docker's embedded DNS: a few
+//! sockets in the pod's own shim, which answers from that hosts file and forwards the rest
+//! upstream (`wharf_shim::daemon::dns`). Nothing else has to run (no per-network daemon, no
+//! new process), names keep resolving while the engine is down, and a newcomer is found
+//! at once, by the resolver and by every libc that reads the file again.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -126,6 +126,17 @@ impl ResolvConf {
     }
 }
 
+/// The host's own resolvers (loopback ones too: for a resolver in the host's namespace,
+/// such as the DNS responders of user networks, which forward to them).
+pub fn host_resolvers() -> Vec<IpAddr> {
+    let text = std::fs::read_to_string(HOST_RESOLV_CONF).unwrap_or_default();
+    ResolvConf::parse(&text)
+        .nameservers
+        .iter()
+        .filter_map(|n| n.split('%').next()?.parse().ok())
+        .collect()
+}
+
 /// Whether a name server of the host is reachable from a pod: not loopback (the pod has its
 /// own lo) and not link-local with a zone (the zone names a host interface).
 fn usable_in_pod(ns: &str) -> bool {

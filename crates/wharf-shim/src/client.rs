@@ -491,6 +491,11 @@ impl ShimClient {
         }
     }
 
+    /// Answer DNS questions in the pod ([`crate::protocol::Op::Dns`]).
+    pub fn dns(&self, spec: &crate::protocol::DnsSpec) -> Result<()> {
+        self.done("dns", Op::Dns { spec: spec.clone() })
+    }
+
     /// Open the container's log file again at its path (after it was moved away).
     pub fn reopen_log(&self, id: &str) -> Result<()> {
         self.done(&format!("reopen_log {id}"), Op::ReopenLog { id: id.into() })

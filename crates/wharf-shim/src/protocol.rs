@@ -159,6 +159,23 @@ pub enum Op {
     /// Turn this connection into a stream of [`Event`]s, one JSON line each, from now on
     /// (what happened before is in the state directory's records).
     Subscribe,
+    /// Answer DNS questions in the pod (a pod on a user network): the names of its hosts
+    /// file at 127.0.0.11:53, every other question forwarded upstream.
+    Dns {
+        /// What to serve.
+        spec: DnsSpec,
+    },
+}
+
+/// The pod's DNS responder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DnsSpec {
+    /// The pod's network namespace (its pinned file).
+    pub netns: PathBuf,
+    /// The pod's hosts file, whose names are answered.
+    pub hosts: PathBuf,
+    /// Resolvers other questions go to (`ip:port`).
+    pub upstream: Vec<String>,
 }
 
 /// What the engine asks the shim to run.

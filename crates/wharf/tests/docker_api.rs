@@ -605,3 +605,41 @@ fn idle_connections_to_the_docker_socket_leave_it_serving() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     drop(idle);
 }
+
+#[test]
+fn only_root_reaches_the_docker_socket() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let d = Daemon::start("docker-perm");
+    let sock = d.w.run_dir().join("docker.sock");
+    assert!(wait_until(Duration::from_secs(10), || sock.exists()));
+    let m = std::fs::metadata(&sock).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o660);
+    assert_eq!((m.uid(), m.gid()), (0, 0));
+    // An unprivileged user (nobody) cannot connect.
+    let mut c = Command::new("python3");
+    c.args([
+        "-c",
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n    print('connected')\nexcept PermissionError:\n    print('refused')\n",
+    ])
+    .arg(&sock);
+    // SAFETY: setgroups/setgid/setuid in the child between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = c.output().expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "refused",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -13,6 +13,7 @@
 //! to `--ready-fd` (or `error: <why>\n` if any step failed), which is what
 //! [`crate::client::spawn`] waits for. Then it serves (see [`server`]).
 
+pub mod dns;
 mod netcheck;
 mod pause;
 mod server;

@@ -247,6 +247,10 @@ pub fn engine_options(
     if let Ok(v) = std::env::var("WHARF_NET_HOST_NS") {
         opts.net.host_netns = Some(v.into());
     }
+    // Where user networks' DNS responders forward (ip:port, comma-separated; tests).
+    if let Some(v) = env("WHARF_DNS_UPSTREAM") {
+        opts.net.dns_upstream = Some(v.split(',').map(str::to_string).collect());
+    }
     Ok(opts)
 }
 

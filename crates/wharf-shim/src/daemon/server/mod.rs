@@ -25,7 +25,7 @@ mod lifecycle;
 mod requests;
 
 use super::stdio::{self, Io, Stream};
-use super::{log, pause, sys};
+use super::{dns, log, pause, sys};
 use crate::frame;
 use crate::protocol::*;
 use crate::records::{self, ContainerRecord, PodRecord, StateDir};
@@ -144,10 +144,14 @@ pub struct Shim {
     /// Disk emptyDirs measured for eviction, and when next.
     disk_limits: Vec<DiskLimit>,
     next_disk_check: Option<Instant>,
+    /// The pod's DNS responder (a pod on a user network).
+    dns: Option<dns::Dns>,
 }
 
 #[derive(Clone, Copy)]
 enum Src {
+    DnsQuery,
+    DnsAnswer,
     Signal,
     Timer,
     Listener,
@@ -185,6 +189,7 @@ impl Shim {
             cgroup_joined: std::cell::Cell::new(false),
             disk_limits: Vec::new(),
             next_disk_check: None,
+            dns: None,
         }
     }
 
@@ -272,6 +277,12 @@ impl Shim {
             srcs.push(Src::Conn(*id));
             fds.push(PollFd::from_borrowed_fd(c.fd.as_fd(), flags));
         }
+        if let Some(d) = &self.dns {
+            srcs.push(Src::DnsQuery);
+            fds.push(PollFd::from_borrowed_fd(d.listen_fd(), PollFlags::IN));
+            srcs.push(Src::DnsAnswer);
+            fds.push(PollFd::from_borrowed_fd(d.upstream_fd(), PollFlags::IN));
+        }
         for c in &self.containers {
             if let Some(io) = &c.io {
                 push_io(c.key, io, None, &mut srcs, &mut fds);
@@ -299,6 +310,16 @@ impl Shim {
                 self.on_timer();
             }
             Src::Listener => self.accept(),
+            Src::DnsQuery => {
+                if let Some(d) = self.dns.as_mut() {
+                    d.on_query();
+                }
+            }
+            Src::DnsAnswer => {
+                if let Some(d) = self.dns.as_mut() {
+                    d.on_answer();
+                }
+            }
             Src::Conn(id) => self.on_conn(id, ev),
             Src::Out(key, exec, s) => self.on_output(key, exec, s),
             Src::Stdin(key, exec) => {

@@ -138,6 +138,32 @@ impl Shim {
                 self.subscribe(conn);
                 Ok(None)
             }
+            Op::Dns { spec } => {
+                let upstream = spec
+                    .upstream
+                    .iter()
+                    .map(|u| {
+                        u.parse().map_err(|_| {
+                            Fail(ErrorKind::Invalid, format!("dns: invalid upstream {u:?}"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                let setup = dns::Setup {
+                    netns: spec.netns.clone(),
+                    hosts: spec.hosts.clone(),
+                    upstream,
+                };
+                // Once: a second request (a restore) keeps the sockets it has.
+                if self.dns.is_none() {
+                    self.dns = Some(dns::Dns::open(&setup).map_err(|e| {
+                        Fail(
+                            ErrorKind::Runtime,
+                            format!("pod {}: DNS on {}:53: {e}", self.cfg.pod, dns::ADDRESS),
+                        )
+                    })?);
+                }
+                Ok(Some(Reply::Done))
+            }
         }
     }
 
