@@ -61,6 +61,8 @@ pub fn run(opts: DaemonOptions) -> i32 {
             return 1;
         }
     };
+    // Before any thread exists.
+    crate::idle::few_arenas();
     // Few threads, and engine threads that go when idle (each holds an engine: its store
     // connections and caches), so that an idle daemon holds little memory.
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -333,37 +335,54 @@ pub fn group_id(group: &str) -> Option<u32> {
 /// Listen for the Docker API on `path`: root's, and `group`'s when one is configured
 /// (0660, as docker's socket with its `docker` group).
 async fn bind_docker(path: &std::path::Path, group: Option<u32>) -> Result<UnixListener, String> {
-    let l = bind(path).await?;
-    rustix::fs::chown(
-        path,
-        Some(rustix::fs::Uid::ROOT),
-        Some(rustix::fs::Gid::from_raw(group.unwrap_or(0))),
-    )
-    .map_err(|e| format!("chown {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
-    Ok(l)
+    bind_as(path, 0o660, group.unwrap_or(0)).await
 }
 
-/// Listen on `path`: a socket left by a daemon that died is replaced; one that a live
-/// daemon answers on is refused.
+/// Listen on `path`, root's only (as containerd's socket: whoever can talk to it can run
+/// anything).
 async fn bind(path: &std::path::Path) -> Result<UnixListener, String> {
+    bind_as(path, 0o600, 0).await
+}
+
+/// Listen on `path` with `mode`, owned by root and `gid`: a socket left by a daemon that
+/// died is replaced; one that a live daemon answers on is refused. The socket is made
+/// under a name of its own and renamed into place once its owner and mode are set, so
+/// nobody connects to it in between (whatever the umask).
+async fn bind_as(path: &std::path::Path, mode: u32, gid: u32) -> Result<UnixListener, String> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     }
-    if std::fs::symlink_metadata(path).is_ok() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return Err(format!(
-                "{} is in use: another daemon serves on it",
-                path.display()
-            ));
-        }
-        std::fs::remove_file(path).map_err(|e| format!("remove stale {}: {e}", path.display()))?;
+    if std::fs::symlink_metadata(path).is_ok()
+        && tokio::net::UnixStream::connect(path).await.is_ok()
+    {
+        return Err(format!(
+            "{} is in use: another daemon serves on it",
+            path.display()
+        ));
     }
+    let mut fresh = path.as_os_str().to_owned();
+    fresh.push(format!(".{}.new", std::process::id()));
+    let fresh = std::path::PathBuf::from(fresh);
+    let _ = std::fs::remove_file(&fresh);
     let listener =
-        UnixListener::bind(path).map_err(|e| format!("listen on {}: {e}", path.display()))?;
-    // Root's only, as containerd's socket: whoever can talk to it can run anything.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+        UnixListener::bind(&fresh).map_err(|e| format!("listen on {}: {e}", path.display()))?;
+    let placed = rustix::fs::chown(
+        &fresh,
+        Some(rustix::fs::Uid::ROOT),
+        Some(rustix::fs::Gid::from_raw(gid)),
+    )
+    .map_err(|e| format!("chown {}: {e}", path.display()))
+    .and_then(|()| {
+        std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("chmod {}: {e}", path.display()))
+    })
+    // Over a stale socket, if one was left.
+    .and_then(|()| {
+        std::fs::rename(&fresh, path).map_err(|e| format!("listen on {}: {e}", path.display()))
+    });
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&fresh);
+        return Err(e);
+    }
     Ok(listener)
 }

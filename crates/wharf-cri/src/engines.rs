@@ -79,6 +79,9 @@ impl Engines {
                 let r = f(engine);
                 // What a call locked is the call's: the next one starts free.
                 engine.release_pod_locks();
+                // Busy until the call ends, not from when it came: the idle trim waits
+                // for this thread's pool to let it go (see daemon.rs).
+                crate::idle::touch();
                 r
             })
         })

@@ -64,6 +64,17 @@ fn code_ranges() -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Two malloc arenas, not eight per core: each engine thread would otherwise leave an
+/// arena of its own behind, whose scraps no trim gives back (measured: 13 arenas held
+/// 4 MB after 30 parallel removals through the Docker API). Engine calls spend their
+/// time in syscalls and on disk, not in malloc, so the contention is not felt. Call it
+/// before the threads start.
+#[allow(unsafe_code)]
+pub fn few_arenas() {
+    // SAFETY: mallopt only sets an allocator parameter.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+}
+
 #[allow(unsafe_code)]
 fn trim() {
     // SAFETY: malloc_trim has no preconditions.

@@ -189,7 +189,8 @@ pub fn container(
         log_config.insert("max-file".into(), json!(n.to_string()));
     }
     let host_config = json!({
-        "Binds": binds,
+        // docker's null for none.
+        "Binds": (!binds.is_empty()).then_some(binds),
         "NetworkMode": network_mode(pod),
         "PortBindings": port_map(ports),
         "RestartPolicy": {

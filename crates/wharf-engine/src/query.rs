@@ -282,7 +282,20 @@ impl Engine {
         &self,
         key: &str,
         opts: &LogOptions,
+        on_entry: impl FnMut(&LogEntry) -> bool,
+    ) -> Result<()> {
+        self.container_logs_while(key, opts, on_entry, || true)
+    }
+
+    /// [`Engine::container_logs`] that also stops following once `wanted` says no: asked
+    /// in every pause of a quiet log, so a reader whose client left ends with it rather
+    /// than with the container.
+    pub fn container_logs_while(
+        &self,
+        key: &str,
+        opts: &LogOptions,
         mut on_entry: impl FnMut(&LogEntry) -> bool,
+        wanted: impl Fn() -> bool,
     ) -> Result<()> {
         let row = self.db.find_container(key)?;
         let read = wharf_shim::logs::ReadOptions {
@@ -292,11 +305,13 @@ impl Engine {
         };
         let id = row.id.clone();
         let mut keep = || {
-            self.db
-                .find_container(&id)
-                .ok()
-                .and_then(|r| self.refresh(&r).ok())
-                .is_some_and(|r| r.state == ContainerState::Running)
+            wanted()
+                && self
+                    .db
+                    .find_container(&id)
+                    .ok()
+                    .and_then(|r| self.refresh(&r).ok())
+                    .is_some_and(|r| r.state == ContainerState::Running)
         };
         wharf_shim::logs::read(&self.log_path(&row), &read, &mut on_entry, &mut keep)
             .map_err(|e| Error::Other(format!("reading the logs of {}: {e}", row.name)))

@@ -332,7 +332,14 @@ fn create_steps(
         if crate::network_records::load(s.paths, n).ok().flatten().is_some());
     if user_network && sb.netns.is_some() {
         let upstream = match &s.net.dns_upstream {
-            Some(u) => u.clone(),
+            // ip:port, or an address alone for port 53.
+            Some(u) => u
+                .iter()
+                .map(|a| match a.parse::<std::net::IpAddr>() {
+                    Ok(ip) => std::net::SocketAddr::new(ip, 53).to_string(),
+                    Err(_) => a.clone(),
+                })
+                .collect(),
             None if !spec.dns.servers.is_empty() => spec
                 .dns
                 .servers

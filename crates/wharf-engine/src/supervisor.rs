@@ -401,16 +401,29 @@ impl Engine {
 
     /// Wait for a container to exit; records the exit.
     pub fn wait(&self, key: &str) -> Result<ExitInfo> {
+        Ok(self
+            .wait_for(key, None)?
+            .expect("a wait without deadline ends with an exit"))
+    }
+
+    /// Wait at most `timeout` for a container to exit: `None` when it still runs then.
+    /// Callers that must notice their own client going away (the Docker API's wait) wait
+    /// in such slices rather than holding a thread until a detached container ends.
+    pub fn wait_for(&self, key: &str, timeout: Option<Duration>) -> Result<Option<ExitInfo>> {
         let row = self.db.find_container(key)?;
         let pod = self.db.find_pod(&row.pod_id)?;
         let exit = match self.running_shim(&pod)? {
             Some(shim) => {
-                let exit = exit_info(&shim.wait(&row.id, None)?);
+                let exit = match shim.wait(&row.id, timeout) {
+                    Ok(e) => exit_info(&e),
+                    Err(ShimError::Timeout { .. }) if timeout.is_some() => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
                 // Recorded as final only if the shim will not run it again (a restart
                 // policy): the shim's records say which, as for every other reader.
                 let now = self.db.find_container(&row.id)?;
                 self.refresh(&now)?;
-                return Ok(exit);
+                return Ok(Some(exit));
             }
             // No shim: its record on disk, else what the store recorded (a dead pod's
             // shim records went with its sandbox).
@@ -425,7 +438,7 @@ impl Engine {
                 })?,
         };
         self.record_exit(&row, &exit)?;
-        Ok(exit)
+        Ok(Some(exit))
     }
 
     /// The exit record the shim wrote, if any.

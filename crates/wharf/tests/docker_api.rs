@@ -643,3 +643,81 @@ fn only_root_reaches_the_docker_socket() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `docker run -d` leaves nothing behind, nor does a client that walks away from a wait
+/// or a followed log: the daemon's threads for them end soon after, not when the
+/// container does.
+#[test]
+fn abandoned_waits_and_log_follows_end_their_threads() {
+    let d = Daemon::start("docker-abandon");
+    let sock = d.w.run_dir().join("docker.sock");
+    assert!(wait_until(Duration::from_secs(10), || sock.exists()));
+    d.w.pull_busybox();
+    let bb = busybox();
+    let (code, body) = http(
+        &sock,
+        "POST",
+        "/v1.50/containers/create?name=long",
+        format!(r#"{{"Image": "{bb}", "Cmd": ["sleep", "300"]}}"#).as_bytes(),
+    );
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        http(&sock, "POST", "/v1.50/containers/long/start", b"").0,
+        204
+    );
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{}/task", d.child.id()))
+            .map(|t| t.count())
+            .unwrap_or(0)
+    };
+    // The engine pool's threads go 2 s after their last call.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = threads();
+    let open = |path: &str| {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n\r\n"
+        )
+        .unwrap();
+        s
+    };
+    let mut clients: Vec<UnixStream> = (0..5)
+        .map(|_| open("/v1.50/containers/long/wait"))
+        .collect();
+    clients.extend((0..3).map(|_| {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        write!(
+            s,
+            "GET /v1.50/containers/long/logs?follow=1&stdout=1 HTTP/1.1\r\nHost: docker\r\n\r\n"
+        )
+        .unwrap();
+        s
+    }));
+    // Each has its answer's head: the waits and follows are under way.
+    for c in clients.iter_mut() {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 12];
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"HTTP/1.1 200", "{}", String::from_utf8_lossy(&buf));
+    }
+    let during = threads();
+    assert!(
+        during >= before + 8,
+        "{during} threads while 8 clients wait ({before} before)"
+    );
+    drop(clients);
+    assert!(
+        wait_until(Duration::from_secs(8), || threads() <= before),
+        "{} threads after the clients left ({before} before)",
+        threads()
+    );
+    // And the container runs on.
+    let (code, body) = http(&sock, "GET", "/v1.50/containers/long/json", b"");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""Running":true"#), "{body}");
+    assert_eq!(
+        http(&sock, "DELETE", "/v1.50/containers/long?force=1", b"").0,
+        204
+    );
+}

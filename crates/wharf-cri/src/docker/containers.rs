@@ -321,6 +321,18 @@ pub async fn kill(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
             )));
         }
         e.kill(&c.row.id, signal)?;
+        // As docker does: after SIGKILL, the answer comes once the container stopped (a
+        // client's next inspect sees it exited).
+        if signal == libc::SIGKILL {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_secs(10)
+                && e.container(&c.row.id)
+                    .is_ok_and(|v| v.row.state == ContainerState::Running && !v.row.restarting)
+            {
+                e.release_pod_locks();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         Ok(http::empty(StatusCode::NO_CONTENT))
     })
     .await
@@ -361,8 +373,10 @@ pub async fn wait(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
         let Ok(e) = wharf_engine::Engine::open(opts) else {
             return;
         };
-        let doc = match wait_for(&e, &before, &condition) {
-            Ok(code) => json!({"StatusCode": code, "Error": null}),
+        let doc = match wait_for(&e, &before, &condition, &|| tx.is_closed()) {
+            Ok(Some(code)) => json!({"StatusCode": code, "Error": null}),
+            // The client went away: nobody to tell.
+            Ok(None) => return,
             Err(msg) => json!({"StatusCode": -1, "Error": {"Message": msg}}),
         };
         let _ = tx.blocking_send(http::line(&doc));
@@ -370,21 +384,31 @@ pub async fn wait(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     Ok(http::streamed("application/json", rx))
 }
 
+/// How long one wait on the shim lasts before the client is looked at again.
+const WAIT_SLICE: Duration = Duration::from_secs(1);
+
+/// The exit code `condition` waits for; `None` when `client_gone` says the client left
+/// first (a `docker run -d` may leave its wait behind; its thread ends with it).
 fn wait_for(
     e: &wharf_engine::Engine,
     before: &wharf_engine::db::ContainerRow,
     condition: &str,
-) -> Result<i64, String> {
+    client_gone: &dyn Fn() -> bool,
+) -> Result<Option<i64>, String> {
     let first_exit = before.exit.as_ref().map(|x| x.finished_at.clone());
     let mut code = None;
     loop {
+        if client_gone() {
+            return Ok(None);
+        }
         let row = match e.container(&before.id) {
             Ok(v) => v.row,
             // Gone: removed (by its own --rm, or someone).
             Err(wharf_engine::Error::NotFound { .. }) => {
-                return Ok(code
-                    .or(before.exit.as_ref().map(|x| x.code as i64))
-                    .unwrap_or(0));
+                return Ok(Some(
+                    code.or(before.exit.as_ref().map(|x| x.code as i64))
+                        .unwrap_or(0),
+                ));
             }
             Err(err) => return Err(err.to_string()),
         };
@@ -393,25 +417,27 @@ fn wait_for(
         let running =
             matches!(row.state, ContainerState::Running | ContainerState::Paused) || row.restarting;
         if running {
-            match e.wait(&row.id) {
-                Ok(x) => code = Some(x.code as i64),
-                Err(wharf_engine::Error::NotFound { .. }) => continue,
+            let waited = e.wait_for(&row.id, Some(WAIT_SLICE));
+            e.release_pod_locks();
+            match waited {
+                Ok(Some(x)) => code = Some(x.code as i64),
+                Ok(None) | Err(wharf_engine::Error::NotFound { .. }) => continue,
                 Err(err) => return Err(err.to_string()),
             }
-            e.release_pod_locks();
             if condition == "removed" {
                 continue;
             }
-            return Ok(code.unwrap_or(0));
+            return Ok(Some(code.unwrap_or(0)));
         }
         let new_exit = exited_now.is_some() && exited_now != first_exit;
         match condition {
             "next-exit" | "removed" if !new_exit && code.is_none() => {}
             "removed" => {}
             _ => {
-                return Ok(code
-                    .or(row.exit.as_ref().map(|x| x.code as i64))
-                    .unwrap_or(0));
+                return Ok(Some(
+                    code.or(row.exit.as_ref().map(|x| x.code as i64))
+                        .unwrap_or(0),
+                ));
             }
         }
         if condition == "removed" && code.is_none() && new_exit {
@@ -500,32 +526,38 @@ pub async fn logs(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
             since,
             follow,
         };
-        let _ = e.container_logs(&id, &lo, |entry| {
-            if let Some(u) = until
-                && wharf_sys::time::parse_rfc3339(&entry.time).is_some_and(|t| t > u)
-            {
-                return false;
-            }
-            let stream = if entry.stream == "stderr" { 2 } else { 1 };
-            if (stream == 1 && !out) || (stream == 2 && !err) {
-                return true;
-            }
-            let mut data = Vec::new();
-            if timestamps {
-                data.extend_from_slice(entry.time.as_bytes());
-                data.push(b' ');
-            }
-            data.extend_from_slice(&entry.content);
-            if !entry.partial {
-                data.push(b'\n');
-            }
-            let chunk = if tty {
-                Bytes::from(data)
-            } else {
-                frame(stream, &data)
-            };
-            tx.blocking_send(chunk).is_ok()
-        });
+        let client = tx.clone();
+        let _ = e.container_logs_while(
+            &id,
+            &lo,
+            |entry| {
+                if let Some(u) = until
+                    && wharf_sys::time::parse_rfc3339(&entry.time).is_some_and(|t| t > u)
+                {
+                    return false;
+                }
+                let stream = if entry.stream == "stderr" { 2 } else { 1 };
+                if (stream == 1 && !out) || (stream == 2 && !err) {
+                    return true;
+                }
+                let mut data = Vec::new();
+                if timestamps {
+                    data.extend_from_slice(entry.time.as_bytes());
+                    data.push(b' ');
+                }
+                data.extend_from_slice(&entry.content);
+                if !entry.partial {
+                    data.push(b'\n');
+                }
+                let chunk = if tty {
+                    Bytes::from(data)
+                } else {
+                    frame(stream, &data)
+                };
+                tx.blocking_send(chunk).is_ok()
+            },
+            || !client.is_closed(),
+        );
     });
     Ok(http::streamed(
         if tty {
@@ -923,7 +955,9 @@ pub async fn archive(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         }
         _ => {
             let no_overwrite = r.flag("noOverwriteDirNonDir", false);
-            let keep_owners = r.flag("copyUIDGID", false);
+            // docker's daemon keeps the owners the archive gives (its CLI has set them);
+            // copyUIDGID asks for the container's user instead: root here.
+            let keep_owners = !r.flag("copyUIDGID", false);
             let chunks = r.body_chunks();
             // docker's noOverwriteDirNonDir: the engine's copy never replaces a directory by
             // a file or a file by a directory, whatever the flag says.

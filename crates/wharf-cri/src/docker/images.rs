@@ -269,8 +269,13 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                 let keep = filters.iter().all(|(k, vals)| {
                     vals.iter().all(|v| match k.as_str() {
                         "dangling" => (v == "true") == dangling,
+                        // A name with or without its tag, globs within path elements.
                         "reference" => tags.iter().any(|t| {
-                            t == v || t.split(':').next() == Some(v.as_str()) || glob(v, t)
+                            let repo = match t.rfind(':') {
+                                Some(i) if !t[i..].contains('/') => &t[..i],
+                                _ => t.as_str(),
+                            };
+                            t == v || repo == v || glob(v, t) || glob(v, repo)
                         }),
                         "label" => true,
                         _ => true,

@@ -147,6 +147,8 @@ fn parse_version(v: &str) -> Option<(u32, u32)> {
 
 /// Route a request to its handler; every error becomes docker's JSON error.
 async fn dispatch(api: Arc<Api>, mut req: Request<Incoming>) -> Reply {
+    // The daemon gives back what a busy spell left once it has been quiet a while.
+    crate::idle::touch();
     let method = req.method().clone();
     let uri_path = req.uri().path().to_string();
     let query = http::parse_query(req.uri().query().unwrap_or(""));

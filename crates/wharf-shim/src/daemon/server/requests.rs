@@ -144,7 +144,10 @@ impl Shim {
                     .iter()
                     .map(|u| {
                         u.parse().map_err(|_| {
-                            Fail(ErrorKind::Invalid, format!("dns: invalid upstream {u:?}"))
+                            Fail(
+                                ErrorKind::Invalid,
+                                format!("invalid upstream {u:?}: an ip:port"),
+                            )
                         })
                     })
                     .collect::<Result<_, _>>()?;
@@ -158,7 +161,7 @@ impl Shim {
                     self.dns = Some(dns::Dns::open(&setup).map_err(|e| {
                         Fail(
                             ErrorKind::Runtime,
-                            format!("pod {}: DNS on {}:53: {e}", self.cfg.pod, dns::ADDRESS),
+                            format!("listening on {}:53: {e}", dns::ADDRESS),
                         )
                     })?);
                 }
