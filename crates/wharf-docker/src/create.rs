@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use wharf_engine::model::{
-    ContainerSpec, DeviceMapping, DnsConfig, NetworkMode, PodSpec, PortMapping, RestartPolicy,
+    ContainerSpec, DeviceMapping, DnsConfig, ExtraNetwork, NetworkMode, PodSpec, PortMapping,
+    RestartPolicy,
 };
 
 use crate::syntax::{self, Invalid, Result};
@@ -676,8 +677,10 @@ impl CreateRequest {
         })
     }
 
-    /// The network a pod of its own joins, and the aliases it answers to there.
-    fn network(&self) -> (NetworkMode, Vec<String>) {
+    /// The network a pod of its own joins, the aliases it answers to there, and the
+    /// further networks of the request (API 1.44+ sends every network of `docker run
+    /// --network a --network b` and of a compose service here).
+    fn network(&self) -> Result<(NetworkMode, Vec<String>, Vec<ExtraNetwork>)> {
         let hc = &self.host_config;
         let endpoints = self
             .networking_config
@@ -696,13 +699,38 @@ impl CreateRequest {
             .or_else(|| endpoints.values().next())
             .and_then(|e| e.aliases.clone())
             .unwrap_or_default();
+        let extra: Vec<ExtraNetwork> = endpoints
+            .iter()
+            .filter(|(name, _)| {
+                let default = |n: &str| matches!(n, "" | "default" | "bridge");
+                **name != mode && !(default(name) && default(&mode))
+            })
+            .map(|(name, e)| ExtraNetwork {
+                name: name.clone(),
+                aliases: e.aliases.clone().unwrap_or_default(),
+            })
+            .collect();
+        if let Some(x) = extra
+            .iter()
+            .find(|x| matches!(x.name.as_str(), "bridge" | "default" | "host" | "none"))
+        {
+            return Err(Invalid(format!(
+                "network {} cannot be one of a container's several networks: only user networks can",
+                x.name
+            )));
+        }
         let mode = match mode.as_str() {
             "" | "default" | "bridge" => NetworkMode::Default,
             "none" => NetworkMode::None,
             "host" => NetworkMode::Host,
             name => NetworkMode::Named(name.to_string()),
         };
-        (mode, aliases)
+        if !extra.is_empty() && mode == NetworkMode::Host {
+            return Err(Invalid(
+                "a container on the host's network cannot join other networks".into(),
+            ));
+        }
+        Ok((mode, aliases, extra))
     }
 
     /// The container's own pod.
@@ -734,7 +762,7 @@ impl CreateRequest {
             ));
         }
         let (log_max_size, log_max_files) = self.log_opts()?;
-        let (network, network_aliases) = self.network();
+        let (network, network_aliases, extra_networks) = self.network()?;
         let hostname = Some(self.hostname.clone()).filter(|h| !h.is_empty());
         let extra_hosts = hc
             .extra_hosts
@@ -747,6 +775,7 @@ impl CreateRequest {
             hostname,
             network,
             network_aliases,
+            extra_networks,
             ports: self.ports(image)?,
             restart,
             max_restarts,

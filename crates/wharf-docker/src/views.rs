@@ -157,7 +157,26 @@ pub fn container(
     if !v.network.is_empty() {
         networks.insert(
             v.network.clone(),
-            json!({"IPAddress": ip, "NetworkID": v.network}),
+            json!({"IPAddress": ip, "NetworkID": v.network,
+                   "Aliases": pod_spec.map(|p| p.network_aliases.clone()).unwrap_or_default()}),
+        );
+    }
+    // Its further networks (`network connect`).
+    for a in pod
+        .map(|p| p.sandbox.extra_networks.as_slice())
+        .unwrap_or_default()
+    {
+        let aliases = pod_spec
+            .and_then(|p| p.extra_networks.iter().find(|x| x.name == a.network))
+            .map(|x| x.aliases.clone())
+            .unwrap_or_default();
+        networks.insert(
+            a.network.clone(),
+            json!({
+                "IPAddress": a.ips.iter().find(|i| !i.contains(':')).cloned().unwrap_or_default(),
+                "NetworkID": a.network,
+                "Aliases": aliases,
+            }),
         );
     }
     let nano_cpus = s.cpus.map_or(0, |c| (c * 1e9).round() as i64);
@@ -316,7 +335,10 @@ pub fn ps_row(
         "Labels": labels,
         "Label": c.spec.labels,
         "Mounts": mounts,
-        "Networks": v.network,
+        "Networks": pod.map_or_else(
+            || v.network.clone(),
+            |p| p.sandbox.networks().collect::<Vec<_>>().join(","),
+        ),
         "LocalVolumes": "0",
         "Pod": pod_column,
         "PodId": c.pod_id,

@@ -78,6 +78,40 @@ pub struct Sandbox {
     /// user network, whose shim answers the network's names at 127.0.0.11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_upstream: Option<Vec<String>>,
+    /// The pod's attachments to the user networks of `PodSpec::extra_networks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_networks: Vec<Attachment>,
+}
+
+impl Sandbox {
+    /// The pod's addresses on network `name` (none when it is not on it).
+    pub fn ips_on(&self, name: &str) -> &[String] {
+        if !name.is_empty() && self.network == name {
+            return &self.ips;
+        }
+        self.extra_networks
+            .iter()
+            .find(|a| a.network == name)
+            .map_or(&[], |a| a.ips.as_slice())
+    }
+
+    /// The networks the pod is on, its first first.
+    pub fn networks(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.network.as_str())
+            .filter(|n| !n.is_empty())
+            .chain(self.extra_networks.iter().map(|a| a.network.as_str()))
+    }
+}
+
+/// A pod's interface on a network beyond its first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// The user network.
+    pub network: String,
+    /// The interface in the pod (eth1, eth2...).
+    pub ifname: String,
+    /// Its addresses.
+    pub ips: Vec<String>,
 }
 
 /// A pod row.
@@ -310,6 +344,16 @@ impl Db {
         self.conn.execute(
             "UPDATE engine_pods SET sandbox = ?2, state = ?3 WHERE id = ?1",
             params![id, json(sandbox), state.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// Update what a pod asked for and what was set up, together (a network joined or
+    /// left while it lives).
+    pub fn update_pod_spec(&self, id: &str, spec: &PodSpec, sandbox: &Sandbox) -> Result<()> {
+        self.conn.execute(
+            "UPDATE engine_pods SET spec = ?2, sandbox = ?3 WHERE id = ?1",
+            params![id, json(spec), json(sandbox)],
         )?;
         Ok(())
     }

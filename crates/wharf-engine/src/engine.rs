@@ -252,7 +252,7 @@ impl Engine {
                     self.locks.forget(&id);
                     return Err(e);
                 }
-                self.refresh_names_of_network(&row.spec.network);
+                self.refresh_names_of_networks(&row.spec);
                 Ok(row)
             }
             Err(e) => {
@@ -319,7 +319,7 @@ impl Engine {
             db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
         })?;
         self.locks.forget(&pod.id);
-        self.refresh_names_of_network(&pod.spec.network);
+        self.refresh_names_of_networks(&pod.spec);
         Ok(())
     }
 
@@ -392,7 +392,7 @@ impl Engine {
                         serde_json::json!({"image": row.image_name, "pod": pod.name}),
                     )
                 })?;
-                self.refresh_names_of_network(&pod.spec.network);
+                self.refresh_names_of_networks(&pod.spec);
                 Ok(ContainerRow {
                     state: ContainerState::Created,
                     ..row
@@ -514,7 +514,7 @@ impl Engine {
             self.release_image_volumes(&row.spec);
             self.drop_rm_guard(&row.id);
             if let Ok(pod) = self.db.find_pod(&row.pod_id) {
-                self.refresh_names_of_network(&pod.spec.network);
+                self.refresh_names_of_networks(&pod.spec);
             }
         }
         removed

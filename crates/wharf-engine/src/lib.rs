@@ -20,6 +20,7 @@ pub mod image_volumes;
 pub mod ledger;
 pub mod model;
 pub mod named_volumes;
+mod network_connect;
 mod network_records;
 pub mod oom;
 mod operations;

@@ -114,6 +114,10 @@ pub struct PodSpec {
     /// More names the pod answers to on a user network (`--network-alias`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_aliases: Vec<String>,
+    /// User networks the pod joins besides `network` (a create request naming several,
+    /// `network connect`), in the order of their interfaces (eth1, eth2...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_networks: Vec<ExtraNetwork>,
     /// Disk emptyDir volumes (by name, in the pod's volume directory) and their sizeLimit
     /// in bytes: the pod's shim evicts the pod when one holds more (`wharf play`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -124,6 +128,17 @@ pub struct PodSpec {
     /// Keep this many of its log files (`--log-opt max-file`; default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_max_files: Option<u32>,
+}
+
+/// A user network a pod joins besides its first: docker's second and later endpoints. The
+/// pod reaches that network's subnet through it; its default route stays on its first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraNetwork {
+    /// The user network.
+    pub name: String,
+    /// More names the pod answers to there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
 }
 
 /// A volume mount into a container.

@@ -390,7 +390,7 @@ impl Engine {
             // The pod's record for recovery after a reboot carries the name too.
             crate::ledger::save_pod(&self.paths, &self.db.find_pod(&pod.id)?)?;
         }
-        self.refresh_names_of_network(&pod.spec.network);
+        self.refresh_names_of_networks(&pod.spec);
         self.db.find_container(&row.id)
     }
 

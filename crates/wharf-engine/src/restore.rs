@@ -150,7 +150,7 @@ impl Engine {
                 .transaction(|db| db.update_pod(&pod.id, &pod.sandbox, PodState::Dead));
             return Err(e);
         }
-        self.refresh_names_of_network(&row.spec.network);
+        self.refresh_names_of_networks(&row.spec);
         Ok(())
     }
 }

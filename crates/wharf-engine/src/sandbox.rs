@@ -325,11 +325,13 @@ fn create_steps(
         }
     }
     sb.ips = ips.iter().map(|i| i.to_string()).collect();
+    crate::network_connect::attach_all(s, id, &spec.extra_networks, &hostname, sb)?;
     crate::hooks::step("network attached");
     // A pod on a user network asks its shim's DNS responder (docker's embedded DNS), which
     // answers the network's names and forwards the rest to the pod's servers or the host's.
-    let user_network = matches!(&spec.network, NetworkMode::Named(n)
-        if crate::network_records::load(s.paths, n).ok().flatten().is_some());
+    let user_network = !spec.extra_networks.is_empty()
+        || matches!(&spec.network, NetworkMode::Named(n)
+            if crate::network_records::load(s.paths, n).ok().flatten().is_some());
     if user_network && sb.netns.is_some() {
         let upstream = match &s.net.dns_upstream {
             // ip:port, or an address alone for port 53.
@@ -453,9 +455,20 @@ pub fn start_network_teardown(
     let (paths, net, mode) = (s.paths.clone(), s.net.clone(), spec.network.clone());
     let id = id.to_string();
     let netns = sb.netns.clone();
+    let extra: Vec<String> = sb
+        .extra_networks
+        .iter()
+        .map(|a| a.network.clone())
+        .collect();
     NetworkTeardown(Some(std::thread::spawn(move || {
         crate::hooks::step("destroy: network thread started");
         let mut first: Option<Error> = None;
+        for name in &extra {
+            let ns = netns.as_deref().map(Path::new);
+            if let Err(e) = crate::network_connect::detach(&paths, &net, &id, ns, name) {
+                first.get_or_insert(e);
+            }
+        }
         if let Ok(Some(network)) = network(&paths, &net, &mode)
             && let Err(e) = network.detach(&id, netns.as_deref().map(Path::new))
         {

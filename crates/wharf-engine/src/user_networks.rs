@@ -28,8 +28,12 @@ use crate::network_records::{RESERVED, record_path};
 pub use crate::network_records::{UserNetwork, builtin_config, load};
 use crate::validate::Rule;
 
-/// The marker after which a pod's hosts file lists its network's other pods.
-const HOSTS_MARKER: &str = "# pods on network ";
+/// One pod's line in its network's part of a hosts file: pod id, address, names.
+type PeerEntry = (String, IpAddr, Vec<String>);
+
+/// The marker after which a pod's hosts file lists its networks' other pods ("# pods on
+/// network a", "# pods on networks a, b").
+const HOSTS_MARKER: &str = "# pods on network";
 
 impl Engine {
     /// Make a user network; its subnet is the first free 10.89.N.0/24 unless given.
@@ -173,7 +177,10 @@ impl Engine {
             .db
             .pods()?
             .into_iter()
-            .filter(|p| matches!(&p.spec.network, NetworkMode::Named(n) if n == name))
+            .filter(|p| {
+                matches!(&p.spec.network, NetworkMode::Named(n) if n == name)
+                    || p.spec.extra_networks.iter().any(|x| x.name == name)
+            })
             .collect())
     }
 
@@ -208,37 +215,75 @@ impl Engine {
         Ok(removed)
     }
 
-    /// Rewrite the hosts files of the pods on user network `name`: each lists the others
-    /// (pod name, container names) after its own lines.
+    /// Rewrite the hosts files of the pods on user network `name`: each lists the pods of
+    /// every user network it is on (pod name, aliases there, container names) after its
+    /// own lines.
     pub(crate) fn refresh_network_names(&self, name: &str) -> Result<()> {
         if load(&self.paths, name)?.is_none() {
             return Ok(());
         }
+        // One lock for all networks: a pod on two networks has one file, written from both.
+        let _lock = self.lock_names()?;
+        let mut peers = BTreeMap::new();
+        let mut first = None;
+        for p in self.network_pods(name)? {
+            if matches!(p.state, PodState::Creating | PodState::Dead) {
+                continue;
+            }
+            if let Err(e) = self.write_names(&p, &mut peers) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Rewrite one pod's list of the pods on its user networks (after it left one).
+    pub(crate) fn refresh_pod_names(&self, pod: &crate::db::PodRow) -> Result<()> {
+        let _lock = self.lock_names()?;
+        self.write_names(pod, &mut BTreeMap::new())
+    }
+
+    fn lock_names(&self) -> Result<std::fs::File> {
         let dir = self.paths.run.join("networks");
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let lock = std::fs::File::create(dir.join(format!("{name}.lock")))
-            .ctx(|| format!("locking network {name}"))?;
+        let lock = std::fs::File::create(dir.join("names.lock"))
+            .ctx(|| "locking the networks' names".into())?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-            .ctx(|| format!("locking network {name}"))?;
-        let pods: Vec<_> = self
-            .network_pods(name)?
-            .into_iter()
-            .filter(|p| !matches!(p.state, PodState::Creating | PodState::Dead))
-            .collect();
+            .ctx(|| "locking the networks' names".into())?;
+        Ok(lock)
+    }
+
+    /// The pods on user network `name` as its hosts lines say them: (pod id, its IPv4
+    /// address there, its names there).
+    fn network_entries(&self, name: &str) -> Result<Vec<PeerEntry>> {
         let mut entries = Vec::new();
-        for p in &pods {
-            let Some(ip) = p.sandbox.ips.iter().find(|i| !i.contains(':')) else {
+        for p in self.network_pods(name)? {
+            if matches!(p.state, PodState::Creating | PodState::Dead) {
+                continue;
+            }
+            let Some(ip) = p
+                .sandbox
+                .ips_on(name)
+                .iter()
+                .find_map(|i| i.parse::<IpAddr>().ok().filter(IpAddr::is_ipv4))
+            else {
                 continue;
             };
-            let Ok(ip) = ip.parse::<IpAddr>() else {
-                continue;
+            let aliases = if p.spec.network == NetworkMode::Named(name.to_string()) {
+                &p.spec.network_aliases
+            } else {
+                p.spec
+                    .extra_networks
+                    .iter()
+                    .find(|x| x.name == name)
+                    .map_or(&p.spec.network_aliases, |x| &x.aliases)
             };
             // Only names that pass the rule of hosts names: a record written before the rule
             // existed cannot put a line into its neighbours' files.
             let mut names = Vec::new();
             let containers = self.db.containers(Some(&p.id))?;
             for n in std::iter::once(&p.name)
-                .chain(&p.spec.network_aliases)
+                .chain(aliases)
                 .chain(containers.iter().map(|c| &c.name))
             {
                 if Rule::HostAlias.allows(n) && !names.contains(n) {
@@ -249,50 +294,69 @@ impl Engine {
                 entries.push((p.id.clone(), ip, names));
             }
         }
-        let mut first = None;
-        for p in &pods {
-            let Some(etc) = &p.sandbox.etc_dir else {
-                continue;
-            };
-            let hosts = Path::new(etc).join("hosts");
-            // The pod's containers write this file: read the bounded, safe way.
-            let Ok(bytes) = wharf_sys::contained::read_file(&hosts, crate::sandbox::ETC_SIZE)
-            else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&bytes);
-            let own = match text.find(HOSTS_MARKER) {
-                Some(i) => &text[..i],
-                None => &text[..],
-            };
-            let mut out = own.to_string();
-            out.push_str(&format!("{HOSTS_MARKER}{name}\n"));
-            for (id, ip, names) in &entries {
+        Ok(entries)
+    }
+
+    /// Write pod `p`'s hosts file: its own lines, then the pods of each of its user
+    /// networks (`peers` keeps each network's entries across the pods of one refresh).
+    fn write_names(
+        &self,
+        p: &crate::db::PodRow,
+        peers: &mut BTreeMap<String, Vec<PeerEntry>>,
+    ) -> Result<()> {
+        let Some(etc) = &p.sandbox.etc_dir else {
+            return Ok(());
+        };
+        let mut networks = Vec::new();
+        for n in p.sandbox.networks() {
+            if load(&self.paths, n)?.is_some() {
+                networks.push(n.to_string());
+            }
+        }
+        let hosts = Path::new(etc).join("hosts");
+        // The pod's containers write this file: read the bounded, safe way.
+        let Ok(bytes) = wharf_sys::contained::read_file(&hosts, crate::sandbox::ETC_SIZE) else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut out = match text.find(HOSTS_MARKER) {
+            Some(i) => text[..i].to_string(),
+            None => text.to_string(),
+        };
+        match networks.len() {
+            0 => {}
+            1 => out.push_str(&format!("{HOSTS_MARKER} {}\n", networks[0])),
+            _ => out.push_str(&format!("{HOSTS_MARKER}s {}\n", networks.join(", "))),
+        }
+        for n in &networks {
+            if !peers.contains_key(n) {
+                peers.insert(n.clone(), self.network_entries(n)?);
+            }
+            for (id, ip, names) in &peers[n] {
                 if *id != p.id {
                     out.push_str(&wharf_net::dns::hosts_line(*ip, names)?);
                 }
             }
-            // In place: the containers' /etc/hosts is a bind mount of this very file. A
-            // pod whose containers filled their name files' tmpfs keeps what it wrote (its
-            // own doing); the other pods are still written.
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .open(&hosts)
-                .and_then(|mut f| f.write_all(out.as_bytes()))
-                .ctx(|| format!("writing {}", hosts.display()));
-            if let Err(e) = written {
-                first.get_or_insert(e);
-            }
         }
-        first.map_or(Ok(()), Err)
+        // In place: the containers' /etc/hosts is a bind mount of this very file. A pod
+        // whose containers filled their name files' tmpfs keeps what it wrote (its own
+        // doing); the other pods are still written.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&hosts)
+            .and_then(|mut f| f.write_all(out.as_bytes()))
+            .ctx(|| format!("writing {}", hosts.display()))
     }
 
-    /// [`Engine::refresh_network_names`] for `network` if it is a user network (best
+    /// [`Engine::refresh_network_names`] for each user network of a pod's `spec` (best
     /// effort: a failure to update a name never fails what changed it).
-    pub(crate) fn refresh_names_of_network(&self, network: &NetworkMode) {
-        if let NetworkMode::Named(n) = network {
+    pub(crate) fn refresh_names_of_networks(&self, spec: &crate::model::PodSpec) {
+        if let NetworkMode::Named(n) = &spec.network {
             let _ = self.refresh_network_names(n);
+        }
+        for x in &spec.extra_networks {
+            let _ = self.refresh_network_names(&x.name);
         }
     }
 }

@@ -218,6 +218,10 @@ pub fn pod_spec(spec: &PodSpec) -> Result<(), Invalid> {
         check("network name", n, Rule::ObjectName)?;
     }
     check_all("network alias", &spec.network_aliases, Rule::HostAlias)?;
+    for x in &spec.extra_networks {
+        check("network name", &x.name, Rule::NetworkName)?;
+        check_all("network alias", &x.aliases, Rule::HostAlias)?;
+    }
     check_all("DNS server", &spec.dns.servers, Rule::IpAddr)?;
     check_all("DNS search domain", &spec.dns.searches, Rule::SearchDomain)?;
     check_all("DNS option", &spec.dns.options, Rule::DnsOption)?;

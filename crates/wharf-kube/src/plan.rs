@@ -775,6 +775,7 @@ impl<'a> Planner<'a> {
             // Warned about and skipped (see warnings.rs).
             sysctls: Default::default(),
             network_aliases: Vec::new(),
+            extra_networks: Vec::new(),
             log_max_size: None,
             log_max_files: None,
         };

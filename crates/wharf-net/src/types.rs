@@ -146,6 +146,10 @@ pub struct AttachOptions {
     pub ip_ranges: Vec<Vec<IpRange>>,
     /// Extra CNI_ARGS (key, value) pairs, e.g. K8S_POD_NAMESPACE.
     pub cni_args: Vec<(String, String)>,
+    /// Route the pod's default traffic through this network (built-in networks; false for
+    /// a pod's second and later networks, which reach only their own subnet, as docker's
+    /// non-primary endpoints do).
+    pub default_route: bool,
 }
 
 impl Default for AttachOptions {
@@ -160,6 +164,7 @@ impl Default for AttachOptions {
             bandwidth: None,
             ip_ranges: Vec::new(),
             cni_args: Vec::new(),
+            default_route: true,
         }
     }
 }

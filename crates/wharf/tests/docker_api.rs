@@ -299,6 +299,62 @@ fn the_docker_cli_runs_a_users_session() {
     assert_eq!(ping.code, 0, "{ping:?}");
     let shared = dk.ok(&["run", "--rm", "--network", "container:db", bb, "hostname"]);
     assert_eq!(shared.trim(), "db");
+    // A second network: at run time (several --network) and by connect/disconnect.
+    dk.ok(&["network", "create", "other"]);
+    let two = dk.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "appnet",
+        "--network",
+        "name=other,alias=second",
+        bb,
+        "sh",
+        "-c",
+        "ip -o -4 addr | grep -c ' eth[01] ' && ping -c1 -W2 database >/dev/null && echo reached",
+    ]);
+    assert_eq!(two, "2\nreached\n");
+    dk.ok(&["network", "connect", "--alias", "store", "other", "db"]);
+    let nets = dk.ok(&[
+        "inspect",
+        "-f",
+        "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}",
+        "db",
+    ]);
+    assert_eq!(nets.trim(), "appnet other");
+    let reach = dk.run(&[
+        "run",
+        "--rm",
+        "--network",
+        "other",
+        bb,
+        "ping",
+        "-c1",
+        "-W2",
+        "store",
+    ]);
+    assert_eq!(reach.code, 0, "{reach:?}");
+    let again = dk.run(&["network", "connect", "other", "db"]);
+    assert!(again.stderr.contains("already exists"), "{again:?}");
+    let first = dk.run(&["network", "disconnect", "appnet", "db"]);
+    assert!(
+        first.code != 0 && first.stderr.contains("appnet"),
+        "{first:?}"
+    );
+    dk.ok(&["network", "disconnect", "other", "db"]);
+    let gone = dk.run(&[
+        "run",
+        "--rm",
+        "--network",
+        "other",
+        bb,
+        "ping",
+        "-c1",
+        "-W1",
+        "store",
+    ]);
+    assert_ne!(gone.code, 0, "{gone:?}");
+    dk.ok(&["network", "rm", "other"]);
     // Names, DNS, limits, kernel parameters, /dev/shm, init, labels.
     let hosts = dk.ok(&[
         "run",

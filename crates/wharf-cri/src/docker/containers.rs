@@ -183,6 +183,13 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                         net_name.clone(),
                         json!({"IPAddress": ip, "NetworkID": net_name, "Aliases": null}),
                     );
+                    for a in pod.map(|p| p.sandbox.extra_networks.as_slice()).unwrap_or_default() {
+                        let ip = a.ips.iter().find(|i| !i.contains(':')).cloned().unwrap_or_default();
+                        networks.insert(
+                            a.network.clone(),
+                            json!({"IPAddress": ip, "NetworkID": a.network, "Aliases": null}),
+                        );
+                    }
                     let mut doc = json!({
                         "Id": c.id,
                         "Names": [format!("/{}", c.name)],

@@ -37,13 +37,23 @@ fn builtin_doc(name: &str, driver: &str, containers: Value) -> Value {
 }
 
 /// The containers of the pods on `pods`, as docker's `Containers` of a network.
-fn members(e: &wharf_engine::Engine, pods: &[wharf_engine::db::PodRow]) -> Result<Value, ApiError> {
+/// The containers of `pods` with their addresses on user network `network` (None: a
+/// built-in network, the pods' first).
+fn members(
+    e: &wharf_engine::Engine,
+    network: Option<&str>,
+    pods: &[wharf_engine::db::PodRow],
+) -> Result<Value, ApiError> {
     let mut out = serde_json::Map::new();
     for p in pods {
-        for c in e.db().containers(Some(&p.id))? {
-            let ip = p
-                .sandbox
-                .ips
+        let containers = e.list_containers(&wharf_engine::ContainerFilter {
+            all: true,
+            pod: Some(p.id.clone()),
+            ..Default::default()
+        })?;
+        for c in containers.iter().map(|v| &v.row) {
+            let ip = network
+                .map_or(p.sandbox.ips.as_slice(), |n| p.sandbox.ips_on(n))
                 .iter()
                 .find(|i| !i.contains(':'))
                 .cloned()
@@ -140,7 +150,7 @@ pub async fn inspect(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
         .engine(move |e| match find(e, &key)? {
             Ok(n) => {
                 let pods = e.network_pods(&n.name)?;
-                Ok(user_doc(&n, members(e, &pods)?))
+                Ok(user_doc(&n, members(e, Some(&n.name), &pods)?))
             }
             Err(name) => {
                 let pods: Vec<_> = e
@@ -157,7 +167,7 @@ pub async fn inspect(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                     .iter()
                     .find(|(n, _)| *n == name)
                     .map_or("", |(_, d)| d);
-                Ok(builtin_doc(name, d, members(e, &pods)?))
+                Ok(builtin_doc(name, d, members(e, None, &pods)?))
             }
         })
         .await?;
@@ -285,43 +295,93 @@ pub async fn prune(api: &Arc<Api>, _r: &Req) -> Result<Reply, ApiError> {
 struct Connect {
     container: String,
     force: bool,
+    endpoint_config: Option<Endpoint>,
 }
 
-/// `POST /networks/{id}/connect`: a container is on its pod's network from its start;
-/// connecting it to that one again is done already, to another is refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+struct Endpoint {
+    aliases: Option<Vec<String>>,
+}
+
+/// `POST /networks/{id}/connect`: the container's pod joins a further user network
+/// (eth1, eth2... without a default route, as docker's further endpoints).
 pub async fn connect(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
+    let key = r.param("id").to_string();
+    let b: Connect = r.json().await?;
+    api.engine(move |e| {
+        let c = e.container(&b.container)?;
+        let name = match find(e, &key)? {
+            Ok(n) => n.name,
+            Err(builtin) => {
+                let on = on_builtin(&c, builtin);
+                return Err(if on {
+                    already(&c.row.name, builtin)
+                } else {
+                    ApiError::bad(format!(
+                        "container {} cannot join network {builtin}: only user networks can be joined while it lives",
+                        c.row.name
+                    ))
+                });
+            }
+        };
+        let aliases = b
+            .endpoint_config
+            .and_then(|x| x.aliases)
+            .unwrap_or_default();
+        match e.connect_network(&c.row.id, &name, &aliases) {
+            Ok(()) => Ok(http::empty(StatusCode::OK)),
+            Err(wharf_engine::Error::Exists(_)) => Err(already(&c.row.name, &name)),
+            Err(err) => Err(err.into()),
+        }
+    })
+    .await
+}
+
+/// Whether container `c` is on docker's built-in network `builtin` (bridge: Wharf's default
+/// network, whatever its name).
+fn on_builtin(c: &wharf_engine::ContainerView, builtin: &str) -> bool {
+    match builtin {
+        "bridge" => !matches!(c.network.as_str(), "" | "none" | "host"),
+        other => c.network == other,
+    }
+}
+
+/// docker's answer to a container joining a network it is on.
+fn already(container: &str, network: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("endpoint with name {container} already exists in network {network}"),
+    )
+}
+
+/// `POST /networks/{id}/disconnect`: the container's pod leaves a network it joined with
+/// `connect` (its first stays: its default route and published ports are there).
+pub async fn disconnect(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
     let key = r.param("id").to_string();
     let b: Connect = r.json().await?;
     let _ = b.force;
     api.engine(move |e| {
         let c = e.container(&b.container)?;
-        let on = match find(e, &key)? {
-            Ok(n) => c.network == n.name,
-            Err(name) => name == "bridge" && c.network != "none" && c.network != "host",
+        let name = match find(e, &key)? {
+            Ok(n) => n.name,
+            Err(builtin) => {
+                let on = on_builtin(&c, builtin);
+                return Err(if on {
+                    ApiError::conflict(format!(
+                        "container {} is on network {builtin} since it was made: Wharf keeps a pod on its first network",
+                        c.row.name
+                    ))
+                } else {
+                    ApiError::conflict(format!(
+                        "container {} is not connected to network {builtin}",
+                        c.row.name
+                    ))
+                });
+            }
         };
-        if on {
-            return Ok(http::empty(StatusCode::OK));
-        }
-        Err(ApiError::not_implemented(format!(
-            "container {} is on network {}: Wharf attaches a pod to one network, when it is made; connecting it to network {key} is not supported",
-            c.row.name,
-            if c.network.is_empty() { "none" } else { &c.network }
-        )))
-    })
-    .await
-}
-
-/// `POST /networks/{id}/disconnect`.
-pub async fn disconnect(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
-    let key = r.param("id").to_string();
-    let b: Connect = r.json().await?;
-    api.engine(move |e| {
-        let c = e.container(&b.container)?;
-        let _ = find(e, &key)?;
-        Err(ApiError::not_implemented(format!(
-            "container {}: Wharf does not take a running pod off its network",
-            c.row.name
-        )))
+        e.disconnect_network(&c.row.id, &name)?;
+        Ok(http::empty(StatusCode::OK))
     })
     .await
 }

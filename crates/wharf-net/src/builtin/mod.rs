@@ -411,11 +411,15 @@ impl BuiltinNetwork {
 
         let mut nl = Netlink::open_in(pod_ns.as_fd())
             .ctx(|| format!("open a netlink socket in {}", rec.netns.display()))?;
-        let pod_link = self.configure_pod(&mut nl, rec)?;
+        let pod_link = self.configure_pod(&mut nl, rec, opts.default_route)?;
         rec.mac = Some(format_mac(&pod_link.mac));
         rec.phase = Phase::Attached;
         self.records.put(rec)?;
-        Ok(self.attachment(rec, &bridge_mac, &veth_mac))
+        let mut att = self.attachment(rec, &bridge_mac, &veth_mac);
+        if !opts.default_route {
+            att.routes.clear();
+        }
+        Ok(att)
     }
 
     fn attachment(&self, rec: &PodRecord, bridge_mac: &[u8], veth_mac: &[u8]) -> Attachment {
@@ -555,7 +559,12 @@ impl BuiltinNetwork {
     }
 
     /// Inside the pod: lo and the interface up, addresses, default routes.
-    fn configure_pod(&self, nl: &mut Netlink, rec: &PodRecord) -> Result<crate::netlink::Link> {
+    fn configure_pod(
+        &self,
+        nl: &mut Netlink,
+        rec: &PodRecord,
+        default_route: bool,
+    ) -> Result<crate::netlink::Link> {
         let ns = rec.netns.display();
         nl.set_up(1)
             .map_err(|e| e.ctx(format!("bring up lo in {ns}")))?;
@@ -569,7 +578,7 @@ impl BuiltinNetwork {
             nl.add_address(link.index, ip.addr, ip.prefix, ip.is_ipv6())
                 .map_err(|e| e.ctx(format!("add {ip} to {} in {ns}", rec.ifname)))?;
         }
-        for (fam, _) in self.families.iter().zip(&rec.ips) {
+        for (fam, _) in self.families.iter().zip(&rec.ips).filter(|_| default_route) {
             nl.add_route(None, fam.gateway, Some(link.index))
                 .map_err(|e| e.ctx(format!("add the default route via {} in {ns}", fam.gateway)))?;
         }

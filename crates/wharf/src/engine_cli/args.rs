@@ -380,6 +380,26 @@ pub enum NetworkCmd {
         #[arg(required = true)]
         networks: Vec<String>,
     },
+    /// Join a container (its pod) to a further user network while it lives.
+    Connect {
+        /// More names it answers to there.
+        #[arg(long = "alias")]
+        alias: Vec<String>,
+        /// The user network.
+        network: String,
+        /// The container.
+        container: String,
+    },
+    /// Take a container (its pod) off a network it joined with `network connect`.
+    Disconnect {
+        /// Accepted for docker's sake.
+        #[arg(short, long)]
+        force: bool,
+        /// The network.
+        network: String,
+        /// The container.
+        container: String,
+    },
     /// Remove the user networks no pod is on.
     Prune {
         /// Do not ask.

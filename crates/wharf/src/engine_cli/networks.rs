@@ -39,7 +39,7 @@ fn doc(engine: &Engine, n: &UserNetwork) -> Result<Value> {
             p.id.clone(),
             json!({
                 "Name": p.name,
-                "IPv4Address": p.sandbox.ips.iter().find(|i| !i.contains(':')).map(|ip| {
+                "IPv4Address": p.sandbox.ips_on(&n.name).iter().find(|i| !i.contains(':')).map(|ip| {
                     format!("{ip}/{}", n.subnet.split_once('/').map_or("32", |s| s.1))
                 }).unwrap_or_default(),
             }),
@@ -127,6 +127,16 @@ pub fn run(engine: &Engine, cmd: &NetworkCmd) -> Result<i32> {
         NetworkCmd::Rm { networks } => {
             return Ok(super::each_named(networks, |n| engine.remove_network(n)));
         }
+        NetworkCmd::Connect {
+            alias,
+            network,
+            container,
+        } => engine.connect_network(container, network, alias)?,
+        NetworkCmd::Disconnect {
+            force: _,
+            network,
+            container,
+        } => engine.disconnect_network(container, network)?,
         NetworkCmd::Prune { force } => {
             if !force && !super::confirm("all custom networks not used by at least one container")?
             {
