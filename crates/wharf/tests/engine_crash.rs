@@ -1018,6 +1018,52 @@ fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
     w.assert_clean();
 }
 
+/// A container on two user networks after a reboot: restore joins both again (eth1 too),
+/// and its neighbour on the second network finds it by its alias there.
+#[test]
+fn after_a_reboot_restore_joins_every_network_of_a_container_again() {
+    let w = World::new("crash-networks");
+    w.ok(&["network", "create", "--subnet", "10.98.1.0/24", "first"]);
+    w.ok(&["network", "create", "--subnet", "10.98.2.0/24", "second"]);
+    let run = |name: &str, net: &str| {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--restart",
+            "always",
+            "--network",
+            net,
+            &w.image,
+            "sleep",
+            "1000",
+        ]);
+    };
+    run("multi", "first");
+    run("peer", "second");
+    w.ok(&["network", "connect", "--alias", "joined", "second", "multi"]);
+    let addrs = || {
+        let out = w.ok(&["exec", "multi", "ip", "-o", "-4", "addr"]);
+        let mut v: Vec<String> = out
+            .lines()
+            .filter(|l| !l.contains(" lo "))
+            .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(addrs(), ["eth0", "eth1"]);
+    w.reboot();
+    assert_eq!(w.restore(), ["multi", "peer"]);
+    assert_eq!(addrs(), ["eth0", "eth1"]);
+    w.ok(&["exec", "peer", "ping", "-c1", "-W2", "joined"]);
+    w.ok(&["exec", "multi", "ping", "-c1", "-W2", "peer"]);
+    w.ok(&["rm", "-f", "multi", "peer"]);
+    w.ok(&["network", "rm", "first", "second"]);
+    w.assert_clean();
+}
+
 /// A played pod after a reboot: `system restore` makes its volumes again (a Secret's
 /// tmpfs and files; a disk emptyDir keeps its files, as the kubelet keeps them) and hands
 /// the pod to its shim as a plan again: the init container first, then the app, told its
