@@ -217,3 +217,21 @@ impl Images<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Error;
+
+    #[test]
+    fn only_the_stores_own_not_found_is_a_missing_image() {
+        let missing = || wharf_image::Error::NotFound("no such image: x".into());
+        assert!(Error::Image(missing()).is_image_not_found());
+        // A blob missing within a pull is the pull's failure, not a missing image.
+        assert!(!Error::Image(missing().context("pulling x")).is_image_not_found());
+        let pod = Error::NotFound {
+            kind: "pod",
+            name: "x".into(),
+        };
+        assert!(!pod.is_image_not_found());
+    }
+}

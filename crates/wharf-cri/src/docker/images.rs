@@ -326,11 +326,11 @@ pub async fn inspect(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let name = r.param("name").to_string();
     let doc = api
         .engine(move |e| {
-            let images = e.images();
-            images
-                .resolve(&name)
+            let details = e
+                .images()
+                .inspect(&name)
                 .map_err(|_| ApiError::not_found(format!("No such image: {name}")))?;
-            let mut doc = wharf_docker::views::image(&images.inspect(&name)?);
+            let mut doc = wharf_docker::views::image(&details);
             // docker's names: `busybox:latest` for docker.io/library/busybox:latest.
             for key in ["RepoTags", "RepoDigests"] {
                 if let Some(list) = doc[key].as_array_mut() {
