@@ -5,7 +5,7 @@
 //!
 //! - its record directory, `<root>/kube/workloads/<record>/`, where the front end keeps
 //!   what the controller needs (its manifest and options) and the engine
-//!   `controller.pid` ("<pid> <start time>") and `controller.log` (its output);
+//!   `controller.pid` (`<pid> <start time>`) and `controller.log` (its output);
 //! - its process: the wharf binary with the front end's arguments, detached (a process
 //!   group of its own, out of the terminal's job control, reparented to init once its
 //!   caller exits), in a cgroup of its own, `<cgroup parent>/kube-controller.<record>`: out
