@@ -284,7 +284,7 @@ fn apparmor(sc: &LinuxContainerSecurityContext, name: &str) -> Result<Option<Str
     if profile.is_empty() {
         return Err(invalid(name, "AppArmor Localhost profile without a name"));
     }
-    if !wharf_runtime::lsm::apparmor_enabled() {
+    if !wharf_engine::host::apparmor_enabled() {
         return Err(invalid(
             name,
             format!(

@@ -1,16 +1,15 @@
-//! The CRI ImageService over the image store: list, status, pull (with the request's
+//! The CRI ImageService over the engine's images: list, status, pull (with the request's
 //! credentials), remove, and the image filesystem's usage.
 
 use std::collections::HashMap;
 
 use tonic::{Request, Response, Status};
-use wharf_image::auth::Credentials;
-use wharf_image::{Image, ImageStore, PullOptions};
+use wharf_engine::images::{Credentials, Image, Images as EngineImages, PullOptions};
 
 use crate::api::image_service_server::ImageService;
 use crate::api::*;
 use crate::engines::Engines;
-use crate::status::from_image;
+use crate::status::from_engine;
 
 /// The ImageService.
 pub struct Images {
@@ -18,19 +17,19 @@ pub struct Images {
 }
 
 impl Images {
-    /// Serve images of the engines' store.
+    /// Serve the engines' images.
     pub fn new(engines: Engines) -> Images {
         Images { engines }
     }
 
-    /// Run `f` on the image store, counted in the metrics as `method`.
-    async fn with_store<T: Send + 'static>(
+    /// Run `f` on the engine's images, counted in the metrics as `method`.
+    async fn with_images<T: Send + 'static>(
         &self,
         method: &'static str,
-        f: impl FnOnce(&ImageStore) -> Result<T, Status> + Send + 'static,
+        f: impl FnOnce(&EngineImages<'_>) -> Result<T, Status> + Send + 'static,
     ) -> Result<T, Status> {
         let t = std::time::Instant::now();
-        let r = self.engines.call(move |e| f(e.images())).await;
+        let r = self.engines.call(move |e| f(&e.images())).await;
         let code = r.as_ref().map_or_else(|s| s.code(), |_| tonic::Code::Ok);
         crate::metrics::request(method, code, t.elapsed());
         if method == "PullImage" {
@@ -148,18 +147,18 @@ impl ImageService for Images {
             .map(|s| s.image)
             .filter(|s| !s.is_empty());
         let images = self
-            .with_store("ListImages", move |store| {
+            .with_images("ListImages", move |images| {
                 let mut ids: Vec<String> = Vec::new();
-                for s in store.list().map_err(from_image)? {
+                for s in images.list().map_err(from_engine)? {
                     if !ids.contains(&s.id) {
                         ids.push(s.id);
                     }
                 }
                 let mut out = Vec::new();
                 for id in ids {
-                    let image = store.resolve(&id).map_err(from_image)?;
+                    let image = images.resolve(&id).map_err(from_engine)?;
                     if let Some(f) = &filter {
-                        let matches = store.resolve(f).is_ok_and(|i| i.id == image.id);
+                        let matches = images.resolve(f).is_ok_and(|i| i.id == image.id);
                         if !matches {
                             continue;
                         }
@@ -189,7 +188,7 @@ impl ImageService for Images {
         let name = reference(req.image.as_ref())?;
         let verbose = req.verbose;
         let resp = self
-            .with_store("ImageStatus", move |store| match store.resolve(&name) {
+            .with_images("ImageStatus", move |images| match images.resolve(&name) {
                 Ok(image) => {
                     let mut info = HashMap::new();
                     if verbose {
@@ -207,8 +206,8 @@ impl ImageService for Images {
                     })
                 }
                 // Not an error in the CRI: the image is simply not there.
-                Err(wharf_image::Error::NotFound(_)) => Ok(ImageStatusResponse::default()),
-                Err(e) => Err(from_image(e)),
+                Err(e) if e.is_image_not_found() => Ok(ImageStatusResponse::default()),
+                Err(e) => Err(from_engine(e)),
             })
             .await?;
         Ok(Response::new(resp))
@@ -227,12 +226,12 @@ impl ImageService for Images {
             &[("image", &name)],
         );
         let image_ref = self
-            .with_store("PullImage", move |store| {
+            .with_images("PullImage", move |images| {
                 let opts = PullOptions {
                     creds,
                     ..Default::default()
                 };
-                let image = store.pull(&name, &opts, &()).map_err(from_image)?;
+                let image = images.pull(&name, &opts, &()).map_err(from_engine)?;
                 Ok(image.id.as_str().to_string())
             })
             .await?;
@@ -244,17 +243,18 @@ impl ImageService for Images {
         request: Request<RemoveImageRequest>,
     ) -> Result<Response<RemoveImageResponse>, Status> {
         let name = reference(request.into_inner().image.as_ref())?;
-        self.with_store("RemoveImage", move |store| {
+        self.with_images("RemoveImage", move |images| {
             // All of the image goes (kubelet removes by id); a missing image is fine.
-            let id = match store.resolve(&name) {
+            let id = match images.resolve(&name) {
                 Ok(image) => image.id.as_str().to_string(),
-                Err(wharf_image::Error::NotFound(_)) => return Ok(()),
-                Err(e) => return Err(from_image(e)),
+                Err(e) if e.is_image_not_found() => return Ok(()),
+                Err(e) => return Err(from_engine(e)),
             };
             // A concurrent removal may take it first: gone either way.
-            match store.remove(&id, true) {
-                Ok(_) | Err(wharf_image::Error::NotFound(_)) => Ok(()),
-                Err(e) => Err(from_image(e)),
+            match images.remove(&id, true) {
+                Ok(_) => Ok(()),
+                Err(e) if e.is_image_not_found() => Ok(()),
+                Err(e) => Err(from_engine(e)),
             }
         })
         .await?;
@@ -266,16 +266,15 @@ impl ImageService for Images {
         _request: Request<ImageFsInfoRequest>,
     ) -> Result<Response<ImageFsInfoResponse>, Status> {
         let fs = self
-            .with_store("ImageFsInfo", |store| {
-                let root = store.root().to_path_buf();
-                let (bytes, inodes) = usage(&root);
+            .with_images("ImageFsInfo", |images| {
+                let used = images.filesystem_usage();
                 Ok(FilesystemUsage {
                     timestamp: crate::meta::now_nanos(),
                     fs_id: Some(FilesystemIdentifier {
-                        mountpoint: root.display().to_string(),
+                        mountpoint: used.mountpoint.display().to_string(),
                     }),
-                    used_bytes: Some(UInt64Value { value: bytes }),
-                    inodes_used: Some(UInt64Value { value: inodes }),
+                    used_bytes: Some(UInt64Value { value: used.bytes }),
+                    inodes_used: Some(UInt64Value { value: used.inodes }),
                 })
             })
             .await?;

@@ -18,7 +18,7 @@ use tonic::Status;
 use wharf_engine::Engine;
 use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::model::ContainerState;
-use wharf_runtime::cgroups::{Limits, Stats};
+use wharf_engine::stats::{Limits, Stats};
 
 use crate::api::*;
 use crate::meta;
@@ -471,8 +471,8 @@ fn container_metrics(
         sink.push("container_hugetlb_usage_bytes", &[size], h.usage);
         sink.push("container_hugetlb_max_usage_bytes", &[size], h.max);
     }
-    if let Ok(r) = e.images().container_rootfs(&row.id) {
-        writable_layer(&mut sink, &r.upper_dir);
+    if let Ok(upper) = e.writable_layer(row) {
+        writable_layer(&mut sink, &upper);
     }
     let secs = |ns: i64| (ns.max(0) as u64) / NANOS;
     sink.push("container_last_seen", &[], secs(meta::now_nanos()));

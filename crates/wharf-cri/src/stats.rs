@@ -17,7 +17,7 @@ fn value(v: u64) -> Option<UInt64Value> {
 
 /// The working set: usage less inactive file pages, as cAdvisor and containerd count it
 /// (what kubelet evicts by).
-pub fn working_set(s: &wharf_runtime::cgroups::Stats) -> u64 {
+pub fn working_set(s: &wharf_engine::stats::Stats) -> u64 {
     let inactive = ["total_inactive_file", "inactive_file"]
         .iter()
         .find_map(|k| s.memory.raw.get(*k).copied())
@@ -72,12 +72,12 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
             },
         ),
     };
-    let writable = e.images().container_rootfs(&row.id).ok().map(|r| {
-        let (bytes, inodes) = crate::images::usage(&r.upper_dir);
+    let writable = e.writable_layer(row).ok().map(|upper| {
+        let (bytes, inodes) = crate::images::usage(&upper);
         FilesystemUsage {
             timestamp: now,
             fs_id: Some(FilesystemIdentifier {
-                mountpoint: r.upper_dir.display().to_string(),
+                mountpoint: upper.display().to_string(),
             }),
             used_bytes: value(bytes),
             inodes_used: value(inodes),

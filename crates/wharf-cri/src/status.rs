@@ -9,11 +9,6 @@ pub fn from_engine(e: wharf_engine::Error) -> Status {
     Status::new(code(e.kind()), e.to_string())
 }
 
-/// The gRPC status of an image-store error.
-pub fn from_image(e: wharf_image::Error) -> Status {
-    from_engine(wharf_engine::Error::from(e))
-}
-
 fn code(kind: ErrorKind) -> Code {
     match kind {
         ErrorKind::NotFound => Code::NotFound,

@@ -446,12 +446,8 @@ pub fn familiar(name: &str) -> String {
 /// `docker image inspect`'s document (Id, RepoTags, RepoDigests, Created from the image's
 /// config, Config, RootFS...), with Wharf's store details beside it (Digest, ChainID,
 /// Manifest, LayerDirs).
-pub fn image(
-    store: &wharf_image::ImageStore,
-    name: &str,
-) -> wharf_image::Result<serde_json::Value> {
-    let img = store.resolve(name)?;
-    let layers = store.layer_dirs(&img).unwrap_or_default();
+pub fn image(details: &wharf_engine::images::ImageDetails) -> serde_json::Value {
+    let (img, layers) = (&details.image, &details.layer_dirs);
     let repo_digests: Vec<String> = img
         .names
         .iter()
@@ -471,7 +467,7 @@ pub fn image(
         .created()
         .clone()
         .unwrap_or_else(|| wharf_sys::time::rfc3339(img.created_at, 0, false));
-    Ok(serde_json::json!({
+    serde_json::json!({
         "Id": img.id.to_string(),
         "RepoTags": img.names.iter().filter(|n| !n.contains('@')).collect::<Vec<_>>(),
         "RepoDigests": repo_digests,
@@ -491,7 +487,7 @@ pub fn image(
         "ChainID": img.top_chain_id.as_ref().map(|c| c.to_string()),
         "Manifest": img.manifest,
         "LayerDirs": layers,
-    }))
+    })
 }
 
 #[cfg(test)]

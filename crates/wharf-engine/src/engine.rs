@@ -98,11 +98,6 @@ impl Engine {
         &self.paths
     }
 
-    /// The image store.
-    pub fn images(&self) -> &wharf_image::ImageStore {
-        &self.images
-    }
-
     /// The metadata store.
     pub fn db(&self) -> &Db {
         &self.db

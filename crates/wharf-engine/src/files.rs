@@ -14,7 +14,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
-use wharf_image::tree_tar::{self, Owners, Walk};
+use wharf_image::tree_tar::{Owners, Walk};
+
+/// The tar reader and writer these copies use, walking trees through file descriptors. A
+/// front end packs and unpacks the host's side of a copy (`wharf cp`) with it, so that both
+/// sides follow the same rules (no symlink followed out of the tree, owners as asked).
+pub use wharf_image::tree_tar;
 
 use crate::db::ContainerRow;
 use crate::engine::Engine;
@@ -279,6 +284,12 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let rootfs = self.images.container_rootfs(&row.id)?;
         Ok(tree_size(&rootfs.upper_dir))
+    }
+
+    /// The directory of a container's writable layer (where its stats measure what it
+    /// wrote).
+    pub fn writable_layer(&self, row: &ContainerRow) -> Result<PathBuf> {
+        Ok(self.images.container_rootfs(&row.id)?.upper_dir)
     }
 
     /// What the container changed in its image's files, by path.

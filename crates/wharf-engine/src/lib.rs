@@ -8,6 +8,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod controllers;
 pub mod db;
 pub mod defaults;
 mod engine;
@@ -16,7 +17,9 @@ mod events;
 mod exec;
 pub mod files;
 pub mod hooks;
+pub mod host;
 pub mod image_volumes;
+pub mod images;
 pub mod ledger;
 pub mod model;
 pub mod named_volumes;
@@ -28,8 +31,10 @@ pub mod paths;
 pub mod pod_ip;
 mod pod_lock;
 pub mod pod_volumes;
+pub mod probes;
 mod query;
 pub mod reconcile;
+pub mod registry;
 pub mod restore;
 pub mod rm_guard;
 // Forks a child that unshares the pod's namespaces (a multi-threaded process cannot).
@@ -38,6 +43,7 @@ pub mod sandbox;
 mod seccomp_default;
 pub mod session;
 pub mod specgen;
+pub mod stats;
 mod sub_paths;
 mod supervisor;
 pub mod system;

@@ -214,7 +214,7 @@ impl Engine {
     }
 
     /// The wharf binary: the options' or this process's.
-    fn wharf_bin(&self) -> PathBuf {
+    pub(crate) fn wharf_bin(&self) -> PathBuf {
         self.opts
             .wharf_bin
             .clone()

@@ -271,7 +271,7 @@ pub fn repair(opts: EngineOptions) -> Result<(Engine, RepairReport)> {
     };
     let engine = Engine::open_unchecked(opts)?;
     if fresh {
-        let img = engine.images().restore()?;
+        let img = engine.images.restore()?;
         report.lines.push(format!(
             "images: {} snapshot(s) and {} name(s) restored",
             img.snapshots,

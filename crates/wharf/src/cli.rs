@@ -41,7 +41,7 @@ pub struct GlobalOpts {
     #[arg(id = "run_dir", long = "run-dir", global = true, env = "WHARF_RUN", default_value = wharf_engine::paths::DEFAULT_RUN)]
     pub run: PathBuf,
     /// Wharf's config file (registries, image limits, default network).
-    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_image::config::DEFAULT_CONFIG_PATH)]
+    #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_engine::images::DEFAULT_CONFIG_PATH)]
     pub config: PathBuf,
 }
 

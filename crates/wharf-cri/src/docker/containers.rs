@@ -37,7 +37,7 @@ pub async fn create(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         .filter(|n| !n.is_empty())
         .map(|n| n.trim_start_matches('/').to_string());
     if let Some(p) = r.q("platform").filter(|p| !p.is_empty()) {
-        let host = wharf_image::manifest::Platform::host();
+        let host = wharf_engine::images::Platform::host();
         if !p.starts_with(&format!("{}/{}", host.os, host.architecture)) {
             return Err(ApiError::bad(format!(
                 "platform {p} is not supported: this host runs {}/{}",

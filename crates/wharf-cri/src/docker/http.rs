@@ -105,12 +105,6 @@ impl From<wharf_engine::validate::Invalid> for ApiError {
     }
 }
 
-impl From<wharf_image::Error> for ApiError {
-    fn from(e: wharf_image::Error) -> ApiError {
-        ApiError::from(wharf_engine::Error::from(e))
-    }
-}
-
 /// What a handler gets.
 pub struct Req {
     /// The method.

@@ -7,7 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use hyper::StatusCode;
 use serde_json::{Value, json};
-use wharf_image::pull::{PullEvent, PullOptions, PullProgress};
+use wharf_engine::images::{
+    ArchiveFormat, BlobOutcome, Credentials, Images, Platform, PullEvent, PullOptions,
+    PullProgress, Reference,
+};
+use wharf_engine::registry;
 
 use super::Api;
 use super::containers::ChannelWriter;
@@ -22,7 +26,7 @@ fn short(d: &impl std::fmt::Display) -> String {
 
 /// Credentials of `X-Registry-Auth` (base64url JSON `{"username", "password"}`; an
 /// identity token is taken as a password for the token user, as registries expect).
-fn registry_auth(r: &Req) -> Result<Option<wharf_image::auth::Credentials>, ApiError> {
+fn registry_auth(r: &Req) -> Result<Option<Credentials>, ApiError> {
     let Some(raw) = r
         .headers
         .get("x-registry-auth")
@@ -44,7 +48,7 @@ fn registry_auth(r: &Req) -> Result<Option<wharf_image::auth::Credentials>, ApiE
         .map_err(|e| ApiError::bad(format!("X-Registry-Auth is not JSON: {e}")))?;
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     if !s("identitytoken").is_empty() {
-        return Ok(Some(wharf_image::auth::Credentials {
+        return Ok(Some(Credentials {
             username: "<token>".into(),
             password: s("identitytoken"),
         }));
@@ -52,7 +56,7 @@ fn registry_auth(r: &Req) -> Result<Option<wharf_image::auth::Credentials>, ApiE
     if s("username").is_empty() {
         return Ok(None);
     }
-    Ok(Some(wharf_image::auth::Credentials {
+    Ok(Some(Credentials {
         username: s("username"),
         password: s("password"),
     }))
@@ -170,7 +174,7 @@ pub async fn pull(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let platform = r
         .q("platform")
         .filter(|p| !p.is_empty())
-        .map(wharf_image::manifest::Platform::parse)
+        .map(Platform::parse)
         .transpose()
         .map_err(|e| ApiError::bad(e.to_string()))?;
     let creds = registry_auth(r)?;
@@ -184,7 +188,7 @@ pub async fn pull(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
         let shown = tag.clone().unwrap_or_else(|| "latest".into());
         progress
             .send(json!({"status": format!("Pulling from {}", repo_path(&image)), "id": shown}));
-        let store = match wharf_image::ImageStore::open_with(&opts.root, opts.registries.clone()) {
+        let images = match Images::open(&opts.root, &opts.run, opts.registries.clone()) {
             Ok(s) => s,
             Err(e) => {
                 progress.send(
@@ -193,13 +197,13 @@ pub async fn pull(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                 return;
             }
         };
-        let had = store.resolve(&reference).ok().map(|i| i.id);
+        let had = images.resolve(&reference).ok().map(|i| i.id);
         let po = PullOptions {
             platform,
             creds,
             ..Default::default()
         };
-        match store.pull(&reference, &po, &progress) {
+        match images.pull(&reference, &po, &progress) {
             Ok(img) => {
                 progress.send(json!({"status": format!("Digest: {}", img.manifest_digest)}));
                 let verdict = if had.as_ref() == Some(&img.id) {
@@ -220,7 +224,7 @@ pub async fn pull(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
 
 /// `library/busybox` of `busybox`, as docker's "Pulling from" says it.
 fn repo_path(image: &str) -> String {
-    match wharf_image::reference::Reference::parse(image) {
+    match Reference::parse(image) {
         Ok(r) => r.repository,
         Err(_) => image.to_string(),
     }
@@ -322,10 +326,11 @@ pub async fn inspect(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let name = r.param("name").to_string();
     let doc = api
         .engine(move |e| {
-            e.images()
-                .resolve(&name)
+            let details = e
+                .images()
+                .inspect(&name)
                 .map_err(|_| ApiError::not_found(format!("No such image: {name}")))?;
-            let mut doc = wharf_docker::views::image(e.images(), &name)?;
+            let mut doc = wharf_docker::views::image(&details);
             // docker's names: `busybox:latest` for docker.io/library/busybox:latest.
             for key in ["RepoTags", "RepoDigests"] {
                 if let Some(list) = doc[key].as_array_mut() {
@@ -459,7 +464,7 @@ pub async fn prune(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                     space += row.size;
                 }
             }
-            let _ = e.images().gc();
+            let _ = e.images().collect_garbage();
             Ok(json!({"ImagesDeleted": deleted, "SpaceReclaimed": space}))
         })
         .await?;
@@ -472,7 +477,7 @@ pub async fn load(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
     let loaded = api
         .engine(move |e| {
             Ok(e.images()
-                .load_named(http::ChunkReader::new(chunks), "the request body")?)
+                .load(http::ChunkReader::new(chunks), "the request body")?)
         })
         .await?;
     let (tx, rx) = tokio::sync::mpsc::channel(loaded.len() + 1);
@@ -510,14 +515,13 @@ pub async fn save(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let opts = api.engines.options();
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     std::thread::spawn(move || {
-        let Ok(store) = wharf_image::ImageStore::open_with(&opts.root, opts.registries.clone())
-        else {
+        let Ok(images) = Images::open(&opts.root, &opts.run, opts.registries.clone()) else {
             return;
         };
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let _ = store.save(
+        let _ = images.save(
             &refs,
-            wharf_image::archive::ArchiveFormat::Docker,
+            ArchiveFormat::Docker,
             std::io::BufWriter::with_capacity(64 << 10, ChannelWriter(tx)),
         );
     });
@@ -552,16 +556,15 @@ pub async fn push(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
         // Credentials from the header are not passed on: the push uses docker's
         // config.json, as `wharf push` does.
         let _ = creds;
-        let result = wharf_image::ImageStore::open_with(&opts.root, opts.registries.clone())
-            .and_then(|s| {
-                s.push(&reference, &mut |d, outcome| {
-                    let status = match format!("{outcome:?}").as_str() {
-                        o if o.contains("Exist") || o.contains("Mount") => "Layer already exists",
-                        _ => "Pushed",
-                    };
-                    send(json!({"status": status, "progressDetail": {}, "id": short(d)}));
-                })
-            });
+        let result = Images::open(&opts.root, &opts.run, opts.registries.clone()).and_then(|s| {
+            s.push(&reference, &mut |d, outcome| {
+                let status = match outcome {
+                    BlobOutcome::Exists | BlobOutcome::Mounted(_) => "Layer already exists",
+                    BlobOutcome::Pushed => "Pushed",
+                };
+                send(json!({"status": status, "progressDetail": {}, "id": short(d)}));
+            })
+        });
         match result {
             Ok(report) => {
                 let tag = reference
@@ -588,23 +591,12 @@ pub async fn distribution(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let creds = registry_auth(r)?;
     let registries = api.engines.options().registries;
     let doc = tokio::task::spawn_blocking(move || -> Result<Value, ApiError> {
-        let reference = wharf_image::reference::Reference::parse(&name)
-            .map_err(|e| ApiError::bad(e.to_string()))?;
-        let client = wharf_image::registry::Client::new(registries, creds);
-        let tag = reference
-            .digest
-            .as_ref()
-            .map(|d| d.to_string())
-            .or(reference.tag.clone())
-            .unwrap_or_else(|| "latest".into());
-        let m = client
-            .repository(&reference)
-            .manifest(&tag)
+        let reference = Reference::parse(&name).map_err(|e| ApiError::bad(e.to_string()))?;
+        let m = registry::remote_manifest(&registries, &reference, creds)
             .map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()))?;
-        let (digest, media_type, size) = (m.digest, m.media_type, m.bytes.len());
         Ok(json!({
-            "Descriptor": {"mediaType": media_type, "digest": digest.to_string(), "size": size},
-            "Platforms": [{"architecture": wharf_image::manifest::Platform::host().architecture, "os": "linux"}],
+            "Descriptor": {"mediaType": m.media_type, "digest": m.digest.to_string(), "size": m.size},
+            "Platforms": [{"architecture": Platform::host().architecture, "os": "linux"}],
         }))
     })
     .await

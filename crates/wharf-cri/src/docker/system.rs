@@ -100,21 +100,15 @@ fn os_name() -> String {
 
 /// `GET /info`.
 pub async fn info(api: &Arc<Api>) -> Result<Reply, ApiError> {
-    let (containers, images, root, cgroup_v2) = api
+    let (containers, images, root, cgroups) = api
         .engine(|e| {
             let c = e.list_containers(&ContainerFilter {
                 all: true,
                 ..Default::default()
             })?;
-            let images: HashSet<String> = e
-                .images()
-                .list()
-                .map_err(wharf_engine::Error::from)?
-                .into_iter()
-                .map(|i| i.id)
-                .collect();
-            let v2 = wharf_runtime::cgroups::detect().is_ok_and(|l| l.is_v2());
-            Ok((c, images.len(), e.paths().root.clone(), v2))
+            let images: HashSet<String> = e.images().list()?.into_iter().map(|i| i.id).collect();
+            let cgroups = wharf_engine::host::cgroups();
+            Ok((c, images.len(), e.paths().root.clone(), cgroups))
         })
         .await?;
     let count = |s: ContainerState| containers.iter().filter(|c| c.row.state == s).count();
@@ -151,8 +145,8 @@ pub async fn info(api: &Arc<Api>) -> Result<Reply, ApiError> {
         "NGoroutines": 0,
         "SystemTime": wharf_sys::time::now_rfc3339_nano(),
         "LoggingDriver": "json-file",
-        "CgroupDriver": "cgroupfs",
-        "CgroupVersion": if cgroup_v2 { "2" } else { "1" },
+        "CgroupDriver": cgroups.driver.as_str(),
+        "CgroupVersion": cgroups.version.as_str(),
         "NEventsListener": 0,
         "KernelVersion": kernel(),
         "OperatingSystem": os_name(),
@@ -291,7 +285,7 @@ pub async fn df(api: &Arc<Api>, _r: &Req) -> Result<Reply, ApiError> {
             let mut seen = HashSet::new();
             let mut images = Vec::new();
             let mut layers = 0u64;
-            for i in e.images().list().map_err(wharf_engine::Error::from)? {
+            for i in e.images().list()? {
                 if !seen.insert(i.id.clone()) {
                     continue;
                 }
@@ -362,27 +356,14 @@ pub async fn auth(api: &Arc<Api>, r: &mut Req) -> Result<Reply, ApiError> {
     } else {
         b.serveraddress.as_str()
     };
-    let s = server
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
-    let host = match s.split('/').next().unwrap_or(s) {
-        "index.docker.io" | "registry-1.docker.io" | "docker.io" => "docker.io".to_string(),
-        h => h.to_string(),
-    };
-    let creds = wharf_image::auth::Credentials {
+    let host = wharf_engine::registry::login_host(server);
+    let creds = wharf_engine::images::Credentials {
         username: b.username,
         password: b.password,
     };
     let registries = api.engines.options().registries;
     tokio::task::spawn_blocking(move || {
-        let client = wharf_image::registry::Client::new(registries, Some(creds));
-        let r = wharf_image::reference::Reference {
-            registry: host,
-            repository: String::new(),
-            tag: None,
-            digest: None,
-        };
-        client.repository(&r).check_login()
+        wharf_engine::registry::check_login(&registries, &host, creds)
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))?

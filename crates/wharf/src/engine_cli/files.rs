@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use wharf_engine::Engine;
 use wharf_engine::files::PathKind;
-use wharf_image::tree_tar::{self, Owners, Walk};
+use wharf_engine::files::tree_tar::{self, Owners, Walk};
 
 /// One side of a `cp`.
 enum Side<'a> {

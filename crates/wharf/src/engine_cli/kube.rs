@@ -13,14 +13,17 @@
 //! ```
 //!
 //! `play --down` stops the controller, then removes the pods (found by their owner label).
-//! A controller runs in a cgroup of its own, `<cgroup parent>/kube-controller.<record>`,
-//! and `wharf system restore` starts again the controllers of workloads still recorded.
+//! How a controller runs (detached, in a cgroup of its own, its pid recorded) is the
+//! engine's ([`wharf_engine::controllers`]); what it does in its passes is this module's.
+//! `wharf system restore` starts again the controllers of workloads still recorded.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
+use wharf_engine::controllers::Controller;
 use wharf_engine::{Engine, PodFilter};
 use wharf_kube::{self as kube, PlanOptions, PlayPlan, PullPolicy, Workload};
 
@@ -96,7 +99,7 @@ pub fn play(
     let engine = open(cli)?;
     let opts = PlanOptions::for_host(&cli.root);
     let replace = match mode {
-        PlayMode::Down { force } => return play_down(cli, &engine, &manifest, &opts, force),
+        PlayMode::Down { force } => return play_down(&engine, &manifest, &opts, force),
         PlayMode::Up { replace } => replace,
     };
     let mut plans = Vec::new();
@@ -107,13 +110,17 @@ pub fn play(
     }
     if replace {
         // Only once the manifest is known to be playable: a bad edit keeps what runs.
-        play_down(cli, &engine, &manifest, &opts, false)?;
+        play_down(&engine, &manifest, &opts, false)?;
     }
     for name in plans.iter().filter_map(|p| p.pod.name.as_deref()) {
         kube::ensure_new(&engine, name)?;
     }
     for w in manifest.workloads() {
-        if record_dir(cli, w).join("options.json").exists() {
+        if controller_of(&engine, w)
+            .dir()
+            .join("options.json")
+            .exists()
+        {
             bail!(
                 "{} {} already runs: take it down first (wharf play --down), or play with --replace",
                 w.kind.as_str(),
@@ -145,8 +152,9 @@ pub fn play(
         }
         for w in manifest.workloads() {
             let label = format!("{} {}", w.kind.as_str(), w.name);
-            let dir = record_dir(cli, w);
-            write_record(&dir, &text, w, network, pull)
+            let controller = controller_of(&engine, w);
+            let dir = controller.dir();
+            write_record(dir, &text, w, network, pull)
                 .with_context(|| format!("{label}: record {}", dir.display()))?;
             started.push(w);
             // The first pods now, so that what is wrong with them is said here.
@@ -176,7 +184,7 @@ pub fn play(
             for l in lines {
                 println!("{l}");
             }
-            spawn_controller(cli, &engine, &dir)
+            spawn_controller(cli, &controller)
                 .with_context(|| format!("{label}: its controller"))?;
         }
         Ok(())
@@ -184,7 +192,7 @@ pub fn play(
     if let Err(e) = result {
         // All or nothing: what did come up goes again.
         for w in started {
-            let _ = take_down_workload(cli, &engine, w, Some(Duration::ZERO));
+            let _ = take_down_workload(&engine, w, Some(Duration::ZERO));
         }
         for id in made {
             let _ = kube::play_down(&engine, &id, Some(Duration::ZERO));
@@ -222,7 +230,6 @@ fn engine_error(e: anyhow::Error) -> wharf_engine::Error {
 /// `play --down`: the manifest's pods (by name: a pod whose ConfigMaps are not given
 /// again still comes down), then its workloads (controller first, then their pods).
 fn play_down(
-    cli: &Cli,
     engine: &Engine,
     manifest: &kube::Manifest,
     opts: &PlanOptions,
@@ -251,9 +258,9 @@ fn play_down(
     }
     for w in manifest.workloads() {
         let label = format!("{} {}", w.kind.as_str(), w.name);
-        let n = take_down_workload(cli, engine, w, None)
-            .with_context(|| format!("taking {label} down"))?;
-        if n == 0 && !record_dir(cli, w).exists() {
+        let n =
+            take_down_workload(engine, w, None).with_context(|| format!("taking {label} down"))?;
+        if n == 0 && !controller_of(engine, w).dir().exists() {
             eprintln!("wharf: {label} does not exist");
         }
         // The template's claims, and each pod's of a StatefulSet.
@@ -292,16 +299,11 @@ fn play_down(
 
 /// Stop workload `w`'s controller, remove its pods and its record. Returns how many
 /// pods were removed.
-fn take_down_workload(
-    cli: &Cli,
-    engine: &Engine,
-    w: &Workload,
-    grace: Option<Duration>,
-) -> Result<usize> {
-    let dir = record_dir(cli, w);
+fn take_down_workload(engine: &Engine, w: &Workload, grace: Option<Duration>) -> Result<usize> {
+    let controller = controller_of(engine, w);
     // First the controller, so that it makes no pod while they go.
-    stop_controller(&dir);
-    let _ = std::fs::remove_file(dir.join("options.json"));
+    controller.stop();
+    let _ = std::fs::remove_file(controller.dir().join("options.json"));
     let pods = owned_pods(engine, w)?;
     // Together: the replicas share one grace period.
     let ids: Vec<&str> = pods.iter().map(|p| p.row.id.as_str()).collect();
@@ -314,15 +316,10 @@ fn take_down_workload(
         println!("{}", pod.id);
     }
     // Last: a shim the controller started sits in its cgroup until the shim is idle.
-    if let Some(cg) = controller_cgroup(engine, &dir) {
-        cg.destroy()
-            .with_context(|| format!("remove the cgroup of {}'s controller", w.name))?;
-    }
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("remove {}", dir.display())),
-    }
+    controller
+        .remove_cgroup()
+        .with_context(|| format!("remove the cgroup of {}'s controller", w.name))?;
+    controller.remove_record()?;
     Ok(pods.len())
 }
 
@@ -335,9 +332,9 @@ fn owned_pods(engine: &Engine, w: &Workload) -> Result<Vec<wharf_engine::PodView
     Ok(pods)
 }
 
-/// `<root>/kube/workloads/<namespace>.<kind>.<name>`.
-fn record_dir(cli: &Cli, w: &Workload) -> PathBuf {
-    cli.root.join("kube").join("workloads").join(format!(
+/// Workload `w`'s controller, recorded as `<namespace>.<kind>.<name>`.
+fn controller_of<'e>(engine: &'e Engine, w: &Workload) -> Controller<'e> {
+    engine.controller(&format!(
         "{}.{}.{}",
         w.namespace.as_deref().unwrap_or("default"),
         w.kind.as_str().to_lowercase(),
@@ -366,101 +363,39 @@ fn write_record(
     Ok(())
 }
 
-/// The cgroup of the controller of the workload recorded in `dir`: a leaf of the
-/// engine's cgroup parent, as a pod's shim has one in its pod's. Out of the caller's
-/// cgroup, which a login's systemd scope (or the boot unit that runs `system restore`)
-/// would take down with everything in it.
-fn controller_cgroup(engine: &Engine, dir: &Path) -> Option<wharf_runtime::cgroups::Cgroup> {
-    let record = dir.file_name()?.to_str()?;
-    let layout = wharf_runtime::cgroups::detect().ok()?;
-    let path = format!(
-        "{}/kube-controller.{record}",
-        engine.options().cgroup_parent.trim_end_matches('/')
-    );
-    wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&path)), record).ok()
-}
-
-/// Start `wharf kube-controller DIR`, detached (its own process group, out of the
-/// terminal's job control, in its own cgroup; output to controller.log); it is
-/// reparented to init once this command exits.
-fn spawn_controller(cli: &Cli, engine: &Engine, dir: &Path) -> Result<()> {
-    use std::os::unix::process::CommandExt;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("controller.log"))?;
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("--root")
-        .arg(&cli.root)
-        .arg("--run-dir")
-        .arg(&cli.run)
-        .arg("--config")
-        .arg(&cli.config)
-        .arg("kube-controller")
-        .arg(dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0);
-    let child = cmd.spawn()?;
-    let pid = child.id() as i32;
-    if let Some(cg) = controller_cgroup(engine, dir)
-        && let Err(e) = cg.create().and_then(|()| cg.add_pid(pid, false))
-    {
+/// Start the controller, `wharf kube-controller DIR` on this command's state, as the
+/// engine starts one (detached, in its own cgroup); it is reparented to init once this
+/// command exits.
+fn spawn_controller(cli: &Cli, controller: &Controller<'_>) -> Result<()> {
+    let args: Vec<OsString> = vec![
+        "--root".into(),
+        cli.root.clone().into(),
+        "--run-dir".into(),
+        cli.run.clone().into(),
+        "--config".into(),
+        cli.config.clone().into(),
+        "kube-controller".into(),
+        controller.dir().into(),
+    ];
+    let started = controller.start(&args)?;
+    if let Some(e) = started.cgroup_error {
         // It still works where it is, as a shim that could not move does.
         eprintln!("wharf: warning: the controller stays in this command's cgroup: {e}");
     }
-    let start = wharf_runtime::sys::process_start_time(pid).unwrap_or(0);
-    std::fs::write(dir.join("controller.pid"), format!("{pid} {start}\n"))?;
     Ok(())
-}
-
-/// The pid and start time of the workload's controller, if it runs (checked by its
-/// start time against a reused pid, and not a zombie, as a shim's pid file is).
-fn running_controller(dir: &Path) -> Option<(i32, u64)> {
-    let text = std::fs::read_to_string(dir.join("controller.pid")).ok()?;
-    let mut it = text.split_whitespace();
-    let pid = it.next()?.parse::<i32>().ok()?;
-    let start = it.next()?.parse::<u64>().ok()?;
-    wharf_shim::records::process_is(pid, start).then_some((pid, start))
-}
-
-/// Stop a workload's controller (SIGTERM; it is gone within a pass), if it runs.
-fn stop_controller(dir: &Path) {
-    let Some((pid, start)) = running_controller(dir) else {
-        return;
-    };
-    let alive = || wharf_shim::records::process_is(pid, start);
-    let Some(target) = rustix::process::Pid::from_raw(pid) else {
-        return;
-    };
-    // The process the pid file names, checked by its start time.
-    let _ = rustix::process::kill_process(target, rustix::process::Signal::TERM);
-    for _ in 0..100 {
-        if !alive() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = rustix::process::kill_process(target, rustix::process::Signal::KILL);
 }
 
 /// `wharf system restore`'s part for plays: start the controller of each workload still
 /// recorded (not taken down, not a finished Job) whose controller does not run, as after
 /// a reboot. Returns, per controller started or failed, the workload and the outcome.
 pub fn restore_controllers(cli: &Cli, engine: &Engine) -> Vec<(String, Result<()>)> {
-    let Ok(entries) = std::fs::read_dir(cli.root.join("kube").join("workloads")) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    dirs.sort();
     let mut out = Vec::new();
-    for dir in dirs {
+    for controller in engine.controllers() {
+        let dir = controller.dir();
         let Ok(bytes) = std::fs::read(dir.join("options.json")) else {
             continue;
         };
-        if dir.join("status.json").exists() || running_controller(&dir).is_some() {
+        if dir.join("status.json").exists() || controller.running() {
             continue;
         }
         let done = serde_json::from_slice::<Options>(&bytes)
@@ -469,10 +404,7 @@ pub fn restore_controllers(cli: &Cli, engine: &Engine) -> Vec<(String, Result<()
         let label = done
             .as_ref()
             .map_or_else(|_| dir.display().to_string(), String::clone);
-        out.push((
-            label,
-            done.and_then(|_| spawn_controller(cli, engine, &dir)),
-        ));
+        out.push((label, done.and_then(|_| spawn_controller(cli, &controller))));
     }
     out
 }
@@ -576,7 +508,8 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
     let mut workloads = Vec::new();
     for w in manifest.workloads() {
         let pods = owned_pods(&engine, w)?;
-        let dir = record_dir(cli, w);
+        let controller = controller_of(&engine, w);
+        let dir = controller.dir();
         let outcome: Option<Outcome> = std::fs::read(dir.join("status.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
@@ -592,14 +525,12 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
             (None, None) => format!("{label}: {} pods, {} wanted", pods.len(), w.replicas),
         };
         // Nothing keeps it then: say so, and what starts its controller again.
-        let line = if outcome.is_none()
-            && dir.join("options.json").exists()
-            && running_controller(&dir).is_none()
-        {
-            format!("{line} (its controller is not running: wharf system restore starts it)")
-        } else {
-            line
-        };
+        let line =
+            if outcome.is_none() && dir.join("options.json").exists() && !controller.running() {
+                format!("{line} (its controller is not running: wharf system restore starts it)")
+            } else {
+                line
+            };
         if !dir.exists() && pods.is_empty() {
             eprintln!("wharf: {} {} does not exist", w.kind.as_str(), w.name);
             code = 1;
@@ -690,7 +621,7 @@ pub fn probe(kind: &str, args: &[String]) -> Result<i32> {
                 .filter_map(|h| h.split_once(": "))
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            wharf_image::https_probe::probe_https(
+            wharf_engine::probes::probe_https(
                 arg(0, "HOST")?,
                 port,
                 arg(2, "PATH")?,

@@ -216,7 +216,7 @@ pub fn engine_options(
     let mut opts = EngineOptions {
         root: root.to_path_buf(),
         run: run.to_path_buf(),
-        registries: wharf_image::config::RegistriesConfig::load(config)?,
+        registries: wharf_engine::images::RegistriesConfig::load(config)?,
         defaults: wharf_engine::defaults::ContainerDefaults::load(config)?,
         ..Default::default()
     };
@@ -527,9 +527,9 @@ pub fn ensure_image_as(
         "missing" | "always" => {}
         other => bail!("invalid --pull {other:?}: missing, always or never"),
     }
-    let opts = wharf_image::PullOptions {
+    let opts = wharf_engine::images::PullOptions {
         platform: platform
-            .map(wharf_image::manifest::Platform::parse)
+            .map(wharf_engine::images::Platform::parse)
             .transpose()
             .with_context(|| format!("invalid --platform {:?}", platform.unwrap_or_default()))?,
         ..Default::default()

@@ -344,7 +344,7 @@ pub fn inspect(
             }
         }
         if wants("image")
-            && let Ok(doc) = crate::image_cli::inspect_json(engine.images(), o)
+            && let Ok(doc) = crate::image_cli::inspect_json(&engine.images(), o)
         {
             docs.push(doc);
             continue;

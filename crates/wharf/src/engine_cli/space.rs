@@ -211,11 +211,7 @@ pub fn info(engine: &Engine, root: &std::path::Path, format_arg: Option<&str>) -
     let running = count(ContainerState::Running);
     let paused = count(ContainerState::Paused);
     let images: HashSet<String> = engine.images().list()?.into_iter().map(|r| r.id).collect();
-    let layout = wharf_runtime::cgroups::detect().ok();
-    let cgroup_version = match &layout {
-        Some(l) if l.is_v2() => "2",
-        _ => "1",
-    };
+    let cgroups = wharf_engine::host::cgroups();
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let os = read("/etc/os-release")
         .lines()
@@ -237,8 +233,8 @@ pub fn info(engine: &Engine, root: &std::path::Path, format_arg: Option<&str>) -
         "ServerVersion": env!("CARGO_PKG_VERSION"),
         "Driver": "overlay",
         "LoggingDriver": "json-file",
-        "CgroupDriver": "cgroupfs",
-        "CgroupVersion": cgroup_version,
+        "CgroupDriver": cgroups.driver.as_str(),
+        "CgroupVersion": cgroups.version.as_str(),
         "KernelVersion": uname.release().to_string_lossy(),
         "OperatingSystem": os,
         "OSType": "linux",

@@ -1,5 +1,6 @@
 //! Wharf's image commands: `pull`, `images`, `rmi`, `image {inspect,prune,mount,unmount}`,
-//! `load`, `save`, `import`, over wharf-image's [`ImageStore`].
+//! `load`, `save`, `import`, `push`, `login`, over the engine's images ([`Images`], opened
+//! alone: an image command touches no pod) and registries ([`wharf_engine::registry`]).
 //!
 //! Errors print as one line on stderr (`wharf: pulling X: manifest unknown: ...`) and exit 1;
 //! usage errors exit 2.
@@ -10,11 +11,11 @@ pub(crate) mod progress;
 use std::io::{IsTerminal, Write};
 
 use anyhow::{Context, Result, bail};
-use wharf_image::archive::ArchiveFormat;
-use wharf_image::auth::Credentials;
-use wharf_image::config::RegistriesConfig;
-use wharf_image::manifest::Platform;
-use wharf_image::{ImageStore, PullOptions};
+use wharf_engine::images::{
+    ArchiveFormat, BlobOutcome, Credentials, Images, Platform, PullOptions, Reference,
+    RegistriesConfig,
+};
+use wharf_engine::registry;
 
 use crate::format::Format;
 
@@ -31,13 +32,11 @@ pub fn main(cli: Cli) -> i32 {
     }
 }
 
-fn open(cli: &Cli) -> Result<ImageStore> {
-    // A store that was deleted or truncated must not be silently recreated by an image
-    // command either.
-    wharf_engine::system::refuse_lost_store(&wharf_engine::paths::Paths::new(&cli.root, &cli.run))
-        .with_context(|| format!("opening the image store in {}", cli.root.display()))?;
+fn open(cli: &Cli) -> Result<Images<'static>> {
     let reg = RegistriesConfig::load(&cli.config)?;
-    ImageStore::open_with(&cli.root, reg)
+    // A store that was deleted or truncated is refused (not silently recreated) by an
+    // image command too.
+    Images::open(&cli.root, &cli.run, reg)
         .with_context(|| format!("opening the image store in {}", cli.root.display()))
 }
 
@@ -71,13 +70,13 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             ImageCmd::Mount { image } => {
                 let store = open(cli)?;
                 let img = store.resolve(image)?;
-                println!("{}", store.mount_image(&img)?.display());
+                println!("{}", store.mount(&img)?.display());
                 Ok(0)
             }
             ImageCmd::Unmount { image } => {
                 let store = open(cli)?;
                 let img = store.resolve(image)?;
-                if !store.unmount_image(&img)? {
+                if !store.unmount(&img)? {
                     bail!("image {image} is not mounted");
                 }
                 Ok(0)
@@ -89,9 +88,9 @@ fn dispatch(cli: &Cli) -> Result<i32> {
                 Some(p) => {
                     let f = std::fs::File::open(p)
                         .with_context(|| format!("opening {}", p.display()))?;
-                    store.load_named(std::io::BufReader::new(f), &p.display().to_string())?
+                    store.load(std::io::BufReader::new(f), &p.display().to_string())?
                 }
-                None => store.load_named(std::io::stdin().lock(), "standard input")?,
+                None => store.load(std::io::stdin().lock(), "standard input")?,
             };
             for l in loaded {
                 if l.names.is_empty() {
@@ -171,8 +170,8 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         ),
         Cmd::Logout { server } => {
             let server = server.as_deref().unwrap_or("docker.io");
-            let key = wharf_image::auth::server_key(&registry_host(server));
-            if wharf_image::auth::remove_login(&registry_host(server))
+            let key = registry::server_key(&registry::login_host(server));
+            if registry::remove_login(&registry::login_host(server))
                 .with_context(|| format!("removing the credentials of {server}"))?
             {
                 println!("Removing login credentials for {key}");
@@ -191,10 +190,10 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             let store = open(cli)?;
             let (name, msg) = (reference.as_deref(), message.as_deref());
             let img = if file == "-" {
-                store.import_with(std::io::stdin().lock(), name, change, msg)?
+                store.import(std::io::stdin().lock(), name, change, msg)?
             } else {
                 let f = std::fs::File::open(file).with_context(|| format!("opening {file}"))?;
-                store.import_with(std::io::BufReader::new(f), name, change, msg)?
+                store.import(std::io::BufReader::new(f), name, change, msg)?
             };
             println!("{}", img.id);
             Ok(0)
@@ -221,10 +220,7 @@ fn pull(cli: &Cli, p: &PullArgs) -> Result<i32> {
         let img = store.pull(&p.image, &opts, &display)?;
         println!("Digest: {}", img.manifest_digest);
     }
-    println!(
-        "{}",
-        wharf_image::reference::Reference::parse(&p.image)?.store_name()
-    );
+    println!("{}", Reference::parse(&p.image)?.store_name());
     Ok(0)
 }
 
@@ -303,7 +299,7 @@ fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
 fn push(cli: &Cli, p: &PushArgs) -> Result<i32> {
     let (quiet, image) = (p.quiet, p.image.as_str());
     let store = open(cli)?;
-    let name = wharf_image::reference::Reference::parse(image)?;
+    let name = Reference::parse(image)?;
     if !quiet {
         println!(
             "The push refers to repository [{}/{}]",
@@ -314,11 +310,9 @@ fn push(cli: &Cli, p: &PushArgs) -> Result<i32> {
         .push(image, &mut |d, outcome| {
             if !quiet {
                 let what = match outcome {
-                    wharf_image::push::BlobOutcome::Exists => "Layer already exists".into(),
-                    wharf_image::push::BlobOutcome::Mounted(from) => {
-                        format!("Mounted from {from}")
-                    }
-                    wharf_image::push::BlobOutcome::Pushed => "Pushed".into(),
+                    BlobOutcome::Exists => "Layer already exists".into(),
+                    BlobOutcome::Mounted(from) => format!("Mounted from {from}"),
+                    BlobOutcome::Pushed => "Pushed".into(),
                 };
                 println!("{}: {what}", &d.hex()[..12]);
             }
@@ -333,19 +327,6 @@ fn push(cli: &Cli, p: &PushArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// A server as `login` takes it (`https://host/`, `host:port`, `docker.io`) to a
-/// registry host.
-fn registry_host(server: &str) -> String {
-    let s = server
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
-    let host = s.split('/').next().unwrap_or(s);
-    match host {
-        "index.docker.io" | "registry-1.docker.io" | "docker.io" => "docker.io".into(),
-        h => h.to_string(),
-    }
-}
-
 /// `wharf login`: the registry is asked to accept the credentials before they are kept.
 fn login(
     cli: &Cli,
@@ -355,7 +336,7 @@ fn login(
     server: Option<&str>,
 ) -> Result<i32> {
     let server = server.unwrap_or("docker.io");
-    let host = registry_host(server);
+    let host = registry::login_host(server);
     let Some(user) = username else {
         bail!("login to {server}: give the user name with -u (wharf does not prompt)");
     };
@@ -377,18 +358,9 @@ fn login(
         password: pass,
     };
     let reg = RegistriesConfig::load(&cli.config)?;
-    let client = wharf_image::registry::Client::new(reg, Some(creds.clone()));
-    let r = wharf_image::reference::Reference {
-        registry: host.clone(),
-        repository: String::new(),
-        tag: None,
-        digest: None,
-    };
-    client
-        .repository(&r)
-        .check_login()
+    registry::check_login(&reg, &host, creds.clone())
         .with_context(|| format!("login to {server}"))?;
-    let file = wharf_image::auth::store_login(&host, &creds)
+    let file = registry::store_login(&host, &creds)
         .with_context(|| format!("login to {server}: keeping the credentials"))?;
     eprintln!("Credentials kept in {}", file.display());
     println!("Login Succeeded");
@@ -520,8 +492,8 @@ fn inspect(cli: &Cli, images: &[String], format: Option<&str>) -> Result<i32> {
 }
 
 /// `docker image inspect`'s document ([`wharf_docker::views::image`]).
-pub fn inspect_json(store: &ImageStore, name: &str) -> Result<serde_json::Value> {
-    Ok(wharf_docker::views::image(store, name)?)
+pub fn inspect_json(images: &Images<'_>, name: &str) -> Result<serde_json::Value> {
+    Ok(wharf_docker::views::image(&images.inspect(name)?))
 }
 
 /// An image size as docker shows it (`2.13MB`).

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use wharf_image::PullEvent;
-use wharf_image::digest::Digest;
+use wharf_engine::images::Digest;
+use wharf_engine::images::PullEvent;
 
 /// Prints pull progress to stdout (or stderr, for `wharf run`, whose stdout is the
 /// container's).
@@ -144,7 +144,7 @@ impl Display {
     }
 }
 
-impl wharf_image::PullProgress for Display {
+impl wharf_engine::images::PullProgress for Display {
     fn event(&self, e: PullEvent<'_>) {
         match e {
             PullEvent::Resolved { name, layers, .. } => {
