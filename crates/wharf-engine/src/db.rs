@@ -621,6 +621,21 @@ impl Db {
         }
     }
 
+    /// The exit code of the last "exited" event of object `id` (kept after the object
+    /// is removed).
+    pub fn last_exit_code(&self, id: &str) -> Result<Option<i64>> {
+        let attrs: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT attrs FROM engine_events WHERE id = ?1 AND type = 'exited' ORDER BY seq DESC LIMIT 1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(attrs
+            .and_then(|a| serde_json::from_str::<serde_json::Value>(&a).ok()?["exitCode"].as_i64()))
+    }
+
     /// Events after `seq`, oldest first.
     pub fn events_since(&self, seq: i64) -> Result<Vec<Event>> {
         let mut stmt = self.conn.prepare(

@@ -491,6 +491,10 @@ impl Engine {
         let row = self.db.find_container(key)?;
         let _lock = self.locks.lock(&row.pod_id)?;
         let row = self.db.find_container(&row.id)?;
+        // An exit nobody recorded yet (a --rm container removed by its shim's exit
+        // command) is recorded first: its "exited" event, with the code, outlives the row,
+        // for a wait that sees the container only once it is gone.
+        let row = self.refresh(&row).unwrap_or(row);
         self.shim_remove(&row, force)?;
         crate::hooks::step("container: deleted in shim");
         self.unmake_bundle(&row.pod_id, &row.id);

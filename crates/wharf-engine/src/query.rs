@@ -189,6 +189,12 @@ impl Engine {
         Ok(out)
     }
 
+    /// The exit code container `id` (its full id) last recorded, also once it is removed:
+    /// what a wait that arrives after a `--rm` container is gone answers.
+    pub fn last_exit_code(&self, id: &str) -> Result<Option<i64>> {
+        self.db.last_exit_code(id)
+    }
+
     /// One container (by name, id or id prefix) as it is now.
     pub fn container(&self, key: &str) -> Result<ContainerView> {
         let row = self.refresh(&self.db.find_container(key)?)?;

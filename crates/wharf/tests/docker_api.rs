@@ -777,3 +777,39 @@ fn abandoned_waits_and_log_follows_end_their_threads() {
         204
     );
 }
+
+/// A wait for removal (what `docker run --rm` sends) of a container that runs, exits and
+/// is removed between two looks of the wait: the daemon is stopped (SIGSTOP) while the
+/// daemon-less CLI starts and removes the container, so the wait next finds it gone. It
+/// must answer the code recorded before the removal, not 0.
+#[test]
+fn a_wait_that_finds_its_container_gone_tells_the_recorded_exit_code() {
+    let Some(dk) = Docker::start("docker-rm-code") else {
+        return;
+    };
+    let bb = busybox();
+    dk.ok(&["pull", &bb]);
+    dk.ok(&["create", "--name", "quick", &bb, "sh", "-c", "exit 3"]);
+    let sock = dk.socket();
+    let wait = std::thread::spawn(move || {
+        http(
+            &sock,
+            "POST",
+            "/v1.50/containers/quick/wait?condition=removed",
+            b"",
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = dk.d.child.id() as i32;
+    // SAFETY: kill(2) of the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let started = dk.d.w.run(&["start", "-a", "quick"]);
+    let removed = dk.d.w.run(&["rm", "quick"]);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(started.code, 3, "{started:?}");
+    assert_eq!(removed.code, 0, "{removed:?}");
+    let (code, body) = wait.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"StatusCode\":3"), "{body}");
+}

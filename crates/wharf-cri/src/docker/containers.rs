@@ -412,9 +412,17 @@ fn wait_for(
             Ok(v) => v.row,
             // Gone: removed (by its own --rm, or someone).
             Err(wharf_engine::Error::NotFound { .. }) => {
+                // Its exit seen here, else the one recorded before its removal (a
+                // container that ran and went between two looks).
+                let recorded = || e.last_exit_code(&before.id).ok().flatten();
                 return Ok(Some(
-                    code.or(before.exit.as_ref().map(|x| x.code as i64))
-                        .unwrap_or(0),
+                    code.or_else(|| {
+                        (condition != "next-exit" || first_exit.is_none())
+                            .then(recorded)
+                            .flatten()
+                    })
+                    .or(before.exit.as_ref().map(|x| x.code as i64))
+                    .unwrap_or(0),
                 ));
             }
             Err(err) => return Err(err.to_string()),

@@ -98,6 +98,35 @@ fn os_name() -> String {
         .unwrap_or_else(|| "Linux".into())
 }
 
+/// `/info`'s RegistryConfig: docker.io and each registry of the config file, with its
+/// mirrors and whether it is spoken to securely, as docker lists its `registry-mirrors`
+/// and `insecure-registries` (tools read it to tell why a pull went where it went).
+fn registry_config(cfg: &wharf_engine::images::RegistriesConfig) -> serde_json::Value {
+    let index = |name: &str, official: bool| {
+        let host = cfg.registries.get(name);
+        json!({
+            "Name": name,
+            "Mirrors": host.map(|h| h.mirrors.clone()).unwrap_or_default(),
+            "Secure": !host.is_some_and(|h| h.insecure),
+            "Official": official,
+        })
+    };
+    let mut configs = serde_json::Map::new();
+    configs.insert("docker.io".into(), index("docker.io", true));
+    for name in cfg.registries.keys() {
+        if name != "docker.io" {
+            configs.insert(name.clone(), index(name, false));
+        }
+    }
+    json!({
+        "AllowNondistributableArtifactsCIDRs": null,
+        "AllowNondistributableArtifactsHostnames": null,
+        "IndexConfigs": configs,
+        "InsecureRegistryCIDRs": ["::1/128", "127.0.0.0/8"],
+        "Mirrors": configs["docker.io"]["Mirrors"],
+    })
+}
+
 /// `GET /info`.
 pub async fn info(api: &Arc<Api>) -> Result<Reply, ApiError> {
     let (containers, images, root, cgroups) = api
@@ -154,7 +183,7 @@ pub async fn info(api: &Arc<Api>) -> Result<Reply, ApiError> {
         "OSType": "linux",
         "Architecture": std::env::consts::ARCH,
         "IndexServerAddress": "https://index.docker.io/v1/",
-        "RegistryConfig": {"IndexConfigs": {}, "InsecureRegistryCIDRs": ["127.0.0.0/8"], "Mirrors": []},
+        "RegistryConfig": registry_config(&api.engines.options().registries),
         "NCPU": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "MemTotal": mem_total(),
         "DockerRootDir": root,

@@ -13,7 +13,7 @@ use crate::format::{self, Format};
 
 /// A stable id for the networks that have no record (sha256 of the name, as 64 hex).
 fn builtin_id(name: &str) -> String {
-    wharf_image::digest::Digest::of(name.as_bytes())
+    wharf_engine::images::Digest::of(name.as_bytes())
         .hex()
         .to_string()
 }
