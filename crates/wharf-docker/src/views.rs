@@ -476,7 +476,10 @@ pub fn image(details: &wharf_engine::images::ImageDetails) -> serde_json::Value 
         "Architecture": img.config.architecture().to_string(),
         "Os": img.config.os().to_string(),
         "Size": img.size,
-        "Config": img.config.config(),
+        "Config": match &details.docker_config {
+            Some(c) => serde_json::Value::Object(c.clone()),
+            None => serde_json::to_value(img.config.config()).unwrap_or_default(),
+        },
         "RootFS": {
             "Type": "layers",
             "Layers": img.diff_ids.iter().map(|d| d.to_string()).collect::<Vec<_>>(),

@@ -104,6 +104,14 @@ pub enum Error {
     /// know for exec): docker's exit 126.
     #[error("{0}")]
     CannotExecute(String),
+    /// A build step's command failed (docker's "returned a non-zero code").
+    #[error("{message}")]
+    BuildStep {
+        /// The message, naming the command and its code.
+        message: String,
+        /// The command's exit code.
+        code: i32,
+    },
     /// Anything else, with its full message.
     #[error("{0}")]
     Other(String),
@@ -120,6 +128,7 @@ impl Error {
             Error::NoSpace { .. } => ErrorKind::ResourceExhausted,
             Error::Shim { kind, .. } => *kind,
             Error::CannotExecute(_) => ErrorKind::ProgramNotExecutable,
+            Error::BuildStep { .. } => ErrorKind::FailedPrecondition,
             Error::Image(e) => image_kind(e),
             Error::Net(e) => match e {
                 wharf_net::Error::Invalid(_) => ErrorKind::InvalidArgument,

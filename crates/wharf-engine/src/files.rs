@@ -305,6 +305,19 @@ impl Engine {
         Ok(out)
     }
 
+    /// The container's writable layer as an OCI layer tar, spooled to an unnamed file on
+    /// the state disk (a build step's layer).
+    pub(crate) fn spool_layer(&self, row: &ContainerRow) -> Result<File> {
+        let rootfs = self.images.container_rootfs(&row.id)?;
+        tempfile::tempfile_in(&self.paths.root)
+            .and_then(|mut spool| {
+                layer_of(&rootfs.upper_dir, &mut spool)?;
+                spool.rewind()?;
+                Ok(spool)
+            })
+            .ctx(|| format!("container {}: reading its changes", row.name))
+    }
+
     /// Make an image of the container's image and its changes.
     pub fn commit(&self, key: &str, req: &CommitRequest<'_>) -> Result<wharf_image::Image> {
         let row = self.db.find_container(key)?;

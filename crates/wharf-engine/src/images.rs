@@ -52,6 +52,9 @@ pub struct ImageDetails {
     pub image: Image,
     /// Its layer directories, top first (empty when they cannot be listed).
     pub layer_dirs: Vec<PathBuf>,
+    /// Its config's `config` object as the blob has it (with docker's Healthcheck, Shell
+    /// and OnBuild, which [`Image::config`] drops).
+    pub docker_config: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What the images take on their filesystem (the CRI's ImageFsInfo).
@@ -119,7 +122,12 @@ impl Images<'_> {
     pub fn inspect(&self, name_or_id: &str) -> Result<ImageDetails> {
         let image = self.resolve(name_or_id)?;
         let layer_dirs = self.store().layer_dirs(&image).unwrap_or_default();
-        Ok(ImageDetails { image, layer_dirs })
+        let docker_config = self.store().docker_config(&image);
+        Ok(ImageDetails {
+            image,
+            layer_dirs,
+            docker_config,
+        })
     }
 
     /// The image's history, newest step first, each with the size of the layer it made.

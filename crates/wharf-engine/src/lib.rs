@@ -8,6 +8,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod build;
 pub mod controllers;
 pub mod db;
 pub mod defaults;

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::archive::rfc3339;
 use crate::error::{Error, Result};
@@ -25,6 +25,25 @@ pub struct CommitOptions<'a> {
     pub created_by: &'a str,
 }
 
+/// One step of an image build: what changes from its parent image.
+#[derive(Debug, Default)]
+pub struct DeriveOptions<'a> {
+    /// The new `config.config` object (Env, Cmd, Entrypoint, WorkingDir, User...), or
+    /// None to keep the parent's.
+    pub config: Option<&'a Map<String, Value>>,
+    /// The history entry's `created_by`.
+    pub created_by: &'a str,
+    /// The history entry's comment.
+    pub comment: Option<&'a str>,
+    /// The image's author.
+    pub author: Option<&'a str>,
+    /// The creation time (unix seconds) of the image and its history entry; now when
+    /// None (a build given `SOURCE_DATE_EPOCH` passes that).
+    pub created: Option<u64>,
+    /// The name to give it.
+    pub name: Option<&'a str>,
+}
+
 impl ImageStore {
     /// Make an image of `base` plus `layer` (an uncompressed layer tar, whiteouts as
     /// `.wh.` entries), named `name` when given.
@@ -35,43 +54,82 @@ impl ImageStore {
         name: Option<&str>,
         o: &CommitOptions<'_>,
     ) -> Result<Image> {
-        let reference = name.map(Reference::parse).transpose()?;
+        let mut inner = match self.docker_config(base) {
+            Some(c) => c,
+            None => base_inner_config(base)?,
+        };
+        for c in o.changes {
+            crate::changes::apply(&mut inner, c)?;
+        }
+        self.derive(
+            base,
+            Some(layer),
+            &DeriveOptions {
+                config: Some(&inner),
+                created_by: o.created_by,
+                comment: o.comment,
+                author: o.author,
+                created: None,
+                name,
+            },
+        )
+        .map_err(|e| e.context("committing the container's changes"))
+    }
+
+    /// Make an image of `base`, plus `layer` when given (else the history entry is an
+    /// `empty_layer` one, as a builder's ENV or CMD leaves), with the config and history
+    /// entry `o` says.
+    pub fn derive(
+        &self,
+        base: &Image,
+        layer: Option<impl Read>,
+        o: &DeriveOptions<'_>,
+    ) -> Result<Image> {
+        let reference = o.name.map(Reference::parse).transpose()?;
         let mut config = serde_json::to_value(&base.config)
             .map_err(|e| Error::Invalid(format!("the base image's config: {e}")))?;
-        {
-            let inner = config
-                .as_object_mut()
-                .ok_or_else(|| Error::Invalid("the base image's config is not an object".into()))?
-                .entry("config")
-                .or_insert_with(|| json!({}));
-            if inner.is_null() {
-                *inner = json!({});
-            }
-            let inner = inner.as_object_mut().ok_or_else(|| {
-                Error::Invalid("the base image's config.config is not an object".into())
-            })?;
-            for c in o.changes {
-                crate::changes::apply(inner, c)?;
-            }
+        if !config.is_object() {
+            return Err(Error::Invalid(
+                "the base image's config is not an object".into(),
+            ));
+        }
+        if let Some(inner) = o.config {
+            config["config"] = Value::Object(inner.clone());
         }
         let lease = self.lease(24 * 3600)?;
-        let staged = self.content.stage(layer)?;
-        let layer_digest = {
-            let g = self.gc_lock.shared()?;
-            lease.add("blob", staged.digest.as_str())?;
-            self.content.commit_staged(staged, None, &g)?
-        };
-        let layer_size = self.content.size(&layer_digest).unwrap_or(0);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        // An uncompressed layer: its digest is its diff id.
-        config["rootfs"]["diff_ids"]
-            .as_array_mut()
-            .ok_or_else(|| Error::Invalid("the base image's config has no rootfs.diff_ids".into()))?
-            .push(json!(layer_digest.to_string()));
-        let mut entry = json!({"created": rfc3339(now), "created_by": o.created_by});
+        let mut layers = base.manifest.layers.clone();
+        if let Some(layer) = layer {
+            let staged = self.content.stage(layer)?;
+            let layer_digest = {
+                let g = self.gc_lock.shared()?;
+                lease.add("blob", staged.digest.as_str())?;
+                self.content.commit_staged(staged, None, &g)?
+            };
+            let layer_size = self.content.size(&layer_digest).unwrap_or(0);
+            // An uncompressed layer: its digest is its diff id.
+            match config["rootfs"]["diff_ids"].as_array_mut() {
+                Some(ids) => ids.push(json!(layer_digest.to_string())),
+                None => {
+                    config["rootfs"] =
+                        json!({"type": "layers", "diff_ids": [layer_digest.to_string()]})
+                }
+            }
+            layers.push(Descriptor {
+                media_type: manifest::OCI_LAYER.to_string(),
+                digest: layer_digest.to_string(),
+                size: layer_size,
+                platform: None,
+                annotations: None,
+                urls: None,
+            });
+        }
+        let when = o.created.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        });
+        let mut entry = json!({"created": rfc3339(when), "created_by": o.created_by});
         if let Some(c) = o.comment {
             entry["comment"] = json!(c);
         }
@@ -79,21 +137,38 @@ impl ImageStore {
             entry["author"] = json!(a);
             config["author"] = json!(a);
         }
+        if layers.len() == base.manifest.layers.len() {
+            entry["empty_layer"] = json!(true);
+        }
         match config.get_mut("history").and_then(Value::as_array_mut) {
             Some(h) => h.push(entry),
             None => config["history"] = json!([entry]),
         }
-        config["created"] = json!(rfc3339(now));
-        let mut layers = base.manifest.layers.clone();
-        layers.push(Descriptor {
-            media_type: manifest::OCI_LAYER.to_string(),
-            digest: layer_digest.to_string(),
-            size: layer_size,
-            platform: None,
-            annotations: None,
-            urls: None,
-        });
+        config["created"] = json!(rfc3339(when));
         self.image_of(&lease, &config, layers, reference.as_ref())
-            .map_err(|e| e.context("committing the container's changes"))
+    }
+}
+
+impl ImageStore {
+    /// The image's `config.config` object as its config blob has it, with the members
+    /// docker keeps there beside the OCI ones (Healthcheck, Shell, OnBuild), which the
+    /// typed [`Image::config`] drops. None when the blob cannot be read.
+    pub fn docker_config(&self, image: &Image) -> Option<Map<String, Value>> {
+        let blob = self.content.read(&image.id).ok()?;
+        let v: Value = serde_json::from_slice(&blob).ok()?;
+        v.get("config")?.as_object().cloned()
+    }
+}
+
+/// The base image's `config.config` object (empty when it has none).
+pub fn base_inner_config(base: &Image) -> Result<Map<String, Value>> {
+    let config = serde_json::to_value(&base.config)
+        .map_err(|e| Error::Invalid(format!("the base image's config: {e}")))?;
+    match config.get("config") {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err(Error::Invalid(
+            "the base image's config.config is not an object".into(),
+        )),
     }
 }

@@ -813,3 +813,41 @@ fn a_wait_that_finds_its_container_gone_tells_the_recorded_exit_code() {
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"StatusCode\":3"), "{body}");
 }
+
+/// `DOCKER_BUILDKIT=0 docker build` through the Docker API: the classic builder's stream,
+/// the image named and runnable, a failing step's code and message.
+#[test]
+fn docker_build_through_the_api() {
+    let Some(dk) = Docker::start("docker-build") else {
+        return;
+    };
+    let bb = busybox();
+    dk.ok(&["pull", &bb]);
+    let ctx = dk.d.w.path("ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!("FROM {bb}\nCOPY msg /msg\nRUN cat /msg > /copy\nCMD [\"cat\", \"/copy\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(ctx.join("msg"), "built by wharf\n").unwrap();
+    let build = |args: &[&str]| {
+        let mut c = dk.cmd(args);
+        c.env("DOCKER_BUILDKIT", "0");
+        let o = c.output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let (code, out) = build(&["build", "-t", "viaapi:1", ctx.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Step 1/4 : FROM"), "{out}");
+    assert!(out.contains("Successfully tagged viaapi:1"), "{out}");
+    assert_eq!(dk.ok(&["run", "--rm", "viaapi:1"]), "built by wharf\n");
+    std::fs::write(ctx.join("Dockerfile"), format!("FROM {bb}\nRUN exit 7\n")).unwrap();
+    let (code, out) = build(&["build", "-t", "viaapi:2", ctx.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("returned a non-zero code: 7"), "{out}");
+    assert_eq!(dk.ok(&["ps", "-aq"]), "");
+}

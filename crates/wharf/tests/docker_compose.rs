@@ -31,6 +31,8 @@ impl Compose<'_> {
             .env("DOCKER_CONFIG", self.d.w.path("docker-config"))
             .env("WHARF_TEST_IMAGE", busybox())
             .env("COMPOSE_PROGRESS", "plain")
+            // No buildx plugin here: compose builds through the API's classic builder.
+            .env("DOCKER_BUILDKIT", "0")
             .stdin(std::process::Stdio::null())
             .output()
             .expect("run docker-compose");
@@ -105,4 +107,46 @@ fn compose_brings_a_three_service_app_up_and_down() {
             "round {round}"
         );
     }
+}
+
+#[test]
+fn compose_builds_a_service_then_runs_it() {
+    let Some(bin) = std::env::var_os("WHARF_TEST_COMPOSE") else {
+        eprintln!("skipped: WHARF_TEST_COMPOSE is not set");
+        return;
+    };
+    let d = Daemon::start("compose-build");
+    d.w.pull_busybox();
+    let dir = d.w.path("app");
+    std::fs::create_dir_all(dir.join("web")).unwrap();
+    std::fs::write(
+        dir.join("web/Dockerfile"),
+        format!(
+            "FROM {}\nARG WORD=none\nRUN echo \"built $WORD\" > /msg\nCMD [\"sh\", \"-c\", \"cat /msg; sleep 300\"]\n",
+            busybox()
+        ),
+    )
+    .unwrap();
+    let file = dir.join("compose.yaml");
+    std::fs::write(
+        &file,
+        "services:\n  web:\n    build:\n      context: ./web\n      args:\n        WORD: by-compose\n    image: wharf-compose-built:dev\n",
+    )
+    .unwrap();
+    let c = Compose {
+        bin: bin.into(),
+        d: &d,
+        file: file.display().to_string(),
+    };
+    c.ok(&["up", "-d", "--build"]);
+    let mut logs = String::new();
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            logs = c.ok(&["logs", "web"]);
+            logs.contains("built by-compose")
+        }),
+        "{logs}"
+    );
+    c.ok(&["down"]);
+    assert_eq!(d.w.ok(&["ps", "-a", "-q"]), "");
 }

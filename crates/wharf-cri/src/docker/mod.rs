@@ -10,6 +10,7 @@
 //! Connections are admitted through the daemon's gate ([`crate::conn_gate`]): each must
 //! send its first request head within 10 s, and at most 128 may be waiting to.
 
+mod build;
 mod containers;
 mod exec;
 pub mod http;
@@ -331,9 +332,7 @@ async fn route(api: Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
             param("name", &name.join("/"));
             images::distribution(&api, &r).await
         }
-        (&M::POST, ["build"]) => Err(ApiError::not_implemented(
-            "image build (POST /build) is not supported by Wharf yet",
-        )),
+        (&M::POST, ["build"]) => build::build(&api, r).await,
         (&M::POST, ["build", "prune"]) => Ok(http::json(
             &serde_json::json!({"CachesDeleted": [], "SpaceReclaimed": 0}),
         )),

@@ -221,11 +221,29 @@ pub struct RunArgs {
     /// Detach key sequence (default ctrl-p,ctrl-q).
     #[arg(long = "detach-keys", default_value = "ctrl-p,ctrl-q")]
     pub detach_keys: String,
-    /// Image.
-    pub image: String,
-    /// Command and arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<String>,
+    /// The image, then the command and its arguments: one list, so that flag parsing
+    /// stops at the image as docker's does (`run --entrypoint stat IMG -c %a /` passes
+    /// `-c` to the command, not to run's `--cpu-shares`).
+    #[arg(
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "IMAGE [COMMAND] [ARG...]"
+    )]
+    pub image_and_command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The image.
+    pub fn image(&self) -> &str {
+        self.image_and_command.first().map_or("", String::as_str)
+    }
+
+    /// The command and its arguments after the image.
+    pub fn command(&self) -> &[String] {
+        self.image_and_command.get(1..).unwrap_or_default()
+    }
 }
 
 /// `wharf exec` flags.
@@ -704,6 +722,47 @@ pub enum Cmd {
     Diff {
         /// Container.
         container: String,
+    },
+    /// Build an image from a Dockerfile.
+    Build {
+        /// Name and optionally a tag for the image (name:tag); may be repeated.
+        #[arg(short = 't', long = "tag")]
+        tags: Vec<String>,
+        /// The Dockerfile (default: PATH/Dockerfile; `-` reads it from stdin).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        /// Build-time variables (KEY=VALUE, or KEY to take it from the environment).
+        #[arg(long = "build-arg")]
+        build_args: Vec<String>,
+        /// The stage to build.
+        #[arg(long)]
+        target: Option<String>,
+        /// Do not use the build cache.
+        #[arg(long = "no-cache")]
+        no_cache: bool,
+        /// Pull base images even when they are present.
+        #[arg(long)]
+        pull: bool,
+        /// The network of RUN steps: default, none or host.
+        #[arg(long, default_value = "default")]
+        network: String,
+        /// Labels for the image (KEY=VALUE).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Print only the image id.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Write the image id to this file.
+        #[arg(long)]
+        iidfile: Option<PathBuf>,
+        /// The platform to build for (only this host's).
+        #[arg(long)]
+        platform: Option<String>,
+        /// Progress output (auto, plain, tty): Wharf prints docker's step lines.
+        #[arg(long, default_value = "auto")]
+        progress: String,
+        /// The build context: a directory, or `-` for a tar on stdin.
+        path: String,
     },
     /// Make an image of a container's changes.
     Commit {

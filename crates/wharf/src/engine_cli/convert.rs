@@ -322,9 +322,9 @@ pub fn create_request(a: &RunArgs) -> Result<CreateRequest> {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect(),
         ),
-        cmd: (!a.command.is_empty()).then(|| a.command.clone()),
+        cmd: (!a.command().is_empty()).then(|| a.command().to_vec()),
         healthcheck: health(a)?,
-        image: a.image.clone(),
+        image: a.image().to_string(),
         working_dir: a.workdir.clone().unwrap_or_default(),
         entrypoint,
         labels: Some(pairs("--label", &a.label)?),

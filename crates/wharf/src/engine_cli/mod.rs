@@ -8,6 +8,7 @@
 pub mod args;
 mod convert;
 pub use wharf_docker::views as docker_json;
+mod build;
 mod files;
 mod kube;
 mod kube_objects;
@@ -420,6 +421,7 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             files::export(&open(cli)?, container, output.as_deref())
         }
         Cmd::Diff { container } => files::diff(&open(cli)?, container),
+        c @ Cmd::Build { .. } => build::run(&open(cli)?, c),
         Cmd::Commit {
             author,
             change,
@@ -595,14 +597,14 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
     if let wharf_docker::Placement::Own(p) = &checked.placement {
         wharf_engine::validate::pod_spec(p)?;
     }
-    ensure_image_as(&engine, &a.image, &a.pull, a.platform.as_deref(), a.quiet)?;
+    ensure_image_as(&engine, a.image(), &a.pull, a.platform.as_deref(), a.quiet)?;
     // A standalone container's pod is named (and its hostname defaults) after it.
     let name = a
         .name
         .clone()
-        .unwrap_or_else(|| wharf_engine::paths::generated_name(&a.image));
+        .unwrap_or_else(|| wharf_engine::paths::generated_name(a.image()));
     let facts = if a.publish_all {
-        image_facts(&engine, &a.image)?
+        image_facts(&engine, a.image())?
     } else {
         wharf_docker::ImageFacts::default()
     };

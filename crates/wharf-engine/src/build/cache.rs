@@ -1,0 +1,49 @@
+//! The build cache: which image a step left, by what the step saw.
+//!
+//! A key is the digest of the parent image's id, the step's history text (its
+//! instruction as expanded) and whatever else the step depends on (the build arguments a
+//! RUN sees, the digests of the files a COPY writes). An entry is a file
+//! `<root>/build-cache/<key>` holding the image id; it counts only while that image is
+//! still in the store, so removing images never leaves a wrong hit.
+
+use std::path::PathBuf;
+
+use wharf_image::Image;
+use wharf_image::digest::Digest;
+
+use crate::engine::Engine;
+
+/// The key of a step.
+pub(super) fn key(parent: &Image, created_by: &str, extra: &[String]) -> String {
+    let mut text = format!("{}\n{created_by}\n", parent.id);
+    for e in extra {
+        text.push_str(e);
+        text.push('\n');
+    }
+    Digest::of(text.as_bytes()).hex().to_string()
+}
+
+impl Engine {
+    fn cache_dir(&self) -> PathBuf {
+        self.paths.root.join("build-cache")
+    }
+
+    /// The image a step with this key left before, if it is still there.
+    pub(super) fn cached(&self, key: &str) -> Option<Image> {
+        let id = std::fs::read_to_string(self.cache_dir().join(key)).ok()?;
+        self.images.resolve(id.trim()).ok()
+    }
+
+    /// Remember that the step with this key left `image` (best effort: a cache that cannot
+    /// be written only makes the next build slower).
+    pub(super) fn remember(&self, key: &str, image: &Image) {
+        let dir = self.cache_dir();
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = wharf_sys::fs::write_atomic(
+            &dir.join(key),
+            image.id.as_str().as_bytes(),
+            0o600,
+            wharf_sys::fs::Durability::Rename,
+        );
+    }
+}

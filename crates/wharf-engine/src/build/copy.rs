@@ -1,0 +1,462 @@
+//! COPY and ADD: files from the build context (or an earlier stage, or an image) written
+//! into a created container of the image so far, whose writable layer becomes the step's
+//! layer.
+//!
+//! The files go in as one tar extracted at the container's root by the same code as
+//! `wharf cp` (no `..`, no symlink followed on the way). Sources are found with
+//! [`wharf_build::context`], which refuses paths out of the context; the context's
+//! `.dockerignore` leaves out what it names. Files are owned by root (or `--chown`'s
+//! numeric ids), keep their modes (or take `--chmod`'s) and modification times, as
+//! docker's COPY does.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use wharf_build::HereDoc;
+use wharf_build::ignore::DockerIgnore;
+use wharf_image::Image;
+use wharf_image::digest::{Digest, HashingReader};
+
+use super::{BuildEvent, BuildRequest, StageState, cache, config};
+use crate::engine::Engine;
+use crate::error::{Context, Error, Result};
+
+/// A COPY or ADD as written.
+pub(super) struct CopySpec<'a> {
+    pub add: bool,
+    pub from: Option<&'a str>,
+    pub chown: Option<&'a str>,
+    pub chmod: Option<&'a str>,
+    pub sources: &'a [String],
+    pub heredocs: &'a [HereDoc],
+    pub dest: &'a str,
+    pub text: &'a str,
+}
+
+/// One file, directory or link to write: where from, where to (relative to the
+/// container's root) and what it is.
+struct Item {
+    src: Option<PathBuf>,
+    body: Option<Vec<u8>>,
+    target: String,
+    meta: Option<std::fs::Metadata>,
+    /// ADD of a local archive: extracted at `target` (a directory).
+    extract: bool,
+}
+
+/// Owners and mode the step gives its files.
+struct Ownership {
+    uid: u64,
+    gid: u64,
+    mode: Option<u32>,
+}
+
+fn parse_ownership(chown: Option<&str>, chmod: Option<&str>) -> Result<Ownership> {
+    let (uid, gid) = match chown {
+        None => (0, 0),
+        Some(c) => {
+            let (u, g) = c.split_once(':').unwrap_or((c, c));
+            match (u.parse::<u64>(), g.parse::<u64>()) {
+                (Ok(u), Ok(g)) => (u, g),
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "--chown={c}: only numeric ids are supported by Wharf's builder yet"
+                    )));
+                }
+            }
+        }
+    };
+    let mode = chmod
+        .map(|m| {
+            u32::from_str_radix(m, 8)
+                .ok()
+                .filter(|m| *m <= 0o7777)
+                .ok_or_else(|| Error::Invalid(format!("--chmod={m}: not an octal mode")))
+        })
+        .transpose()?;
+    Ok(Ownership { uid, gid, mode })
+}
+
+/// `path` lexically normalised below the root, without a leading `/`.
+fn clean(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// Is the file a tar archive (possibly compressed) that ADD extracts?
+fn is_archive(path: &Path) -> bool {
+    let Ok(f) = File::open(path) else {
+        return false;
+    };
+    let Ok(mut r) = wharf_image::pull::decompress(std::io::BufReader::new(f)) else {
+        return false;
+    };
+    let mut block = [0u8; 512];
+    r.read_exact(&mut block).is_ok() && &block[257..262] == b"ustar"
+}
+
+impl Engine {
+    /// The directory COPY --from reads: an earlier stage's image or another image, mounted
+    /// read-only (unmounted by the caller).
+    fn copy_source_image(
+        &self,
+        df: &wharf_build::Dockerfile,
+        built: &[Image],
+        from: &str,
+    ) -> Result<Image> {
+        let lower = from.to_lowercase();
+        if let Some(i) = df
+            .stages
+            .iter()
+            .position(|s| s.name.as_deref() == Some(lower.as_str()))
+            .or_else(|| from.parse::<usize>().ok())
+        {
+            return built.get(i).cloned().ok_or_else(|| {
+                Error::Invalid(format!(
+                    "--from={from}: that stage is not built before this one"
+                ))
+            });
+        }
+        match self.images.resolve(from) {
+            Ok(i) => Ok(i),
+            Err(_) => Ok(self
+                .images
+                .pull(from, &wharf_image::PullOptions::default(), &())?),
+        }
+    }
+
+    /// COPY or ADD.
+    pub(super) fn copy_step(
+        &self,
+        df: &wharf_build::Dockerfile,
+        req: &BuildRequest,
+        built: &[Image],
+        st: &mut StageState,
+        spec: &CopySpec<'_>,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        let own = parse_ownership(spec.chown, spec.chmod)?;
+        let source_image = spec
+            .from
+            .map(|f| self.copy_source_image(df, built, f))
+            .transpose()?;
+        let root = match &source_image {
+            Some(img) => self.images.mount_image(img)?,
+            None => req.context.clone(),
+        };
+        let result =
+            self.copy_into_stage(df, req, st, spec, &own, &root, source_image.is_none(), on);
+        if let Some(img) = &source_image {
+            let _ = self.images.unmount_image(img);
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy_into_stage(
+        &self,
+        df: &wharf_build::Dockerfile,
+        req: &BuildRequest,
+        st: &mut StageState,
+        spec: &CopySpec<'_>,
+        own: &Ownership,
+        root: &Path,
+        from_context: bool,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        let ignore = if from_context {
+            std::fs::read_to_string(root.join(".dockerignore"))
+                .map(|t| DockerIgnore::parse(&t))
+                .ok()
+        } else {
+            None
+        };
+        let dest = st.expand(df, spec.dest)?;
+        let workdir = st
+            .config
+            .get("WorkingDir")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("/")
+            .to_string();
+        let dest_abs = if dest.starts_with('/') {
+            dest.clone()
+        } else {
+            format!("{}/{dest}", workdir.trim_end_matches('/'))
+        };
+        let mut matches: Vec<(String, PathBuf)> = Vec::new();
+        for s in spec.sources {
+            let s = st.expand(df, s)?;
+            if spec.add && (s.starts_with("http://") || s.starts_with("https://")) {
+                return Err(Error::Invalid(format!(
+                    "ADD {s}: URLs are not supported by Wharf's builder yet"
+                )));
+            }
+            let found = wharf_build::context::glob(root, &s).map_err(super::build_error)?;
+            for rel in found {
+                if ignore.as_ref().is_some_and(|i| i.excludes(&rel)) {
+                    continue;
+                }
+                let path = wharf_build::context::resolve(root, &rel).map_err(super::build_error)?;
+                matches.push((rel, path));
+            }
+        }
+        if matches.is_empty() && spec.heredocs.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: no source files were specified (or all are excluded by .dockerignore)",
+                spec.text
+            )));
+        }
+        let single_dir = matches.len() == 1
+            && std::fs::symlink_metadata(&matches[0].1).is_ok_and(|m| m.is_dir());
+        let into_dir = dest.ends_with('/') || matches.len() + spec.heredocs.len() > 1 || single_dir;
+        let dest_rel = clean(&dest_abs);
+        let mut items = Vec::new();
+        for (rel, path) in &matches {
+            let meta =
+                std::fs::symlink_metadata(path).ctx(|| format!("{rel}: in the build context"))?;
+            let name = Path::new(rel)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let target = if meta.is_dir() || !into_dir {
+                dest_rel.clone()
+            } else {
+                format!("{dest_rel}/{name}")
+            };
+            if meta.is_dir() {
+                self.walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
+            } else {
+                let extract = spec.add && meta.is_file() && is_archive(path);
+                items.push(Item {
+                    src: Some(path.clone()),
+                    body: None,
+                    target: if extract { dest_rel.clone() } else { target },
+                    meta: Some(meta),
+                    extract,
+                });
+            }
+        }
+        for d in spec.heredocs {
+            // An unquoted delimiter: variables are expanded, quotes kept as written.
+            let body = if d.expand {
+                let esc = df.escape;
+                let kept = d
+                    .body
+                    .replace('\'', &format!("{esc}'"))
+                    .replace('"', &format!("{esc}\""));
+                st.expand(df, &kept)?
+            } else {
+                d.body.clone()
+            };
+            items.push(Item {
+                src: None,
+                body: Some(body.into_bytes()),
+                target: dest_rel.clone(),
+                meta: None,
+                extract: false,
+            });
+        }
+        // What the step copies, for its cache key and history.
+        let mut lines = Vec::new();
+        for it in &items {
+            let digest = match (&it.src, &it.body, &it.meta) {
+                (_, Some(b), _) => Digest::of(b).to_string(),
+                (Some(p), _, Some(m)) if m.is_file() => {
+                    let f = File::open(p).ctx(|| format!("{}: reading it", p.display()))?;
+                    let mut h = HashingReader::new(f);
+                    std::io::copy(&mut h, &mut std::io::sink())
+                        .ctx(|| format!("{}: reading it", p.display()))?;
+                    h.finish()
+                        .ctx(|| format!("{}: reading it", p.display()))?
+                        .0
+                        .to_string()
+                }
+                (Some(p), _, Some(m)) if m.file_type().is_symlink() => {
+                    format!(
+                        "link:{}",
+                        std::fs::read_link(p).unwrap_or_default().display()
+                    )
+                }
+                _ => "dir".into(),
+            };
+            let mode = it.meta.as_ref().map_or(0o644, |m| m.mode() & 0o7777);
+            lines.push(format!("{} {mode:o} {} {}", it.target, digest, it.extract));
+        }
+        let sum = Digest::of(lines.join("\n").as_bytes());
+        let kind = if spec.add { "ADD" } else { "COPY" };
+        let created_by = config::nop(&format!(
+            "{kind} {}:{} in {dest}",
+            if items.len() == 1 { "file" } else { "multi" },
+            sum.hex()
+        ));
+        let owner = format!("{}:{}:{:?}", own.uid, own.gid, own.mode);
+        let key = cache::key(&st.image, &created_by, &[owner]);
+        if !req.no_cache
+            && let Some(img) = self.cached(&key)
+        {
+            on(BuildEvent::Cached);
+            st.image = img;
+            return Ok(());
+        }
+        let c = self.step_container(req, st, vec!["/bin/true".into()], Vec::new())?;
+        let mut spool =
+            tempfile::tempfile_in(&self.paths.root).ctx(|| "a build step's archive".to_string())?;
+        write_tar(&mut spool, &items, own, &dest_rel, into_dir)
+            .ctx(|| format!("{kind}: packing its files"))?;
+        spool
+            .rewind()
+            .ctx(|| "a build step's archive".to_string())?;
+        self.copy_in(&c.row.id, "/", std::io::BufReader::new(spool), true)?;
+        for it in items.iter().filter(|i| i.extract) {
+            let Some(p) = &it.src else { continue };
+            let f = File::open(p).ctx(|| format!("{}: reading it", p.display()))?;
+            let r = wharf_image::pull::decompress(std::io::BufReader::new(f))
+                .ctx(|| format!("{}: reading it", p.display()))?;
+            self.copy_in(&c.row.id, &format!("/{}", it.target), r, true)?;
+        }
+        self.commit_step(req, st, &c, &created_by, &key)
+    }
+
+    /// The entries below directory `dir` (context-relative `rel`), written below `target`.
+    fn walk_dir(
+        &self,
+        dir: &Path,
+        rel: &str,
+        target: &str,
+        ignore: Option<&DockerIgnore>,
+        items: &mut Vec<Item>,
+    ) -> Result<()> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .ctx(|| format!("{rel}: in the build context"))?
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        names.sort();
+        items.push(Item {
+            src: Some(dir.to_path_buf()),
+            body: None,
+            target: target.to_string(),
+            meta: std::fs::symlink_metadata(dir).ok(),
+            extract: false,
+        });
+        for n in names {
+            let n = n.to_string_lossy().into_owned();
+            let child_rel = if rel.is_empty() || rel == "." {
+                n.clone()
+            } else {
+                format!("{}/{n}", rel.trim_end_matches('/'))
+            };
+            if ignore.is_some_and(|i| i.excludes(&child_rel) && !i.may_reinclude_below(&child_rel))
+            {
+                continue;
+            }
+            let path = dir.join(&n);
+            let meta = std::fs::symlink_metadata(&path)
+                .ctx(|| format!("{child_rel}: in the build context"))?;
+            let child_target = if target.is_empty() {
+                n.clone()
+            } else {
+                format!("{target}/{n}")
+            };
+            if meta.is_dir() {
+                self.walk_dir(&path, &child_rel, &child_target, ignore, items)?;
+            } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {
+                items.push(Item {
+                    src: Some(path),
+                    body: None,
+                    target: child_target,
+                    meta: Some(meta),
+                    extract: false,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tar of a step's files: the destination's directories first (root's, 0755; an
+/// existing one is kept as it is), then the items.
+fn write_tar(
+    out: &mut File,
+    items: &[Item],
+    own: &Ownership,
+    dest: &str,
+    into_dir: bool,
+) -> std::io::Result<()> {
+    let mut tar = tar::Builder::new(std::io::BufWriter::new(out));
+    let mut dirs: Vec<String> = Vec::new();
+    let parts: Vec<&str> = dest.split('/').filter(|p| !p.is_empty()).collect();
+    let upto = if into_dir {
+        parts.len()
+    } else {
+        parts.len().saturating_sub(1)
+    };
+    for i in 1..=upto {
+        dirs.push(parts[..i].join("/"));
+    }
+    for d in &dirs {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_size(0);
+        h.set_mtime(0);
+        tar.append_data(&mut h, format!("{d}/"), std::io::empty())?;
+    }
+    for it in items.iter().filter(|i| !i.extract) {
+        let mut h = tar::Header::new_gnu();
+        h.set_uid(own.uid);
+        h.set_gid(own.gid);
+        let mtime = it.meta.as_ref().map_or(0, |m| m.mtime().max(0) as u64);
+        h.set_mtime(mtime);
+        match (&it.body, &it.src, &it.meta) {
+            (Some(b), _, _) => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(own.mode.unwrap_or(0o644));
+                h.set_size(b.len() as u64);
+                tar.append_data(&mut h, &it.target, b.as_slice())?;
+            }
+            (None, Some(p), Some(m)) if m.is_dir() => {
+                if it.target.is_empty() {
+                    continue;
+                }
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(own.mode.unwrap_or(m.mode() & 0o7777));
+                h.set_size(0);
+                tar.append_data(&mut h, format!("{}/", it.target), std::io::empty())?;
+                let _ = p;
+            }
+            (None, Some(p), Some(m)) if m.file_type().is_symlink() => {
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_mode(0o777);
+                h.set_size(0);
+                tar.append_link(&mut h, &it.target, std::fs::read_link(p)?)?;
+            }
+            (None, Some(p), Some(m)) if m.is_file() => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(own.mode.unwrap_or(m.mode() & 0o7777));
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(p)?;
+                h.set_size(f.metadata()?.len());
+                tar.append_data(&mut h, &it.target, f)?;
+            }
+            // Devices, FIFOs and sockets are not copied, as docker skips them.
+            _ => {}
+        }
+    }
+    tar.into_inner()?.flush()
+}

@@ -1,0 +1,458 @@
+//! The engine's image builder: a Dockerfile and its context become an image, for every
+//! front end alike (`wharf build`, the Docker API's `/build`).
+//!
+//! It builds the way docker's classic builder does, from the engine's own parts: each
+//! instruction makes an image from the one before. ENV, CMD, LABEL and the other config
+//! instructions change only the config (a history entry with `empty_layer`); RUN runs a
+//! container of the image so far through the engine's ordinary path (same seccomp,
+//! capabilities and masked paths as any container) and takes its overlay upper directory
+//! as the new layer; COPY and ADD write the context's files into a created container's
+//! root, with the same path safety as `wharf cp`, and take that layer the same way. The
+//! containers go whether the step succeeds or fails.
+//!
+//! Each step's image is kept, untagged, with a cache entry keyed by what the step saw
+//! (its parent image, its instruction as expanded, the build arguments it uses and the
+//! content of the files it copies): the next build of the same step reuses it.
+//!
+//! The Dockerfile itself is read by [`wharf_build`]; this module only executes it.
+
+mod cache;
+mod config;
+mod copy;
+mod run;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use wharf_build::{Command, Kind};
+use wharf_image::Image;
+use wharf_image::commit::DeriveOptions;
+
+use crate::engine::Engine;
+use crate::error::{Context, Error, Result};
+use crate::model::NetworkMode;
+
+pub use wharf_build::{Dockerfile, context};
+
+/// What to build.
+#[derive(Debug, Clone, Default)]
+pub struct BuildRequest {
+    /// The build context: a directory (the Docker API unpacks its tar into one first).
+    pub context: PathBuf,
+    /// The Dockerfile's text.
+    pub dockerfile: String,
+    /// Its name as the user gave it (for errors: `Dockerfile:3: ...`).
+    pub dockerfile_name: String,
+    /// Names for the result (`-t`).
+    pub tags: Vec<String>,
+    /// `--build-arg` values.
+    pub build_args: BTreeMap<String, String>,
+    /// `--target`: the stage to stop at (default: the last).
+    pub target: Option<String>,
+    /// `--no-cache`.
+    pub no_cache: bool,
+    /// `--pull`: pull base images even when present.
+    pub pull: bool,
+    /// The network RUN steps get (`--network`; docker's default network by default).
+    pub network: NetworkMode,
+    /// `--label`s for the result.
+    pub labels: BTreeMap<String, String>,
+    /// SOURCE_DATE_EPOCH: the time stamped on every image and history entry.
+    pub source_date_epoch: Option<u64>,
+}
+
+/// What a build tells its front end as it goes.
+#[derive(Debug)]
+pub enum BuildEvent<'a> {
+    /// A step begins (`Step 2/5 : RUN make`).
+    Step {
+        /// 1-based step number over all stages.
+        number: usize,
+        /// Steps in all.
+        total: usize,
+        /// The instruction as written.
+        text: &'a str,
+    },
+    /// A base image is being pulled.
+    Pulling(&'a str),
+    /// Output of a RUN step.
+    Output(&'a [u8]),
+    /// The step was found in the cache.
+    Cached,
+    /// The step is done: the image it left.
+    StepDone {
+        /// The image.
+        image: &'a str,
+        /// How long it took.
+        elapsed: std::time::Duration,
+    },
+}
+
+/// A finished build.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// The image.
+    pub image: Image,
+    /// The names it was given, as stored.
+    pub tags: Vec<String>,
+}
+
+/// The state of the stage being built.
+struct StageState {
+    /// The image so far.
+    image: Image,
+    /// Its config's `config` object, as the steps left it.
+    config: Map<String, Value>,
+    /// ARGs declared in this stage, with their values.
+    args: BTreeMap<String, Option<String>>,
+    /// The step's CMD was set in this stage (ENTRYPOINT then keeps it).
+    cmd_set: bool,
+}
+
+impl StageState {
+    /// A variable as an instruction sees it: the stage's ENV, then its ARGs.
+    fn lookup(&self, name: &str) -> Option<String> {
+        config::env_of(&self.config)
+            .into_iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .or_else(|| self.args.get(name).cloned().flatten())
+    }
+
+    /// Expand `word` with what the stage sees.
+    fn expand(&self, df: &Dockerfile, word: &str) -> Result<String> {
+        wharf_build::expand::expand(word, df.escape, &|n| self.lookup(n)).map_err(build_error)
+    }
+}
+
+/// A Dockerfile error as the engine's: invalid input.
+fn build_error(e: wharf_build::Error) -> Error {
+    Error::Invalid(e.to_string())
+}
+
+/// The shell a stage's shell-form commands run in (SHELL, else docker's default).
+fn shell_of(config: &Map<String, Value>) -> Vec<String> {
+    config
+        .get("Shell")
+        .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| vec!["/bin/sh".into(), "-c".into()])
+}
+
+/// A command's argv: exec form as it is, shell form in the stage's shell.
+fn argv_of(config: &Map<String, Value>, c: &Command) -> Vec<String> {
+    match c {
+        Command::Exec(v) => v.clone(),
+        Command::Shell(s) => {
+            let mut v = shell_of(config);
+            v.push(s.clone());
+            v
+        }
+    }
+}
+
+impl Engine {
+    /// Build the image `req` describes, telling `on` what happens. Returns the image of
+    /// the target stage, named with the request's tags.
+    pub fn build(&self, req: &BuildRequest, on: &mut dyn FnMut(BuildEvent<'_>)) -> Result<Built> {
+        let df = wharf_build::parse(&req.dockerfile, &req.dockerfile_name).map_err(build_error)?;
+        let target = match &req.target {
+            Some(t) => df
+                .stages
+                .iter()
+                .position(|s| s.name.as_deref() == Some(t.to_lowercase().as_str()))
+                .ok_or_else(|| Error::Invalid(format!("target stage {t:?} could not be found")))?,
+            None => df.stages.len() - 1,
+        };
+        let global = self.global_args(&df, req)?;
+        let total: usize = df.stages[..=target]
+            .iter()
+            .map(|s| 1 + s.instructions.len())
+            .sum::<usize>()
+            + usize::from(!req.labels.is_empty());
+        let mut number = 0;
+        let mut built: Vec<Image> = Vec::new();
+        for (i, stage) in df.stages[..=target].iter().enumerate() {
+            number += 1;
+            on(BuildEvent::Step {
+                number,
+                total,
+                text: &format!(
+                    "FROM {}{}",
+                    stage.from,
+                    stage
+                        .name
+                        .as_ref()
+                        .map(|n| format!(" AS {n}"))
+                        .unwrap_or_default()
+                ),
+            });
+            let t0 = Instant::now();
+            let from = wharf_build::expand::expand(&stage.from, df.escape, &|n| {
+                global.get(n).cloned().flatten()
+            })
+            .map_err(build_error)?;
+            let base = self.stage_base(&df, &built, i, &from, req, on)?;
+            on(BuildEvent::StepDone {
+                image: base.id.as_str(),
+                elapsed: t0.elapsed(),
+            });
+            let mut st = StageState {
+                config: match self.images.docker_config(&base) {
+                    Some(c) => c,
+                    None => wharf_image::commit::base_inner_config(&base)?,
+                },
+                image: base,
+                args: BTreeMap::new(),
+                cmd_set: false,
+            };
+            for ins in &stage.instructions {
+                number += 1;
+                on(BuildEvent::Step {
+                    number,
+                    total,
+                    text: &ins.text,
+                });
+                let t0 = Instant::now();
+                self.step(&df, req, &global, &built, &mut st, ins, on)
+                    .map_err(|e| match e {
+                        Error::Invalid(m) if !m.starts_with(&req.dockerfile_name) => {
+                            Error::Invalid(format!("{}:{}: {m}", req.dockerfile_name, ins.line))
+                        }
+                        e => e,
+                    })?;
+                on(BuildEvent::StepDone {
+                    image: st.image.id.as_str(),
+                    elapsed: t0.elapsed(),
+                });
+            }
+            built.push(st.image);
+        }
+        let mut image = built
+            .pop()
+            .ok_or_else(|| Error::Invalid("no stage to build".into()))?;
+        if !req.labels.is_empty() {
+            number += 1;
+            let text = format!(
+                "LABEL {}",
+                req.labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            on(BuildEvent::Step {
+                number,
+                total,
+                text: &text,
+            });
+            let mut inner = match self.images.docker_config(&image) {
+                Some(c) => c,
+                None => wharf_image::commit::base_inner_config(&image)?,
+            };
+            config::set_labels(&mut inner, req.labels.clone().into_iter());
+            image = self.images.derive(
+                &image,
+                None::<std::io::Empty>,
+                &DeriveOptions {
+                    config: Some(&inner),
+                    created_by: &config::nop(&text),
+                    created: req.source_date_epoch,
+                    ..Default::default()
+                },
+            )?;
+        }
+        let mut tags = Vec::new();
+        for t in &req.tags {
+            tags.push(self.images.tag(&image, t)?);
+        }
+        Ok(Built { image, tags })
+    }
+
+    /// A build context sent as a tar, possibly compressed (the Docker API's request body,
+    /// `wharf build -`): unpacked, with root's owners and `wharf cp`'s path safety, into a
+    /// private directory under the state root, removed when the value is dropped.
+    pub fn unpack_context(&self, archive: impl std::io::Read) -> Result<tempfile::TempDir> {
+        let what = || "unpacking the build context".to_string();
+        let dir = tempfile::Builder::new()
+            .prefix("build-context-")
+            .tempdir_in(&self.paths.root)
+            .ctx(what)?;
+        let fd = std::fs::File::open(dir.path()).ctx(what)?;
+        let r = wharf_image::pull::decompress(std::io::BufReader::new(archive)).ctx(what)?;
+        wharf_image::tree_tar::extract(
+            std::os::fd::AsFd::as_fd(&fd),
+            r,
+            wharf_image::tree_tar::Owners::Root,
+        )
+        .ctx(what)?;
+        Ok(dir)
+    }
+
+    /// The values of the ARGs declared before the first FROM.
+    fn global_args(
+        &self,
+        df: &Dockerfile,
+        req: &BuildRequest,
+    ) -> Result<BTreeMap<String, Option<String>>> {
+        let mut global = BTreeMap::new();
+        for a in &df.global_args {
+            let v = match req.build_args.get(&a.name) {
+                Some(v) => Some(v.clone()),
+                None => a
+                    .default
+                    .as_ref()
+                    .map(|d| {
+                        wharf_build::expand::expand(d, df.escape, &|n| {
+                            global.get(n).cloned().flatten()
+                        })
+                    })
+                    .transpose()
+                    .map_err(build_error)?,
+            };
+            global.insert(a.name.clone(), v);
+        }
+        Ok(global)
+    }
+
+    /// The image a stage starts from: an earlier stage, or an image (pulled when missing
+    /// or when the request says so).
+    fn stage_base(
+        &self,
+        df: &Dockerfile,
+        built: &[Image],
+        index: usize,
+        from: &str,
+        req: &BuildRequest,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<Image> {
+        let lower = from.to_lowercase();
+        if let Some(j) = df.stages[..index]
+            .iter()
+            .position(|s| s.name.as_deref() == Some(lower.as_str()))
+        {
+            return Ok(built[j].clone());
+        }
+        if from == "scratch" {
+            return Err(Error::Invalid(
+                "FROM scratch: not supported yet by Wharf's builder".into(),
+            ));
+        }
+        if !req.pull
+            && let Ok(img) = self.images.resolve(from)
+        {
+            return Ok(img);
+        }
+        on(BuildEvent::Pulling(from));
+        Ok(self
+            .images
+            .pull(from, &wharf_image::PullOptions::default(), &())?)
+    }
+
+    /// Run one instruction of a stage.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        df: &Dockerfile,
+        req: &BuildRequest,
+        global: &BTreeMap<String, Option<String>>,
+        built: &[Image],
+        st: &mut StageState,
+        ins: &wharf_build::Instruction,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        match &ins.kind {
+            Kind::Run {
+                command, heredocs, ..
+            } => self.run_step(req, st, command, heredocs, on),
+            Kind::Copy {
+                add,
+                from,
+                chown,
+                chmod,
+                sources,
+                heredocs,
+                dest,
+                ..
+            } => {
+                let spec = copy::CopySpec {
+                    add: *add,
+                    from: from.as_deref(),
+                    chown: chown.as_deref(),
+                    chmod: chmod.as_deref(),
+                    sources,
+                    heredocs,
+                    dest,
+                    text: &ins.text,
+                };
+                self.copy_step(df, req, built, st, &spec, on)
+            }
+            Kind::Arg(decls) => {
+                for a in decls {
+                    let v = match req.build_args.get(&a.name) {
+                        Some(v) => Some(v.clone()),
+                        None => match &a.default {
+                            Some(d) => Some(st.expand(df, d)?),
+                            None => global.get(&a.name).cloned().flatten(),
+                        },
+                    };
+                    st.args.insert(a.name.clone(), v);
+                }
+                self.config_step(req, st, &ins.text, |_| Ok(()), on)
+            }
+            _ => {
+                let kind = ins.kind.clone();
+                let expanded = config::Expanded::of(df, st, &kind)?;
+                if matches!(kind, Kind::Cmd(_)) {
+                    st.cmd_set = true;
+                }
+                let cmd_set = st.cmd_set;
+                self.config_step(
+                    req,
+                    st,
+                    &ins.text,
+                    |c| config::apply(c, &kind, &expanded, cmd_set),
+                    on,
+                )
+            }
+        }
+    }
+
+    /// A step that changes only the config: an image with the same layers.
+    fn config_step(
+        &self,
+        req: &BuildRequest,
+        st: &mut StageState,
+        text: &str,
+        change: impl FnOnce(&mut Map<String, Value>) -> Result<()>,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        let mut next = st.config.clone();
+        change(&mut next)?;
+        let created_by = config::nop(text);
+        let key = cache::key(&st.image, &created_by, &[]);
+        if let Some(img) = (!req.no_cache).then(|| self.cached(&key)).flatten() {
+            on(BuildEvent::Cached);
+            st.config = next;
+            st.image = img;
+            return Ok(());
+        }
+        let img = self.images.derive(
+            &st.image,
+            None::<std::io::Empty>,
+            &DeriveOptions {
+                config: Some(&next),
+                created_by: &created_by,
+                created: req.source_date_epoch,
+                ..Default::default()
+            },
+        )?;
+        self.remember(&key, &img);
+        st.config = next;
+        st.image = img;
+        Ok(())
+    }
+}

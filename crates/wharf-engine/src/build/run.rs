@@ -1,0 +1,216 @@
+//! RUN: a container of the image so far runs the command; its writable layer becomes the
+//! step's layer.
+
+use serde_json::Value;
+use wharf_build::{Command, HereDoc};
+use wharf_image::commit::DeriveOptions;
+
+use super::{BuildEvent, BuildRequest, StageState, argv_of, cache, config};
+use crate::db::ContainerRow;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{ContainerSpec, PodSpec};
+use crate::operations::PodChoice;
+use crate::session::{Output, SessionEnd};
+
+/// Removes a step's container (and the pod made for it) however the step ends.
+pub(super) struct StepContainer<'e> {
+    engine: &'e Engine,
+    pub(super) row: ContainerRow,
+}
+
+impl Drop for StepContainer<'_> {
+    fn drop(&mut self) {
+        let _ = self.engine.remove(&self.row.id, true);
+    }
+}
+
+impl Engine {
+    /// A created (not started) container of the stage's image, running `argv`.
+    pub(super) fn step_container(
+        &self,
+        req: &BuildRequest,
+        st: &StageState,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> Result<StepContainer<'_>> {
+        let spec = ContainerSpec {
+            image: st.image.id.to_string(),
+            entrypoint: Some(argv),
+            command: Some(Vec::new()),
+            env,
+            workdir: st
+                .config
+                .get("WorkingDir")
+                .and_then(Value::as_str)
+                .filter(|w| !w.is_empty())
+                .map(str::to_string),
+            user: st
+                .config
+                .get("User")
+                .and_then(Value::as_str)
+                .filter(|u| !u.is_empty())
+                .map(str::to_string),
+            ..Default::default()
+        };
+        let pod = PodSpec {
+            network: req.network.clone(),
+            ..Default::default()
+        };
+        let row = self.create(PodChoice::Own(Box::new(pod)), &spec)?;
+        Ok(StepContainer { engine: self, row })
+    }
+
+    /// Take the step container's layer as the next image of the stage.
+    pub(super) fn commit_step(
+        &self,
+        req: &BuildRequest,
+        st: &mut StageState,
+        c: &StepContainer<'_>,
+        created_by: &str,
+        key: &str,
+    ) -> Result<()> {
+        let layer = self.spool_layer(&c.row)?;
+        let img = self.images.derive(
+            &st.image,
+            Some(std::io::BufReader::new(layer)),
+            &DeriveOptions {
+                config: Some(&st.config),
+                created_by,
+                created: req.source_date_epoch,
+                ..Default::default()
+            },
+        )?;
+        self.remember(key, &img);
+        st.image = img;
+        Ok(())
+    }
+
+    /// RUN.
+    pub(super) fn run_step(
+        &self,
+        req: &BuildRequest,
+        st: &mut StageState,
+        command: &Command,
+        heredocs: &[HereDoc],
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        let command = match command {
+            Command::Shell(s) if !heredocs.is_empty() => Command::Shell(with_heredocs(s, heredocs)),
+            c => c.clone(),
+        };
+        let argv = argv_of(&st.config, &command);
+        // The build arguments a RUN sees, as environment (ENV wins over them).
+        let env_keys: Vec<String> = config::env_of(&st.config)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let args: Vec<(String, String)> = st
+            .args
+            .iter()
+            .filter(|(k, _)| !env_keys.contains(k))
+            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+            .collect();
+        let mut created_by = argv.join(" ");
+        if !args.is_empty() {
+            let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            created_by = format!("|{} {} {created_by}", args.len(), shown.join(" "));
+        }
+        let key = cache::key(&st.image, &created_by, &[]);
+        if !req.no_cache
+            && let Some(img) = self.cached(&key)
+        {
+            on(BuildEvent::Cached);
+            st.image = img;
+            return Ok(());
+        }
+        let c = self.step_container(req, st, argv, args)?;
+        let (_, session) = self.start(&c.row.id, true)?;
+        let mut session = session.ok_or_else(|| Error::Invalid("RUN: no output stream".into()))?;
+        let mut code = None;
+        loop {
+            match session.stream.recv() {
+                Ok(Some(Output::Stdout(b) | Output::Stderr(b))) => on(BuildEvent::Output(&b)),
+                Ok(Some(Output::Exit(rec))) => {
+                    code = Some(rec.exit_code);
+                    break;
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let end = code.map_or(SessionEnd::Lost, SessionEnd::Exited);
+        let code = self.session_exit(&session, end);
+        if code != 0 {
+            let shown = match &command {
+                Command::Shell(s) => format!("{} {s}", super::shell_of(&st.config).join(" ")),
+                Command::Exec(v) => format!("{v:?}"),
+            };
+            return Err(Error::BuildStep {
+                message: format!("The command '{shown}' returned a non-zero code: {code}"),
+                code,
+            });
+        }
+        self.commit_step(req, st, &c, &created_by, &key)
+    }
+}
+
+/// A shell-form RUN with here-documents as one script: the line, then each document and
+/// its delimiter (`RUN <<EOF` alone runs the document itself).
+fn with_heredocs(line: &str, docs: &[HereDoc]) -> String {
+    let delims = delimiters(line);
+    // `RUN <<EOF` (the marker alone): the document is the script.
+    let rest: String = line
+        .split_whitespace()
+        .filter(|w| !w.starts_with("<<"))
+        .collect();
+    if rest.is_empty() || delims.is_empty() {
+        return docs.iter().map(|d| d.body.as_str()).collect();
+    }
+    let mut script = line.to_string();
+    script.push('\n');
+    for (d, name) in docs.iter().zip(&delims) {
+        script.push_str(&d.body);
+        script.push_str(name);
+        script.push('\n');
+    }
+    script
+}
+
+/// The delimiters of the here-documents a line opens (`<<EOF`, `<<-EOF`, `<<'EOF'`).
+fn delimiters(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("<<") {
+        let after = rest[i + 2..].trim_start_matches('-');
+        let after = after.trim_start_matches(['"', '\'']);
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.push(name);
+        }
+        rest = &rest[i + 2..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heredoc_scripts() {
+        let doc = |b: &str| HereDoc {
+            body: b.into(),
+            expand: true,
+        };
+        assert_eq!(with_heredocs("", &[doc("echo a\n")]), "echo a\n");
+        assert_eq!(with_heredocs("<<EOF", &[doc("echo a\n")]), "echo a\n");
+        assert_eq!(
+            with_heredocs("cat <<EOF > /x", &[doc("hi\n")]),
+            "cat <<EOF > /x\nhi\nEOF\n"
+        );
+        assert_eq!(delimiters("a <<-'END' b <<X"), ["END", "X"]);
+    }
+}

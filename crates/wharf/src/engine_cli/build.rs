@@ -1,0 +1,174 @@
+//! `wharf build`: docker's flags, the context from a directory or a tar on stdin, and
+//! docker's classic step lines as the engine reports the steps.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+use wharf_engine::Engine;
+use wharf_engine::build::{BuildEvent, BuildRequest};
+use wharf_engine::model::NetworkMode;
+
+use super::args::Cmd;
+
+/// KEY=VALUE, or KEY alone taking the value from the environment (skipped when unset).
+fn pairs(items: &[String], from_env: bool, what: &str) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for i in items {
+        match i.split_once('=') {
+            Some((k, v)) => {
+                out.insert(k.to_string(), v.to_string());
+            }
+            None if from_env => {
+                if let Ok(v) = std::env::var(i) {
+                    out.insert(i.clone(), v);
+                }
+            }
+            None => bail!("{what} {i:?}: use KEY=VALUE"),
+        }
+    }
+    Ok(out)
+}
+
+/// Run `wharf build`.
+pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
+    let Cmd::Build {
+        tags,
+        file,
+        build_args,
+        target,
+        no_cache,
+        pull,
+        network,
+        labels,
+        quiet,
+        iidfile,
+        platform,
+        progress: _,
+        path,
+    } = cmd
+    else {
+        unreachable!("dispatched on Build");
+    };
+    if let Some(p) = platform {
+        let host = format!(
+            "linux/{}",
+            wharf_engine::images::Platform::host().architecture
+        );
+        if p != &host && p != "linux" {
+            bail!("--platform {p}: Wharf builds for this host's platform only ({host})");
+        }
+    }
+    let network = match network.as_str() {
+        "default" | "bridge" => NetworkMode::Default,
+        "none" => NetworkMode::None,
+        "host" => NetworkMode::Host,
+        n => bail!("--network {n}: use default, none or host"),
+    };
+    let unpacked;
+    let context = if path == "-" {
+        unpacked = engine
+            .unpack_context(std::io::stdin().lock())
+            .context("reading the build context from stdin")?;
+        unpacked.path().to_path_buf()
+    } else {
+        let p = std::path::PathBuf::from(path);
+        if !p.is_dir() {
+            bail!("unable to prepare context: path {path:?} not found or not a directory");
+        }
+        p
+    };
+    let (dockerfile, name) = match file {
+        Some(f) if f.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .context("reading the Dockerfile from stdin")?;
+            (s, "Dockerfile".to_string())
+        }
+        Some(f) => {
+            let p = if f.is_absolute() || f.exists() {
+                f.clone()
+            } else {
+                context.join(f)
+            };
+            (
+                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?,
+                f.display().to_string(),
+            )
+        }
+        None => {
+            let p = context.join("Dockerfile");
+            (
+                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?,
+                "Dockerfile".to_string(),
+            )
+        }
+    };
+    let source_date_epoch = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let req = BuildRequest {
+        context,
+        dockerfile,
+        dockerfile_name: name,
+        tags: tags.clone(),
+        build_args: pairs(build_args, true, "--build-arg")?,
+        target: target.clone(),
+        no_cache: *no_cache,
+        pull: *pull,
+        network,
+        labels: pairs(labels, false, "--label")?,
+        source_date_epoch,
+    };
+    let quiet = *quiet;
+    let mut out = std::io::stdout().lock();
+    let built = engine.build(&req, &mut |e| {
+        if quiet {
+            return;
+        }
+        let _ = match e {
+            BuildEvent::Step {
+                number,
+                total,
+                text,
+            } => writeln!(out, "Step {number}/{total} : {text}"),
+            BuildEvent::Pulling(image) => writeln!(out, "Pulling {image}"),
+            BuildEvent::Output(b) => out.write_all(b),
+            BuildEvent::Cached => writeln!(out, " ---> Using cache"),
+            BuildEvent::StepDone { image, elapsed } => writeln!(
+                out,
+                " ---> {} ({:.1}s)",
+                short(image),
+                elapsed.as_secs_f64()
+            ),
+        };
+        let _ = out.flush();
+    });
+    let built = match built {
+        Ok(b) => b,
+        Err(wharf_engine::Error::BuildStep { message, code }) => {
+            eprintln!("wharf: {message}");
+            return Ok(code);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let id = built.image.id.to_string();
+    if let Some(f) = iidfile {
+        std::fs::write(f, &id).with_context(|| format!("writing {}", f.display()))?;
+    }
+    if quiet {
+        println!("{id}");
+    } else {
+        println!("Successfully built {}", short(&id));
+        for t in &built.tags {
+            println!("Successfully tagged {}", wharf_docker::views::familiar(t));
+        }
+    }
+    Ok(0)
+}
+
+/// An image id as docker shows it in build output (12 hex digits).
+fn short(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..hex.len().min(12)]
+}

@@ -1,0 +1,207 @@
+//! `wharf build`: a two-stage Dockerfile with the common instructions becomes an image
+//! that runs as written; a rebuild comes from the cache; a failing step fails with its
+//! code and leaves no container, image name or mount; a path out of the context is
+//! refused naming it.
+
+mod engine_support;
+
+use std::path::Path;
+
+use engine_support::{Wharf, busybox};
+
+/// `wharf image inspect NAME`: the one JSON object.
+fn image(w: &Wharf, name: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&w.ok(&["image", "inspect", name])).unwrap();
+    v[0].clone()
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn a_dockerfile_builds_runs_caches_and_fails_cleanly() {
+    let w = Wharf::new("build");
+    w.pull_busybox();
+    let ctx = w.path("ctx");
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!(
+            r#"# a comment
+ARG BASE={}
+FROM $BASE AS base
+ENV GREETING=hello DIR=/app
+WORKDIR $DIR
+COPY hello.txt ./
+COPY sub/ ./sub/
+RUN echo "$GREETING from run, arg=$FLAVOUR" > run.txt && \
+    chmod 600 run.txt
+ARG FLAVOUR=plain
+RUN <<EOF
+echo "flavour $FLAVOUR" > flavour.txt
+EOF
+COPY <<EOF /app/note.txt
+a note for $GREETING
+EOF
+LABEL org.example.kind="a test" other=yes
+ADD arch.tar /unpacked/
+HEALTHCHECK --interval=5s --retries=2 CMD ["true"]
+VOLUME /data
+STOPSIGNAL SIGINT
+EXPOSE 8080 53/udp
+USER 1000:1000
+CMD ["cat", "/app/run.txt"]
+
+FROM $BASE
+COPY --from=base /app/run.txt /app/flavour.txt /out/
+COPY --chmod=700 --chown=7:8 hello.txt /out/hello
+ENTRYPOINT ["cat"]
+CMD ["/out/run.txt"]
+"#,
+            busybox()
+        ),
+    );
+    write(&ctx, "hello.txt", "hello file\n");
+    write(&ctx, "sub/a.txt", "a\n");
+    write(&ctx, "sub/secret.key", "not for the image\n");
+    write(&ctx, ".dockerignore", "**/*.key\n");
+    // A local archive, which ADD extracts.
+    write(&ctx, "arch/inside.txt", "from the archive\n");
+    let tar = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(ctx.join("arch"))
+        .args(["-cf"])
+        .arg(ctx.join("arch.tar"))
+        .arg("inside.txt")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+
+    let out = w.ok(&[
+        "build",
+        "-t",
+        "built:1",
+        "--build-arg",
+        "FLAVOUR=spicy",
+        ctx.to_str().unwrap(),
+    ]);
+    assert!(out.contains("Step 1/"), "{out}");
+    assert!(out.contains("Successfully tagged"), "{out}");
+    assert_eq!(w.ok(&["run", "--rm", "built:1"]), "hello from run, arg=\n");
+    assert_eq!(
+        w.ok(&["run", "--rm", "built:1", "/out/flavour.txt"]),
+        "flavour spicy\n"
+    );
+    let hello = w.ok(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "stat",
+        "built:1",
+        "-c",
+        "%a %u %g",
+        "/out/hello",
+    ]);
+    assert_eq!(hello, "700 7 8\n");
+
+    // The first stage, by --target: its config as the instructions left it.
+    w.ok(&[
+        "build",
+        "-q",
+        "-t",
+        "base:1",
+        "--target",
+        "base",
+        ctx.to_str().unwrap(),
+    ]);
+    let img = &image(&w, "base:1");
+    let cfg = &img["Config"];
+    let env = cfg["Env"].to_string();
+    assert!(
+        env.contains("GREETING=hello") && env.contains("DIR=/app"),
+        "{env}"
+    );
+    assert_eq!(cfg["WorkingDir"], "/app");
+    assert_eq!(cfg["User"], "1000:1000");
+    assert_eq!(cfg["Labels"]["org.example.kind"], "a test");
+    assert!(cfg["ExposedPorts"]["8080/tcp"].is_object(), "{cfg}");
+    assert!(cfg["ExposedPorts"]["53/udp"].is_object(), "{cfg}");
+    assert_eq!(
+        cfg["Healthcheck"]["Test"],
+        serde_json::json!(["CMD", "true"])
+    );
+    assert_eq!(cfg["Healthcheck"]["Interval"], 5_000_000_000u64);
+    assert_eq!(cfg["Healthcheck"]["Retries"], 2);
+    assert!(cfg["Volumes"]["/data"].is_object(), "{cfg}");
+    assert_eq!(cfg["StopSignal"], "SIGINT");
+    let cat_as_root = |path: &str| w.ok(&["run", "--rm", "--user", "0", "base:1", "cat", path]);
+    assert_eq!(cat_as_root("/unpacked/inside.txt"), "from the archive\n");
+    let listing = w.ok(&["run", "--rm", "--user", "0", "base:1", "ls", "-R", "/app"]);
+    assert!(
+        listing.contains("a.txt") && !listing.contains("secret.key"),
+        "{listing}"
+    );
+    assert!(listing.contains("hello.txt"), "{listing}");
+    assert_eq!(cat_as_root("/app/note.txt"), "a note for hello\n");
+
+    // Again: every step from the cache, the same image.
+    let id1 = image(&w, "built:1")["Id"].as_str().unwrap().to_string();
+    let again = w.ok(&[
+        "build",
+        "-t",
+        "built:2",
+        "--build-arg",
+        "FLAVOUR=spicy",
+        ctx.to_str().unwrap(),
+    ]);
+    assert!(again.contains("Using cache"), "{again}");
+    assert_eq!(image(&w, "built:2")["Id"], id1.as_str());
+    // A changed file is copied again.
+    write(&ctx, "hello.txt", "changed\n");
+    w.ok(&[
+        "build",
+        "-q",
+        "-t",
+        "built:3",
+        "--build-arg",
+        "FLAVOUR=spicy",
+        ctx.to_str().unwrap(),
+    ]);
+    assert_ne!(image(&w, "built:3")["Id"], id1.as_str());
+
+    // A failing step: its code, its output shown, no image named, nothing left running.
+    let bad = w.path("bad");
+    write(
+        &bad,
+        "Dockerfile",
+        &format!("FROM {}\nRUN echo about to fail && exit 3\n", busybox()),
+    );
+    let failed = w.fails(3, &["build", "-t", "never:1", bad.to_str().unwrap()]);
+    assert!(failed.contains("returned a non-zero code: 3"), "{failed}");
+    assert!(w.run(&["image", "inspect", "never:1"]).code != 0);
+    assert_eq!(w.ok(&["ps", "-aq"]), "");
+
+    // A context escape and a syntax error, named.
+    write(
+        &bad,
+        "Dockerfile",
+        &format!("FROM {}\nCOPY ../outside /x\n", busybox()),
+    );
+    let out = w.run(&["build", bad.to_str().unwrap()]);
+    assert!(out.code != 0 && out.stderr.contains("outside"), "{out:?}");
+    write(
+        &bad,
+        "Dockerfile",
+        &format!("FROM {}\nFROBNICATE x\n", busybox()),
+    );
+    let out = w.run(&["build", bad.to_str().unwrap()]);
+    assert!(
+        out.code != 0 && out.stderr.contains("Dockerfile:2"),
+        "{out:?}"
+    );
+    assert_eq!(w.ok(&["ps", "-aq"]), "");
+    w.assert_clean();
+}
