@@ -624,7 +624,16 @@ fn malformed_requests_get_dockers_codes_and_leave_nothing() {
     assert!(body.contains("too new"), "{body}");
     assert_eq!(http(&sock, "GET", "/v1.20/version", b"").0, 400);
     assert_eq!(http(&sock, "GET", "/_ping", b"").0, 200);
-    assert_eq!(http(&sock, "POST", "/v1.50/build", b"").0, 501);
+    // A build with no context: docker's stream with the error, nothing made.
+    let (code, body) = http(&sock, "POST", "/v1.50/build", b"");
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("errorDetail") && body.contains("Dockerfile"),
+        "{body}"
+    );
+    let (code, body) = http(&sock, "POST", "/v1.50/build?buildargs=%7Bnot-json", b"");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("buildargs"), "{body}");
     // Nothing half-made: the one container created, and no other pod.
     let ps = d.w.ok(&["ps", "-a", "--format", "{{.Names}}"]);
     assert_eq!(ps.trim(), "ok");
