@@ -58,6 +58,8 @@ CMD ["cat", "/app/run.txt"]
 FROM $BASE
 COPY --from=base /app/run.txt /app/flavour.txt /out/
 COPY --chmod=700 --chown=7:8 hello.txt /out/hello
+WORKDIR /made/here
+RUN pwd > where.txt
 ENTRYPOINT ["cat"]
 CMD ["/out/run.txt"]
 "#,
@@ -94,6 +96,10 @@ CMD ["/out/run.txt"]
     assert_eq!(
         w.ok(&["run", "--rm", "built:1", "/out/flavour.txt"]),
         "flavour spicy\n"
+    );
+    assert_eq!(
+        w.ok(&["run", "--rm", "built:1", "/made/here/where.txt"]),
+        "/made/here\n"
     );
     let hello = w.ok(&[
         "run",
@@ -171,6 +177,19 @@ CMD ["/out/run.txt"]
         ctx.to_str().unwrap(),
     ]);
     assert_ne!(image(&w, "built:3")["Id"], id1.as_str());
+
+    // The cache pruned: the next build runs every step again.
+    let pruned = w.ok(&["builder", "prune", "-f"]);
+    assert!(pruned.contains("Total reclaimed space"), "{pruned}");
+    let rebuilt = w.ok(&[
+        "build",
+        "-t",
+        "built:4",
+        "--build-arg",
+        "FLAVOUR=spicy",
+        ctx.to_str().unwrap(),
+    ]);
+    assert!(!rebuilt.contains("Using cache"), "{rebuilt}");
 
     // A failing step: its code, its output shown, no image named, nothing left running.
     let bad = w.path("bad");

@@ -333,9 +333,13 @@ async fn route(api: Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
             images::distribution(&api, &r).await
         }
         (&M::POST, ["build"]) => build::build(&api, r).await,
-        (&M::POST, ["build", "prune"]) => Ok(http::json(
-            &serde_json::json!({"CachesDeleted": [], "SpaceReclaimed": 0}),
-        )),
+        (&M::POST, ["build", "prune"]) => {
+            let pruned = api.engine(|e| Ok(e.prune_build_cache()?)).await?;
+            Ok(http::json(&serde_json::json!({
+                "CachesDeleted": pruned.images,
+                "SpaceReclaimed": pruned.bytes,
+            })))
+        }
 
         (&M::GET, ["networks"]) => networks::list(&api, &r).await,
         (&M::POST, ["networks", "create"]) => networks::create(&api, r).await,

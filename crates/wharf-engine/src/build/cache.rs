@@ -47,3 +47,40 @@ impl Engine {
         );
     }
 }
+
+/// What [`Engine::prune_build_cache`] removed.
+#[derive(Debug, Clone, Default)]
+pub struct CachePruned {
+    /// Cache entries forgotten.
+    pub entries: usize,
+    /// Step images removed (those without a name and not in use).
+    pub images: Vec<String>,
+    /// Bytes of content freed.
+    pub bytes: u64,
+}
+
+impl Engine {
+    /// Forget every build cache entry and remove the step images behind them that have no
+    /// name and no user (`wharf builder prune`, the Docker API's `/build/prune`); named
+    /// images and images containers use stay.
+    pub fn prune_build_cache(&self) -> crate::error::Result<CachePruned> {
+        let mut out = CachePruned::default();
+        let Ok(entries) = std::fs::read_dir(self.cache_dir()) else {
+            return Ok(out);
+        };
+        for e in entries.flatten() {
+            let id = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let _ = std::fs::remove_file(e.path());
+            out.entries += 1;
+            let id = id.trim();
+            if let Ok(img) = self.images.resolve(id)
+                && img.names.is_empty()
+                && self.images.remove(id, false).is_ok()
+            {
+                out.images.push(id.to_string());
+            }
+        }
+        out.bytes = self.images.gc()?.blob_bytes;
+        Ok(out)
+    }
+}

@@ -385,6 +385,30 @@ impl Engine {
     }
 }
 
+/// Append `path` and each of its ancestors as root's 0755 directories, top first
+/// (extracting them keeps the directories that exist as they are).
+pub(super) fn append_dirs<W: Write>(tar: &mut tar::Builder<W>, path: &str) -> std::io::Result<()> {
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    for i in 1..=parts.len() {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_size(0);
+        h.set_mtime(0);
+        tar.append_data(
+            &mut h,
+            format!("{}/", parts[..i].join("/")),
+            std::io::empty(),
+        )?;
+    }
+    Ok(())
+}
+
 /// The tar of a step's files: the destination's directories first (root's, 0755; an
 /// existing one is kept as it is), then the items.
 fn write_tar(
@@ -395,26 +419,12 @@ fn write_tar(
     into_dir: bool,
 ) -> std::io::Result<()> {
     let mut tar = tar::Builder::new(std::io::BufWriter::new(out));
-    let mut dirs: Vec<String> = Vec::new();
-    let parts: Vec<&str> = dest.split('/').filter(|p| !p.is_empty()).collect();
-    let upto = if into_dir {
-        parts.len()
+    let parent = if into_dir {
+        dest
     } else {
-        parts.len().saturating_sub(1)
+        dest.rsplit_once('/').map_or("", |(p, _)| p)
     };
-    for i in 1..=upto {
-        dirs.push(parts[..i].join("/"));
-    }
-    for d in &dirs {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Directory);
-        h.set_mode(0o755);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_size(0);
-        h.set_mtime(0);
-        tar.append_data(&mut h, format!("{d}/"), std::io::empty())?;
-    }
+    append_dirs(&mut tar, parent)?;
     for it in items.iter().filter(|i| !i.extract) {
         let mut h = tar::Header::new_gnu();
         h.set_uid(own.uid);

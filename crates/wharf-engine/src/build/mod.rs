@@ -17,6 +17,7 @@
 //! The Dockerfile itself is read by [`wharf_build`]; this module only executes it.
 
 mod cache;
+pub use cache::CachePruned;
 mod config;
 mod copy;
 mod run;

@@ -8,7 +8,7 @@ use wharf_image::commit::DeriveOptions;
 use super::{BuildEvent, BuildRequest, StageState, argv_of, cache, config};
 use crate::db::ContainerRow;
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::{ContainerSpec, PodSpec};
 use crate::operations::PodChoice;
 use crate::session::{Output, SessionEnd};
@@ -58,7 +58,13 @@ impl Engine {
             ..Default::default()
         };
         let row = self.create(PodChoice::Own(Box::new(pod)), &spec)?;
-        Ok(StepContainer { engine: self, row })
+        let c = StepContainer { engine: self, row };
+        // WORKDIR names a directory that may not exist yet: made now (root's, 0755), so
+        // it lands in this step's layer, as docker's builder makes it.
+        if let Some(dir) = &spec.workdir {
+            self.copy_in(&c.row.id, "/", dirs_tar(dir)?.as_slice(), true)?;
+        }
+        Ok(c)
     }
 
     /// Take the step container's layer as the next image of the stage.
@@ -152,6 +158,14 @@ impl Engine {
         }
         self.commit_step(req, st, &c, &created_by, &key)
     }
+}
+
+/// A tar of `path`'s directories (extracting it keeps the existing ones as they are).
+fn dirs_tar(path: &str) -> Result<Vec<u8>> {
+    let what = || format!("WORKDIR {path}");
+    let mut tar = tar::Builder::new(Vec::new());
+    super::copy::append_dirs(&mut tar, path).ctx(what)?;
+    tar.into_inner().ctx(what)
 }
 
 /// A shell-form RUN with here-documents as one script: the line, then each document and

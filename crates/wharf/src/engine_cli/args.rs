@@ -292,6 +292,20 @@ pub enum ContainerCmd {
     Cmd(Box<Cmd>),
 }
 
+/// `wharf builder` subcommands (docker's).
+#[derive(Subcommand, Debug)]
+pub enum BuilderCmd {
+    /// Forget the build cache and remove the unnamed step images behind it.
+    Prune {
+        /// Docker's flag; the whole cache goes either way.
+        #[arg(short, long)]
+        all: bool,
+        /// Do not ask (Wharf never asks).
+        #[arg(short, long)]
+        force: bool,
+    },
+}
+
 /// `wharf volume` subcommands (docker's).
 #[derive(Subcommand, Debug)]
 pub enum VolumeCmd {
@@ -847,6 +861,11 @@ pub enum Cmd {
     Volume {
         #[command(subcommand)]
         cmd: VolumeCmd,
+    },
+    /// The image builder's cache.
+    Builder {
+        #[command(subcommand)]
+        cmd: BuilderCmd,
     },
     /// Engine events.
     Events {

@@ -172,3 +172,16 @@ fn short(id: &str) -> &str {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
     &hex[..hex.len().min(12)]
 }
+
+/// `wharf builder prune`.
+pub fn prune(engine: &Engine) -> Result<i32> {
+    let pruned = engine.prune_build_cache()?;
+    for id in &pruned.images {
+        println!("Deleted: {id}");
+    }
+    println!(
+        "Total reclaimed space: {}",
+        crate::format::size(pruned.bytes, false, 3)
+    );
+    Ok(0)
+}

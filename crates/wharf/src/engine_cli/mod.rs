@@ -422,6 +422,9 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         }
         Cmd::Diff { container } => files::diff(&open(cli)?, container),
         c @ Cmd::Build { .. } => build::run(&open(cli)?, c),
+        Cmd::Builder {
+            cmd: args::BuilderCmd::Prune { .. },
+        } => build::prune(&open(cli)?),
         Cmd::Commit {
             author,
             change,
