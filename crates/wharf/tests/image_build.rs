@@ -58,6 +58,7 @@ CMD ["cat", "/app/run.txt"]
 FROM $BASE
 COPY --from=base /app/run.txt /app/flavour.txt /out/
 COPY --chmod=700 --chown=7:8 hello.txt /out/hello
+COPY --chown=nobody hello.txt /out/nobodys
 WORKDIR /made/here
 RUN pwd > where.txt
 ENTRYPOINT ["cat"]
@@ -112,6 +113,17 @@ CMD ["/out/run.txt"]
         "/out/hello",
     ]);
     assert_eq!(hello, "700 7 8\n");
+    let nobodys = w.ok(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "stat",
+        "built:1",
+        "-c",
+        "%u %g",
+        "/out/nobodys",
+    ]);
+    assert_eq!(nobodys, "65534 65534\n");
 
     // The first stage, by --target: its config as the instructions left it.
     w.ok(&[

@@ -5,9 +5,9 @@
 //! The files go in as one tar extracted at the container's root by the same code as
 //! `wharf cp` (no `..`, no symlink followed on the way). Sources are found with
 //! [`wharf_build::context`], which refuses paths out of the context; the context's
-//! `.dockerignore` leaves out what it names. Files are owned by root (or `--chown`'s
-//! numeric ids), keep their modes (or take `--chmod`'s) and modification times, as
-//! docker's COPY does.
+//! `.dockerignore` leaves out what it names. Files are owned by root (or by `--chown`'s
+//! ids or names, looked up in the image), keep their modes (or take `--chmod`'s) and
+//! modification times, as docker's COPY does.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -53,30 +53,36 @@ struct Ownership {
     mode: Option<u32>,
 }
 
-fn parse_ownership(chown: Option<&str>, chmod: Option<&str>) -> Result<Ownership> {
-    let (uid, gid) = match chown {
-        None => (0, 0),
-        Some(c) => {
-            let (u, g) = c.split_once(':').unwrap_or((c, c));
-            match (u.parse::<u64>(), g.parse::<u64>()) {
-                (Ok(u), Ok(g)) => (u, g),
-                _ => {
-                    return Err(Error::Invalid(format!(
-                        "--chown={c}: only numeric ids are supported by Wharf's builder yet"
-                    )));
-                }
-            }
-        }
-    };
-    let mode = chmod
+/// `--chmod`'s mode, checked before anything runs.
+fn parse_mode(chmod: Option<&str>) -> Result<Option<u32>> {
+    chmod
         .map(|m| {
             u32::from_str_radix(m, 8)
                 .ok()
                 .filter(|m| *m <= 0o7777)
                 .ok_or_else(|| Error::Invalid(format!("--chmod={m}: not an octal mode")))
         })
-        .transpose()?;
-    Ok(Ownership { uid, gid, mode })
+        .transpose()
+}
+
+/// `--chown`'s owners: ids, or names looked up in the destination image's /etc/passwd
+/// and /etc/group (read the bounded, contained way). A user without a group takes the
+/// same number as its group, as docker's COPY has it.
+fn parse_owners(chown: Option<&str>, rootfs: &Path) -> Result<(u64, u64)> {
+    let Some(c) = chown else {
+        return Ok((0, 0));
+    };
+    let (uid, gid) = match c.split_once(':') {
+        Some(_) => {
+            let (u, g, _) = crate::specgen::resolve_user(rootfs, c)?;
+            (u, g)
+        }
+        None => {
+            let (u, _, _) = crate::specgen::resolve_user(rootfs, c)?;
+            (u, u)
+        }
+    };
+    Ok((u64::from(uid), u64::from(gid)))
 }
 
 /// `path` lexically normalised below the root, without a leading `/`.
@@ -146,7 +152,7 @@ impl Engine {
         spec: &CopySpec<'_>,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<()> {
-        let own = parse_ownership(spec.chown, spec.chmod)?;
+        let mode = parse_mode(spec.chmod)?;
         let source_image = spec
             .from
             .map(|f| self.copy_source_image(df, built, f))
@@ -156,7 +162,7 @@ impl Engine {
             None => req.context.clone(),
         };
         let result =
-            self.copy_into_stage(df, req, st, spec, &own, &root, source_image.is_none(), on);
+            self.copy_into_stage(df, req, st, spec, mode, &root, source_image.is_none(), on);
         if let Some(img) = &source_image {
             let _ = self.images.unmount_image(img);
         }
@@ -170,7 +176,7 @@ impl Engine {
         req: &BuildRequest,
         st: &mut StageState,
         spec: &CopySpec<'_>,
-        own: &Ownership,
+        mode: Option<u32>,
         root: &Path,
         from_context: bool,
         on: &mut dyn FnMut(BuildEvent<'_>),
@@ -300,7 +306,7 @@ impl Engine {
             if items.len() == 1 { "file" } else { "multi" },
             sum.hex()
         ));
-        let owner = format!("{}:{}:{:?}", own.uid, own.gid, own.mode);
+        let owner = format!("{:?}:{mode:?}", spec.chown);
         let key = cache::key(&st.image, &created_by, &[owner]);
         if !req.no_cache
             && let Some(img) = self.cached(&key)
@@ -310,9 +316,12 @@ impl Engine {
             return Ok(());
         }
         let c = self.step_container(req, st, vec!["/bin/true".into()], Vec::new())?;
+        let (uid, gid) = parse_owners(spec.chown, &self.paths.rootfs(&c.row.id))
+            .map_err(|e| Error::Invalid(format!("--chown={}: {e}", spec.chown.unwrap_or(""))))?;
+        let own = Ownership { uid, gid, mode };
         let mut spool =
             tempfile::tempfile_in(&self.paths.root).ctx(|| "a build step's archive".to_string())?;
-        write_tar(&mut spool, &items, own, &dest_rel, into_dir)
+        write_tar(&mut spool, &items, &own, &dest_rel, into_dir)
             .ctx(|| format!("{kind}: packing its files"))?;
         spool
             .rewind()
