@@ -177,6 +177,42 @@ pub fn processes() -> Vec<Proc> {
     out
 }
 
+/// The environment of a private Wharf for a benchmark: its root under `work/wharf/root`,
+/// its run directory under `run_fs/wharf`, cgroups below `cgroup_parent/wharf` and an empty
+/// CNI configuration directory (so its default network is the built-in bridge, as on a
+/// machine without CNI). Pulls `image` into it.
+pub fn private_wharf(
+    work: &std::path::Path,
+    run_fs: &std::path::Path,
+    cgroup_parent: &str,
+    image: &str,
+) -> Vec<(String, String)> {
+    let s = |p: &std::path::Path| p.display().to_string();
+    let no_cni = work.join("no-cni");
+    std::fs::create_dir_all(&no_cni).unwrap();
+    let env = vec![
+        ("WHARF_ROOT".to_string(), s(&work.join("wharf/root"))),
+        ("WHARF_RUN".to_string(), s(&run_fs.join("wharf"))),
+        (
+            "WHARF_CGROUP_PARENT".to_string(),
+            format!("{cgroup_parent}/wharf"),
+        ),
+        ("WHARF_CNI_CONF_DIR".to_string(), s(&no_cni)),
+    ];
+    let out = Command::new(wharf_bin())
+        .args(["pull", "-q", image])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .output()
+        .expect("wharf pull");
+    assert!(
+        out.status.success(),
+        "wharf pull {image}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

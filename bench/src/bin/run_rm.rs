@@ -156,23 +156,7 @@ fn main() {
 
     // wharf: private root and run dirs, no CNI configuration (its default is then the
     // built-in bridge network, as on a machine without CNI).
-    let no_cni = work.join("no-cni");
-    std::fs::create_dir_all(&no_cni).unwrap();
-    let wharf_env = vec![
-        ("WHARF_ROOT".to_string(), s(&work.join("wharf/root"))),
-        ("WHARF_RUN".to_string(), s(&run_fs.join("wharf"))),
-        (
-            "WHARF_CGROUP_PARENT".to_string(),
-            format!("{cgroup_parent}/wharf"),
-        ),
-        ("WHARF_CNI_CONF_DIR".to_string(), s(&no_cni)),
-    ];
-    run_ok(
-        Command::new(&wharf)
-            .args(["pull", "-q", &image])
-            .envs(wharf_env.iter().map(|(k, v)| (k, v))),
-        "wharf pull",
-    );
+    let wharf_env = wharf_bench::private_wharf(&work, &run_fs, &cgroup_parent, &image);
     let mut engines = vec![
         Engine {
             name: "wharf",
