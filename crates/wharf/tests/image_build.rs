@@ -236,3 +236,44 @@ CMD ["/out/run.txt"]
     assert_eq!(w.ok(&["ps", "-aq"]), "");
     w.assert_clean();
 }
+
+/// Ctrl-C during a RUN step: the step's process is killed, its container and pod removed,
+/// the build exits 130 and names no image; again and again, nothing piles up.
+#[test]
+fn an_interrupted_build_leaves_nothing_behind() {
+    let w = Wharf::new("build-int");
+    w.pull_busybox();
+    let ctx = w.path("ctx");
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!("FROM {}\nRUN echo started && sleep 60\n", busybox()),
+    );
+    for round in 0..3 {
+        let mut child = w
+            .cmd(&["build", "-t", "never:1", ctx.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            engine_support::wait_until(std::time::Duration::from_secs(20), || {
+                w.ok(&["ps", "--format", "{{.Status}}"]).contains("Up")
+            }),
+            "round {round}: the step never ran"
+        );
+        // SAFETY: kill(2) of the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let t = std::time::Instant::now();
+        let status = child.wait().unwrap();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "round {round}"
+        );
+        assert_eq!(status.code(), Some(130), "round {round}");
+        assert_eq!(w.ok(&["ps", "-aq"]), "", "round {round}");
+        assert_eq!(w.ok(&["pod", "ls", "-q"]), "", "round {round}");
+        assert!(w.run(&["image", "inspect", "never:1"]).code != 0);
+    }
+    w.assert_clean();
+}

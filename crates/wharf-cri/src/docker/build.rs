@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use wharf_engine::build::{BuildEvent, BuildRequest};
@@ -98,6 +99,22 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
             }
         };
         req.context = context.path().to_path_buf();
+        // A client that leaves stops the build (docker's CLI closes on Ctrl-C).
+        let interrupt = Arc::new(AtomicBool::new(false));
+        req.interrupt = Some(interrupt.clone());
+        let finished = Arc::new(AtomicBool::new(false));
+        {
+            let (tx, finished) = (tx.clone(), finished.clone());
+            std::thread::spawn(move || {
+                while !finished.load(Ordering::Relaxed) {
+                    if tx.is_closed() {
+                        interrupt.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            });
+        }
         let built = e.build(&req, &mut |ev| {
             if quiet {
                 return;
@@ -134,6 +151,7 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
             Err(wharf_engine::Error::BuildStep { message, code }) => fail(message, code),
             Err(err) => fail(err.to_string(), 1),
         }
+        finished.store(true, Ordering::Relaxed);
         e.release_pod_locks();
     });
     Ok(http::streamed("application/json", rx))

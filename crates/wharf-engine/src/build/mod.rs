@@ -62,6 +62,27 @@ pub struct BuildRequest {
     pub labels: BTreeMap<String, String>,
     /// SOURCE_DATE_EPOCH: the time stamped on every image and history entry.
     pub source_date_epoch: Option<u64>,
+    /// Set by the front end to stop the build (Ctrl-C, a client that left): a RUN step's
+    /// container is killed, the step's container removed, and the build fails with
+    /// [`Error::BuildStep`] code 130.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl BuildRequest {
+    /// The front end asked to stop.
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// The error of an interrupted build.
+fn interrupted_error() -> Error {
+    Error::BuildStep {
+        message: "the build was interrupted".into(),
+        code: 130,
+    }
 }
 
 /// What a build tells its front end as it goes.
@@ -211,6 +232,9 @@ impl Engine {
                 cmd_set: false,
             };
             for ins in &stage.instructions {
+                if req.interrupted() {
+                    return Err(interrupted_error());
+                }
                 number += 1;
                 on(BuildEvent::Step {
                     number,

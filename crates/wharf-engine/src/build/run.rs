@@ -1,6 +1,9 @@
 //! RUN: a container of the image so far runs the command; its writable layer becomes the
 //! step's layer.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::Value;
 use wharf_build::{Command, HereDoc};
 use wharf_image::commit::DeriveOptions;
@@ -133,6 +136,21 @@ impl Engine {
         let c = self.step_container(req, st, argv, args)?;
         let (_, session) = self.start(&c.row.id, true)?;
         let mut session = session.ok_or_else(|| Error::Invalid("RUN: no output stream".into()))?;
+        // Asked to stop: the step's process is killed, its stream then ends.
+        let done = Arc::new(AtomicBool::new(false));
+        if let Some(flag) = req.interrupt.clone() {
+            let signaller = session.signaller();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if flag.load(Ordering::Relaxed) {
+                        let _ = signaller.signal(libc::SIGKILL);
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            });
+        }
         let mut code = None;
         loop {
             match session.stream.recv() {
@@ -144,8 +162,12 @@ impl Engine {
                 Ok(None) | Err(_) => break,
             }
         }
+        done.store(true, Ordering::Relaxed);
         let end = code.map_or(SessionEnd::Lost, SessionEnd::Exited);
         let code = self.session_exit(&session, end);
+        if req.interrupted() {
+            return Err(super::interrupted_error());
+        }
         if code != 0 {
             let shown = match &command {
                 Command::Shell(s) => format!("{} {s}", super::shell_of(&st.config).join(" ")),

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use wharf_engine::Engine;
@@ -107,6 +109,15 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
     let source_date_epoch = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
         .and_then(|v| v.parse().ok());
+    // Ctrl-C (or TERM, HUP) stops the build: the step's container is killed and removed,
+    // and nothing of the build is left.
+    let interrupt = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupt.clone();
+        super::relay::on_first_signal(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], move |_| {
+            flag.store(true, Ordering::Relaxed)
+        });
+    }
     let req = BuildRequest {
         context,
         dockerfile,
@@ -119,6 +130,7 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
         network,
         labels: pairs(labels, false, "--label")?,
         source_date_epoch,
+        interrupt: Some(interrupt),
     };
     let quiet = *quiet;
     let mut out = std::io::stdout().lock();

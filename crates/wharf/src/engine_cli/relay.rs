@@ -59,6 +59,20 @@ fn block(signals: &[i32]) -> libc::sigset_t {
     }
 }
 
+/// Block `signals` in this process's threads from now on and call `then` on a thread of
+/// its own with the first of them that arrives (a command that must clean up before it
+/// goes: `wharf build`).
+pub(super) fn on_first_signal(signals: &[i32], then: impl FnOnce(i32) + Send + 'static) {
+    let set = block(signals);
+    std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: waiting on signals blocked in every thread of this process.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            then(sig);
+        }
+    });
+}
+
 /// Relay between this terminal and an attached process until it exits or the user detaches.
 /// `stdin`: forward this terminal's input (when the process reads it).
 pub fn relay(session: &mut Session, stdin: bool, detach_keys: &[u8]) -> Result<SessionEnd> {
