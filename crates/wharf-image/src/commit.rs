@@ -150,6 +150,20 @@ impl ImageStore {
 }
 
 impl ImageStore {
+    /// An image of nothing, a Dockerfile's `FROM scratch`: no layers, an empty config for
+    /// this host's platform.
+    pub fn scratch(&self) -> Result<Image> {
+        let config = json!({
+            "architecture": crate::manifest::Platform::host().architecture,
+            "os": "linux",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": []},
+            "history": [],
+        });
+        let lease = self.lease(24 * 3600)?;
+        self.image_of(&lease, &config, Vec::new(), None)
+    }
+
     /// The image's `config.config` object as its config blob has it, with the members
     /// docker keeps there beside the OCI ones (Healthcheck, Shell, OnBuild), which the
     /// typed [`Image::config`] drops. None when the blob cannot be read.

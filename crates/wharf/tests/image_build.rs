@@ -203,6 +203,27 @@ CMD ["/out/run.txt"]
     ]);
     assert!(!rebuilt.contains("Using cache"), "{rebuilt}");
 
+    // FROM scratch: an image of only what is copied into it.
+    let scratch = w.path("scratch");
+    write(
+        &scratch,
+        "Dockerfile",
+        &format!(
+            "FROM scratch\nCOPY --from={} /bin/busybox /busybox\nCOPY hello.txt /\n\
+             CMD [\"/busybox\", \"cat\", \"/hello.txt\"]\n",
+            busybox()
+        ),
+    );
+    write(&scratch, "hello.txt", "from scratch\n");
+    w.ok(&["build", "-q", "-t", "scratch:1", scratch.to_str().unwrap()]);
+    assert_eq!(w.ok(&["run", "--rm", "scratch:1"]), "from scratch\n");
+    assert_eq!(
+        image(&w, "scratch:1")["RootFS"]["Layers"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
     // A failing step: its code, its output shown, no image named, nothing left running.
     let bad = w.path("bad");
     write(

@@ -100,6 +100,15 @@ fn clean(path: &str) -> String {
     parts.join("/")
 }
 
+/// `name` below the root-relative directory `dir` ("" is the root itself).
+fn join_rel(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 /// Is the file a tar archive (possibly compressed) that ADD extracts?
 fn is_archive(path: &Path) -> bool {
     let Ok(f) = File::open(path) else {
@@ -238,7 +247,7 @@ impl Engine {
             let target = if meta.is_dir() || !into_dir {
                 dest_rel.clone()
             } else {
-                format!("{dest_rel}/{name}")
+                join_rel(&dest_rel, &name)
             };
             if meta.is_dir() {
                 self.walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
@@ -373,11 +382,7 @@ impl Engine {
             let path = dir.join(&n);
             let meta = std::fs::symlink_metadata(&path)
                 .ctx(|| format!("{child_rel}: in the build context"))?;
-            let child_target = if target.is_empty() {
-                n.clone()
-            } else {
-                format!("{target}/{n}")
-            };
+            let child_target = join_rel(target, &n);
             if meta.is_dir() {
                 self.walk_dir(&path, &child_rel, &child_target, ignore, items)?;
             } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {

@@ -362,9 +362,7 @@ impl Engine {
             return Ok(built[j].clone());
         }
         if from == "scratch" {
-            return Err(Error::Invalid(
-                "FROM scratch: not supported yet by Wharf's builder".into(),
-            ));
+            return Ok(self.images.scratch()?);
         }
         if !req.pull
             && let Ok(img) = self.images.resolve(from)
