@@ -854,6 +854,9 @@ fn docker_build_through_the_api() {
     assert!(out.contains("Step 1/4 : FROM"), "{out}");
     assert!(out.contains("Successfully tagged viaapi:1"), "{out}");
     assert_eq!(dk.ok(&["run", "--rm", "viaapi:1"]), "built by wharf\n");
+    // The step images are intermediate: listed with -a only, as docker lists them.
+    assert!(!dk.ok(&["images"]).contains("<none>"));
+    assert!(dk.ok(&["images", "-a"]).contains("<none>"));
     std::fs::write(ctx.join("Dockerfile"), format!("FROM {bb}\nRUN exit 7\n")).unwrap();
     let (code, out) = build(&["build", "-t", "viaapi:2", ctx.to_str().unwrap()]);
     assert_ne!(code, 0, "{out}");

@@ -190,8 +190,19 @@ CMD ["/out/run.txt"]
     ]);
     assert_ne!(image(&w, "built:3")["Id"], id1.as_str());
 
-    // The cache pruned: the next build runs every step again.
+    // system df counts the cache; pruned, the next build runs every step again.
+    let cache_entries = |w: &Wharf| -> usize {
+        let df = w.ok(&["system", "df"]);
+        let line = df
+            .lines()
+            .find(|l| l.starts_with("Build Cache"))
+            .unwrap_or_else(|| panic!("{df}"))
+            .to_string();
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    assert!(cache_entries(&w) > 10);
     let pruned = w.ok(&["builder", "prune", "-f"]);
+    assert_eq!(cache_entries(&w), 0);
     assert!(pruned.contains("Total reclaimed space"), "{pruned}");
     let rebuilt = w.ok(&[
         "build",

@@ -358,9 +358,22 @@ pub async fn df(api: &Arc<Api>, _r: &Req) -> Result<Reply, ApiError> {
                     })
                 })
                 .collect();
+            let cache: Vec<Value> = e
+                .build_cache()
+                .into_iter()
+                .map(|c| {
+                    let at = wharf_sys::time::rfc3339(c.created, 0, false);
+                    json!({
+                        "ID": &c.key[..c.key.len().min(25)], "Parent": "", "Type": "regular",
+                        "Description": format!("step image {}", c.image),
+                        "InUse": false, "Shared": false, "Size": c.size,
+                        "CreatedAt": at, "LastUsedAt": at, "UsageCount": 1,
+                    })
+                })
+                .collect();
             Ok(json!({
                 "LayersSize": layers, "Images": images, "Containers": ctrs,
-                "Volumes": vols, "BuildCache": [],
+                "Volumes": vols, "BuildCache": cache,
             }))
         })
         .await?;

@@ -48,6 +48,19 @@ impl Engine {
     }
 }
 
+/// One entry of the build cache, as `system df` lists them.
+#[derive(Debug, Clone)]
+pub struct CacheEntry {
+    /// The entry's key.
+    pub key: String,
+    /// The step image it names.
+    pub image: String,
+    /// The bytes of the layer that step added (0 for a config step).
+    pub size: u64,
+    /// When the step image was made (unix seconds).
+    pub created: i64,
+}
+
 /// What [`Engine::prune_build_cache`] removed.
 #[derive(Debug, Clone, Default)]
 pub struct CachePruned {
@@ -60,6 +73,38 @@ pub struct CachePruned {
 }
 
 impl Engine {
+    /// The build cache's entries whose images are still there.
+    pub fn build_cache(&self) -> Vec<CacheEntry> {
+        let Ok(entries) = std::fs::read_dir(self.cache_dir()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let id = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let Ok(img) = self.images.resolve(id.trim()) else {
+                continue;
+            };
+            let added_layer = img
+                .config
+                .history()
+                .as_ref()
+                .and_then(|h| h.last())
+                .is_some_and(|h| !h.empty_layer().unwrap_or(false));
+            out.push(CacheEntry {
+                key: e.file_name().to_string_lossy().into_owned(),
+                image: img.id.to_string(),
+                size: if added_layer {
+                    img.manifest.layers.last().map_or(0, |l| l.size)
+                } else {
+                    0
+                },
+                created: img.created_at,
+            });
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
     /// Forget every build cache entry and remove the step images behind them that have no
     /// name and no user (`wharf builder prune`, the Docker API's `/build/prune`); named
     /// images and images containers use stay.

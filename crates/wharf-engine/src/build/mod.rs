@@ -17,7 +17,7 @@
 //! The Dockerfile itself is read by [`wharf_build`]; this module only executes it.
 
 mod cache;
-pub use cache::CachePruned;
+pub use cache::{CacheEntry, CachePruned};
 mod config;
 mod copy;
 mod run;
@@ -362,7 +362,10 @@ impl Engine {
             return Ok(built[j].clone());
         }
         if from == "scratch" {
-            return Ok(self.images.scratch()?);
+            let img = self.images.scratch()?;
+            // Kept with the step images (hidden from listings as they are).
+            self.remember(&cache::key(&img, "FROM scratch", &[]), &img);
+            return Ok(img);
         }
         if !req.pull
             && let Ok(img) = self.images.resolve(from)

@@ -73,7 +73,11 @@ pub fn df(engine: &Engine, format_arg: &str) -> Result<i32> {
         row("Images", n_img, active_img, img_size, img_free),
         row("Containers", n_ctr, active_ctr, ctr_size, ctr_free),
         row("Local Volumes", n_vol, active_vol, vol_size, vol_free),
-        row("Build Cache", 0, 0, 0, 0),
+        {
+            let cache = engine.build_cache();
+            let size: u64 = cache.iter().map(|c| c.size).sum();
+            row("Build Cache", cache.len(), 0, size, size)
+        },
     ];
     let mut out = std::io::stdout().lock();
     match Format::parse(format_arg)? {
