@@ -309,3 +309,36 @@ fn an_interrupted_build_leaves_nothing_behind() {
     }
     w.assert_clean();
 }
+
+/// With SOURCE_DATE_EPOCH, two builds of the same context, a second apart and without the
+/// cache, give the same image: times in the config, the history and the layers are the
+/// epoch (later ones clamped). Without it they differ.
+#[test]
+fn source_date_epoch_makes_builds_reproducible() {
+    let mut w = Wharf::new("build-sde");
+    w.pull_busybox();
+    let ctx = w.path("ctx");
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!(
+            "FROM {}\nWORKDIR /app\nCOPY f.txt ./\nRUN echo made > made.txt && mkdir -p d/e\nENV X=1\n",
+            busybox()
+        ),
+    );
+    write(&ctx, "f.txt", "file\n");
+    let id = |w: &Wharf| {
+        w.ok(&["build", "-q", "--no-cache", ctx.to_str().unwrap()])
+            .trim()
+            .to_string()
+    };
+    let plain = id(&w);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_ne!(id(&w), plain, "without SOURCE_DATE_EPOCH the times differ");
+    w.set_var("SOURCE_DATE_EPOCH", "1700000000");
+    let first = id(&w);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(id(&w), first);
+    let created = image(&w, &first)["Created"].to_string();
+    assert!(created.contains("2023-11-14T22:13:20"), "{created}");
+}

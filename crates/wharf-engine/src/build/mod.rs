@@ -20,6 +20,7 @@ mod cache;
 pub use cache::{CacheEntry, CachePruned};
 mod config;
 mod copy;
+mod epoch;
 mod run;
 
 use std::collections::BTreeMap;

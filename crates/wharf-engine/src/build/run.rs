@@ -79,7 +79,11 @@ impl Engine {
         created_by: &str,
         key: &str,
     ) -> Result<()> {
-        let layer = self.spool_layer(&c.row)?;
+        let mut layer = self.spool_layer(&c.row)?;
+        if let Some(epoch) = req.source_date_epoch {
+            layer = super::epoch::clamp_mtimes(layer, epoch, &self.paths.root)
+                .ctx(|| format!("{created_by}: clamping its times to SOURCE_DATE_EPOCH"))?;
+        }
         let img = self.images.derive(
             &st.image,
             Some(std::io::BufReader::new(layer)),
