@@ -332,6 +332,29 @@ pub struct Specs {
 pub struct ImageFacts {
     /// Its exposed ports (`80/tcp`), published by `-P`.
     pub exposed_ports: Vec<String>,
+    /// Its HEALTHCHECK, which a container runs unless its request gives a test of its own
+    /// (or `NONE`), as docker's do.
+    pub healthcheck: Option<HealthConfig>,
+}
+
+impl ImageFacts {
+    /// What the conversion needs of an image, from what the engine tells of it.
+    pub fn of(d: &wharf_engine::images::ImageDetails) -> ImageFacts {
+        ImageFacts {
+            exposed_ports: d
+                .image
+                .config
+                .config()
+                .as_ref()
+                .and_then(|c| c.exposed_ports().clone())
+                .unwrap_or_default(),
+            healthcheck: d
+                .docker_config
+                .as_ref()
+                .and_then(|c| c.get("Healthcheck"))
+                .and_then(|h| serde_json::from_value(h.clone()).ok()),
+        }
+    }
 }
 
 fn field<T>(what: &str, r: Result<T>) -> Result<T> {
@@ -370,8 +393,13 @@ fn ns_to_ms(ns: i64, default: u64) -> u64 {
 impl CreateRequest {
     /// The health check the container's shim runs (docker's defaults: 30 s, 30 s, 3
     /// retries, 0 s), None for none or the image's.
-    fn health(&self) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
-        let Some(h) = &self.healthcheck else {
+    fn health(&self, image: &ImageFacts) -> Result<Option<wharf_shim::protocol::HealthSpec>> {
+        // A request without a test of its own (none, or `[]`) takes the image's.
+        let own = self
+            .healthcheck
+            .as_ref()
+            .filter(|h| h.test.as_ref().is_some_and(|t| !t.is_empty()));
+        let Some(h) = own.or(image.healthcheck.as_ref()) else {
             return Ok(None);
         };
         let test = h.test.clone().unwrap_or_default();
@@ -551,7 +579,7 @@ impl CreateRequest {
     }
 
     /// The container's spec.
-    fn container(&self, name: Option<&str>) -> Result<ContainerSpec> {
+    fn container(&self, name: Option<&str>, image: &ImageFacts) -> Result<ContainerSpec> {
         let hc = &self.host_config;
         if self.image.is_empty() {
             return Err(Invalid("no image given".into()));
@@ -672,7 +700,7 @@ impl CreateRequest {
             cpuset_cpus: Some(hc.cpuset_cpus.clone()).filter(|c| !c.is_empty()),
             cpuset_mems: Some(hc.cpuset_mems.clone()).filter(|c| !c.is_empty()),
             auto_remove: hc.auto_remove,
-            health: self.health()?,
+            health: self.health(image)?,
             ..Default::default()
         })
     }
@@ -839,7 +867,7 @@ impl CreateRequest {
             "Domainname (--domainname)",
             "a container has its pod's names",
         )?;
-        let container = self.container(name)?;
+        let container = self.container(name, image)?;
         let placement = match hc.network_mode.split_once(':') {
             Some(("container", c)) => Placement::WithContainer(c.to_string()),
             Some(("pod", p)) => Placement::InPod(p.to_string()),
@@ -916,6 +944,36 @@ impl CreateRequest {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_image_health_check_runs_unless_the_request_has_a_test() {
+        let image = ImageFacts {
+            exposed_ports: Vec::new(),
+            healthcheck: Some(HealthConfig {
+                test: Some(vec!["CMD".into(), "true".into()]),
+                interval: 5_000_000_000,
+                ..Default::default()
+            }),
+        };
+        let health = |body: serde_json::Value| {
+            req(body)
+                .to_specs(Some("h"), &image)
+                .unwrap()
+                .container
+                .health
+        };
+        let inherited = health(serde_json::json!({"Image": "x"})).unwrap();
+        assert_eq!(inherited.test, ["true"]);
+        assert_eq!(inherited.interval_ms, 5000);
+        let inherited = health(serde_json::json!({"Image": "x", "Healthcheck": {"Test": []}}));
+        assert_eq!(inherited.unwrap().test, ["true"]);
+        let none = health(serde_json::json!({"Image": "x", "Healthcheck": {"Test": ["NONE"]}}));
+        assert!(none.is_none());
+        let own = health(
+            serde_json::json!({"Image": "x", "Healthcheck": {"Test": ["CMD-SHELL", "exit 0"]}}),
+        );
+        assert_eq!(own.unwrap().test, ["/bin/sh", "-c", "exit 0"]);
+    }
+
     fn req(json: serde_json::Value) -> CreateRequest {
         serde_json::from_value(json).unwrap()
     }
@@ -950,6 +1008,7 @@ mod tests {
                 Some("web-1"),
                 &ImageFacts {
                     exposed_ports: vec!["80/tcp".into(), "443/tcp".into()],
+                    healthcheck: None,
                 },
             )
             .unwrap();

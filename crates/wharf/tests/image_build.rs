@@ -155,6 +155,16 @@ CMD ["/out/run.txt"]
     assert_eq!(cfg["Healthcheck"]["Retries"], 2);
     assert!(cfg["Volumes"]["/data"].is_object(), "{cfg}");
     assert_eq!(cfg["StopSignal"], "SIGINT");
+    // A container of the image runs its HEALTHCHECK, as docker's do.
+    w.ok(&["run", "-d", "--name", "checked", "base:1", "sleep", "60"]);
+    assert!(
+        engine_support::wait_until(std::time::Duration::from_secs(20), || {
+            w.inspect("checked")["State"]["Health"]["Status"] == "healthy"
+        }),
+        "{}",
+        w.inspect("checked")["State"]
+    );
+    w.ok(&["rm", "-f", "checked"]);
     let cat_as_root = |path: &str| w.ok(&["run", "--rm", "--user", "0", "base:1", "cat", path]);
     assert_eq!(cat_as_root("/unpacked/inside.txt"), "from the archive\n");
     let listing = w.ok(&["run", "--rm", "--user", "0", "base:1", "ls", "-R", "/app"]);

@@ -61,17 +61,10 @@ pub async fn create(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
                     "Config.Image is empty: give the image to run",
                 ));
             }
-            let img = e.images().resolve(&req.image).map_err(|_| {
+            let details = e.images().inspect(&req.image).map_err(|_| {
                 ApiError::not_found(format!("No such image: {}", display_image(&req.image)))
             })?;
-            let facts = wharf_docker::ImageFacts {
-                exposed_ports: img
-                    .config
-                    .config()
-                    .as_ref()
-                    .and_then(|c| c.exposed_ports().clone())
-                    .unwrap_or_default(),
-            };
+            let facts = wharf_docker::ImageFacts::of(&details);
             let name = name.unwrap_or_else(|| wharf_engine::paths::generated_name(&req.image));
             let specs = req.to_specs(Some(&name), &facts)?;
             let mut spec = specs.container;

@@ -552,15 +552,9 @@ pub fn ensure_image_as(
 
 /// What of an image a create request's conversion needs.
 fn image_facts(engine: &Engine, image: &str) -> Result<wharf_docker::ImageFacts> {
-    let img = engine.images().resolve(image)?;
-    Ok(wharf_docker::ImageFacts {
-        exposed_ports: img
-            .config
-            .config()
-            .as_ref()
-            .and_then(|c| c.exposed_ports().clone())
-            .unwrap_or_default(),
-    })
+    Ok(wharf_docker::ImageFacts::of(
+        &engine.images().inspect(image)?,
+    ))
 }
 
 fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
@@ -606,11 +600,8 @@ fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
         .name
         .clone()
         .unwrap_or_else(|| wharf_engine::paths::generated_name(a.image()));
-    let facts = if a.publish_all {
-        image_facts(&engine, a.image())?
-    } else {
-        wharf_docker::ImageFacts::default()
-    };
+    // The image's exposed ports (for -P) and its HEALTHCHECK.
+    let facts = image_facts(&engine, a.image())?;
     let specs = request.to_specs(Some(&name), &facts)?;
     let mut spec = specs.container;
     // Attached, the CLI removes it when it exits; detached, its shim does.
