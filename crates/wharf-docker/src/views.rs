@@ -147,12 +147,7 @@ pub fn container(
         })
         .collect();
     let env: Vec<String> = s.env.iter().map(|(k, val)| format!("{k}={val}")).collect();
-    let ip = v
-        .ips
-        .iter()
-        .find(|a| !a.contains(':'))
-        .cloned()
-        .unwrap_or_default();
+    let ip = first_ipv4(&v.ips);
     let mut networks = Map::new();
     if !v.network.is_empty() {
         networks.insert(
@@ -173,7 +168,7 @@ pub fn container(
         networks.insert(
             a.network.clone(),
             json!({
-                "IPAddress": a.ips.iter().find(|i| !i.contains(':')).cloned().unwrap_or_default(),
+                "IPAddress": first_ipv4(&a.ips),
                 "NetworkID": a.network,
                 "Aliases": aliases,
             }),
@@ -437,6 +432,15 @@ fn pascal(k: &str) -> String {
 }
 
 /// An image name as docker shows it: `busybox:latest` for `docker.io/library/busybox:latest`,
+/// The first IPv4 address of a pod's addresses (docker's `IPAddress`), "" when it has
+/// none.
+pub fn first_ipv4(ips: &[String]) -> String {
+    ips.iter()
+        .find(|a| !a.contains(':'))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// `me/app:1` for `docker.io/me/app:1`, other registries' names whole.
 pub fn familiar(name: &str) -> String {
     let n = name.strip_prefix("docker.io/").unwrap_or(name);

@@ -54,10 +54,7 @@ impl ImageStore {
         name: Option<&str>,
         o: &CommitOptions<'_>,
     ) -> Result<Image> {
-        let mut inner = match self.docker_config(base) {
-            Some(c) => c,
-            None => base_inner_config(base)?,
-        };
+        let mut inner = self.inner_config(base)?;
         for c in o.changes {
             crate::changes::apply(&mut inner, c)?;
         }
@@ -164,6 +161,15 @@ impl ImageStore {
         self.image_of(&lease, &config, Vec::new(), None)
     }
 
+    /// The image's `config.config` object to build on: the config blob's (with docker's
+    /// members), else the typed config's.
+    pub fn inner_config(&self, image: &Image) -> Result<Map<String, Value>> {
+        match self.docker_config(image) {
+            Some(c) => Ok(c),
+            None => base_inner_config(image),
+        }
+    }
+
     /// The image's `config.config` object as its config blob has it, with the members
     /// docker keeps there beside the OCI ones (Healthcheck, Shell, OnBuild), which the
     /// typed [`Image::config`] drops. None when the blob cannot be read.
@@ -174,8 +180,9 @@ impl ImageStore {
     }
 }
 
-/// The base image's `config.config` object (empty when it has none).
-pub fn base_inner_config(base: &Image) -> Result<Map<String, Value>> {
+/// The base image's `config.config` object from its typed config (empty when it has
+/// none).
+fn base_inner_config(base: &Image) -> Result<Map<String, Value>> {
     let config = serde_json::to_value(&base.config)
         .map_err(|e| Error::Invalid(format!("the base image's config: {e}")))?;
     match config.get("config") {

@@ -128,7 +128,7 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
                 BuildEvent::Pulling(image) => format!("Pulling {image}\n"),
                 BuildEvent::Output(b) => String::from_utf8_lossy(b).into_owned(),
                 BuildEvent::Cached => " ---> Using cache\n".to_string(),
-                BuildEvent::StepDone { image, .. } => format!(" ---> {}\n", short(image)),
+                BuildEvent::StepDone { image, .. } => format!(" ---> {}\n", image.short()),
             };
             send(json!({"stream": text}));
         });
@@ -139,7 +139,7 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
                 if quiet {
                     send(json!({"stream": format!("{id}\n")}));
                 } else {
-                    send(json!({"stream": format!("Successfully built {}\n", short(&id))}));
+                    send(json!({"stream": format!("Successfully built {}\n", b.image.id.short())}));
                     for t in &b.tags {
                         send(json!({"stream": format!(
                             "Successfully tagged {}\n",
@@ -155,10 +155,4 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         e.release_pod_locks();
     });
     Ok(http::streamed("application/json", rx))
-}
-
-/// An image id as docker's build output shows it.
-fn short(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
 }

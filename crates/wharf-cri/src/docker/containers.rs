@@ -169,7 +169,7 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                             other => format!(" ({other})"),
                         });
                     }
-                    let ip = v.ips.iter().find(|a| !a.contains(':')).cloned().unwrap_or_default();
+                    let ip = wharf_docker::views::first_ipv4(&v.ips);
                     let mut networks = serde_json::Map::new();
                     let net_name = if v.network.is_empty() { "none".to_string() } else { v.network.clone() };
                     networks.insert(
@@ -177,10 +177,9 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
                         json!({"IPAddress": ip, "NetworkID": net_name, "Aliases": null}),
                     );
                     for a in pod.map(|p| p.sandbox.extra_networks.as_slice()).unwrap_or_default() {
-                        let ip = a.ips.iter().find(|i| !i.contains(':')).cloned().unwrap_or_default();
                         networks.insert(
                             a.network.clone(),
-                            json!({"IPAddress": ip, "NetworkID": a.network, "Aliases": null}),
+                            json!({"IPAddress": wharf_docker::views::first_ipv4(&a.ips), "NetworkID": a.network, "Aliases": null}),
                         );
                     }
                     let mut doc = json!({

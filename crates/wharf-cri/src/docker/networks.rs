@@ -52,12 +52,9 @@ fn members(
             ..Default::default()
         })?;
         for c in containers.iter().map(|v| &v.row) {
-            let ip = network
-                .map_or(p.sandbox.ips.as_slice(), |n| p.sandbox.ips_on(n))
-                .iter()
-                .find(|i| !i.contains(':'))
-                .cloned()
-                .unwrap_or_default();
+            let ip = wharf_docker::views::first_ipv4(
+                network.map_or(p.sandbox.ips.as_slice(), |n| p.sandbox.ips_on(n)),
+            );
             out.insert(
                 c.id.clone(),
                 json!({"Name": c.name, "EndpointID": p.id, "MacAddress": "",

@@ -29,9 +29,21 @@ impl Engine {
     }
 
     /// The image a step with this key left before, if it is still there.
-    pub(super) fn cached(&self, key: &str) -> Option<Image> {
+    fn cached(&self, key: &str) -> Option<Image> {
         let id = std::fs::read_to_string(self.cache_dir().join(key)).ok()?;
         self.images.resolve(id.trim()).ok()
+    }
+
+    /// The step's image from the cache, told to `on`, unless the build asks for none.
+    pub(super) fn cache_hit(
+        &self,
+        req: &super::BuildRequest,
+        key: &str,
+        on: &mut dyn FnMut(super::BuildEvent<'_>),
+    ) -> Option<Image> {
+        let img = (!req.no_cache).then(|| self.cached(key)).flatten()?;
+        on(super::BuildEvent::Cached);
+        Some(img)
     }
 
     /// Remember that the step with this key left `image` (best effort: a cache that cannot

@@ -130,13 +130,7 @@ impl Engine {
         built: &[Image],
         from: &str,
     ) -> Result<Image> {
-        let lower = from.to_lowercase();
-        if let Some(i) = df
-            .stages
-            .iter()
-            .position(|s| s.name.as_deref() == Some(lower.as_str()))
-            .or_else(|| from.parse::<usize>().ok())
-        {
+        if let Some(i) = super::stage_index(df, from).or_else(|| from.parse::<usize>().ok()) {
             return built.get(i).cloned().ok_or_else(|| {
                 Error::Invalid(format!(
                     "--from={from}: that stage is not built before this one"
@@ -198,12 +192,7 @@ impl Engine {
             None
         };
         let dest = st.expand(df, spec.dest)?;
-        let workdir = st
-            .config
-            .get("WorkingDir")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("/")
-            .to_string();
+        let workdir = st.workdir().unwrap_or("/");
         let dest_abs = if dest.starts_with('/') {
             dest.clone()
         } else {
@@ -250,7 +239,7 @@ impl Engine {
                 join_rel(&dest_rel, &name)
             };
             if meta.is_dir() {
-                self.walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
+                walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
             } else {
                 let extract = spec.add && meta.is_file() && is_archive(path);
                 items.push(Item {
@@ -317,10 +306,7 @@ impl Engine {
         ));
         let owner = format!("{:?}:{mode:?}", spec.chown);
         let key = cache::key(&st.image, &created_by, &[owner]);
-        if !req.no_cache
-            && let Some(img) = self.cached(&key)
-        {
-            on(BuildEvent::Cached);
+        if let Some(img) = self.cache_hit(req, &key, on) {
             st.image = img;
             return Ok(());
         }
@@ -345,58 +331,56 @@ impl Engine {
         }
         self.commit_step(req, st, &c, &created_by, &key)
     }
+}
 
-    /// The entries below directory `dir` (context-relative `rel`), written below `target`.
-    fn walk_dir(
-        &self,
-        dir: &Path,
-        rel: &str,
-        target: &str,
-        ignore: Option<&DockerIgnore>,
-        items: &mut Vec<Item>,
-    ) -> Result<()> {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .ctx(|| format!("{rel}: in the build context"))?
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        names.sort();
-        items.push(Item {
-            src: Some(dir.to_path_buf()),
-            body: None,
-            target: target.to_string(),
-            meta: std::fs::symlink_metadata(dir).ok(),
-            extract: false,
-        });
-        for n in names {
-            let n = n.to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() || rel == "." {
-                n.clone()
-            } else {
-                format!("{}/{n}", rel.trim_end_matches('/'))
-            };
-            if ignore.is_some_and(|i| i.excludes(&child_rel) && !i.may_reinclude_below(&child_rel))
-            {
-                continue;
-            }
-            let path = dir.join(&n);
-            let meta = std::fs::symlink_metadata(&path)
-                .ctx(|| format!("{child_rel}: in the build context"))?;
-            let child_target = join_rel(target, &n);
-            if meta.is_dir() {
-                self.walk_dir(&path, &child_rel, &child_target, ignore, items)?;
-            } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {
-                items.push(Item {
-                    src: Some(path),
-                    body: None,
-                    target: child_target,
-                    meta: Some(meta),
-                    extract: false,
-                });
-            }
+/// The entries below directory `dir` (context-relative `rel`), written below `target`.
+fn walk_dir(
+    dir: &Path,
+    rel: &str,
+    target: &str,
+    ignore: Option<&DockerIgnore>,
+    items: &mut Vec<Item>,
+) -> Result<()> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .ctx(|| format!("{rel}: in the build context"))?
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    items.push(Item {
+        src: Some(dir.to_path_buf()),
+        body: None,
+        target: target.to_string(),
+        meta: std::fs::symlink_metadata(dir).ok(),
+        extract: false,
+    });
+    for n in names {
+        let n = n.to_string_lossy().into_owned();
+        let child_rel = if rel.is_empty() || rel == "." {
+            n.clone()
+        } else {
+            format!("{}/{n}", rel.trim_end_matches('/'))
+        };
+        if ignore.is_some_and(|i| i.excludes(&child_rel) && !i.may_reinclude_below(&child_rel)) {
+            continue;
         }
-        Ok(())
+        let path = dir.join(&n);
+        let meta = std::fs::symlink_metadata(&path)
+            .ctx(|| format!("{child_rel}: in the build context"))?;
+        let child_target = join_rel(target, &n);
+        if meta.is_dir() {
+            walk_dir(&path, &child_rel, &child_target, ignore, items)?;
+        } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {
+            items.push(Item {
+                src: Some(path),
+                body: None,
+                target: child_target,
+                meta: Some(meta),
+                extract: false,
+            });
+        }
     }
+    Ok(())
 }
 
 /// Append `path` and each of its ancestors as root's 0755 directories, top first

@@ -107,7 +107,7 @@ pub enum BuildEvent<'a> {
     /// The step is done: the image it left.
     StepDone {
         /// The image.
-        image: &'a str,
+        image: &'a wharf_image::digest::Digest,
         /// How long it took.
         elapsed: std::time::Duration,
     },
@@ -135,6 +135,14 @@ struct StageState {
 }
 
 impl StageState {
+    /// The WORKDIR the steps so far set (None: the root).
+    fn workdir(&self) -> Option<&str> {
+        self.config
+            .get("WorkingDir")
+            .and_then(Value::as_str)
+            .filter(|w| !w.is_empty())
+    }
+
     /// A variable as an instruction sees it: the stage's ENV, then its ARGs.
     fn lookup(&self, name: &str) -> Option<String> {
         config::env_of(&self.config)
@@ -149,6 +157,14 @@ impl StageState {
     fn expand(&self, df: &Dockerfile, word: &str) -> Result<String> {
         wharf_build::expand::expand(word, df.escape, &|n| self.lookup(n)).map_err(build_error)
     }
+}
+
+/// The stage named `name` (names compare as docker compares them, without case).
+fn stage_index(df: &Dockerfile, name: &str) -> Option<usize> {
+    let lower = name.to_lowercase();
+    df.stages
+        .iter()
+        .position(|s| s.name.as_deref() == Some(lower.as_str()))
 }
 
 /// A Dockerfile error as the engine's: invalid input.
@@ -183,10 +199,7 @@ impl Engine {
     pub fn build(&self, req: &BuildRequest, on: &mut dyn FnMut(BuildEvent<'_>)) -> Result<Built> {
         let df = wharf_build::parse(&req.dockerfile, &req.dockerfile_name).map_err(build_error)?;
         let target = match &req.target {
-            Some(t) => df
-                .stages
-                .iter()
-                .position(|s| s.name.as_deref() == Some(t.to_lowercase().as_str()))
+            Some(t) => stage_index(&df, t)
                 .ok_or_else(|| Error::Invalid(format!("target stage {t:?} could not be found")))?,
             None => df.stages.len() - 1,
         };
@@ -220,14 +233,11 @@ impl Engine {
             .map_err(build_error)?;
             let base = self.stage_base(&df, &built, i, &from, req, on)?;
             on(BuildEvent::StepDone {
-                image: base.id.as_str(),
+                image: &base.id,
                 elapsed: t0.elapsed(),
             });
             let mut st = StageState {
-                config: match self.images.docker_config(&base) {
-                    Some(c) => c,
-                    None => wharf_image::commit::base_inner_config(&base)?,
-                },
+                config: self.images.inner_config(&base)?,
                 image: base,
                 args: BTreeMap::new(),
                 cmd_set: false,
@@ -251,7 +261,7 @@ impl Engine {
                         e => e,
                     })?;
                 on(BuildEvent::StepDone {
-                    image: st.image.id.as_str(),
+                    image: &st.image.id,
                     elapsed: t0.elapsed(),
                 });
             }
@@ -275,10 +285,7 @@ impl Engine {
                 total,
                 text: &text,
             });
-            let mut inner = match self.images.docker_config(&image) {
-                Some(c) => c,
-                None => wharf_image::commit::base_inner_config(&image)?,
-            };
+            let mut inner = self.images.inner_config(&image)?;
             config::set_labels(&mut inner, req.labels.clone().into_iter());
             image = self.images.derive(
                 &image,
@@ -355,11 +362,7 @@ impl Engine {
         req: &BuildRequest,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<Image> {
-        let lower = from.to_lowercase();
-        if let Some(j) = df.stages[..index]
-            .iter()
-            .position(|s| s.name.as_deref() == Some(lower.as_str()))
-        {
+        if let Some(j) = stage_index(df, from).filter(|j| *j < index) {
             return Ok(built[j].clone());
         }
         if from == "scratch" {
@@ -461,8 +464,7 @@ impl Engine {
         change(&mut next)?;
         let created_by = config::nop(text);
         let key = cache::key(&st.image, &created_by, &[]);
-        if let Some(img) = (!req.no_cache).then(|| self.cached(&key)).flatten() {
-            on(BuildEvent::Cached);
+        if let Some(img) = self.cache_hit(req, &key, on) {
             st.config = next;
             st.image = img;
             return Ok(());

@@ -42,12 +42,7 @@ impl Engine {
             entrypoint: Some(argv),
             command: Some(Vec::new()),
             env,
-            workdir: st
-                .config
-                .get("WorkingDir")
-                .and_then(Value::as_str)
-                .filter(|w| !w.is_empty())
-                .map(str::to_string),
+            workdir: st.workdir().map(str::to_string),
             user: st
                 .config
                 .get("User")
@@ -130,10 +125,7 @@ impl Engine {
             created_by = format!("|{} {} {created_by}", args.len(), shown.join(" "));
         }
         let key = cache::key(&st.image, &created_by, &[]);
-        if !req.no_cache
-            && let Some(img) = self.cached(&key)
-        {
-            on(BuildEvent::Cached);
+        if let Some(img) = self.cache_hit(req, &key, on) {
             st.image = img;
             return Ok(());
         }

@@ -150,7 +150,7 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
             BuildEvent::StepDone { image, elapsed } => writeln!(
                 out,
                 " ---> {} ({:.1}s)",
-                short(image),
+                image.short(),
                 elapsed.as_secs_f64()
             ),
         };
@@ -171,18 +171,12 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
     if quiet {
         println!("{id}");
     } else {
-        println!("Successfully built {}", short(&id));
+        println!("Successfully built {}", built.image.id.short());
         for t in &built.tags {
             println!("Successfully tagged {}", wharf_docker::views::familiar(t));
         }
     }
     Ok(0)
-}
-
-/// An image id as docker shows it in build output (12 hex digits).
-fn short(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
 }
 
 /// `wharf builder prune`.
