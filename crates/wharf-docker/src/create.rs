@@ -338,19 +338,20 @@ pub struct ImageFacts {
 }
 
 impl ImageFacts {
-    /// What the conversion needs of an image, from what the engine tells of it.
-    pub fn of(d: &wharf_engine::images::ImageDetails) -> ImageFacts {
+    /// What the conversion needs of an image: its typed config and the docker members
+    /// of its config blob ([`wharf_engine::images::Images::docker_config`]).
+    pub fn of(
+        image: &wharf_engine::images::Image,
+        docker_config: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> ImageFacts {
         ImageFacts {
-            exposed_ports: d
-                .image
+            exposed_ports: image
                 .config
                 .config()
                 .as_ref()
                 .and_then(|c| c.exposed_ports().clone())
                 .unwrap_or_default(),
-            healthcheck: d
-                .docker_config
-                .as_ref()
+            healthcheck: docker_config
                 .and_then(|c| c.get("Healthcheck"))
                 .and_then(|h| serde_json::from_value(h.clone()).ok()),
         }

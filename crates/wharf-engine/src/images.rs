@@ -122,12 +122,21 @@ impl Images<'_> {
     pub fn inspect(&self, name_or_id: &str) -> Result<ImageDetails> {
         let image = self.resolve(name_or_id)?;
         let layer_dirs = self.store().layer_dirs(&image).unwrap_or_default();
-        let docker_config = self.store().docker_config(&image);
+        let docker_config = self.docker_config(&image);
         Ok(ImageDetails {
             image,
             layer_dirs,
             docker_config,
         })
+    }
+
+    /// The image's config `config` object as its blob has it, with docker's members
+    /// (Healthcheck, Shell, OnBuild) that [`Image::config`] drops; None when unreadable.
+    pub fn docker_config(
+        &self,
+        image: &Image,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        self.store().docker_config(image)
     }
 
     /// The image's history, newest step first, each with the size of the layer it made.

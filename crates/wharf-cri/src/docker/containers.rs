@@ -61,10 +61,10 @@ pub async fn create(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
                     "Config.Image is empty: give the image to run",
                 ));
             }
-            let details = e.images().inspect(&req.image).map_err(|_| {
+            let img = e.images().resolve(&req.image).map_err(|_| {
                 ApiError::not_found(format!("No such image: {}", display_image(&req.image)))
             })?;
-            let facts = wharf_docker::ImageFacts::of(&details);
+            let facts = wharf_docker::ImageFacts::of(&img, e.images().docker_config(&img).as_ref());
             let name = name.unwrap_or_else(|| wharf_engine::paths::generated_name(&req.image));
             let specs = req.to_specs(Some(&name), &facts)?;
             let mut spec = specs.container;

@@ -552,9 +552,9 @@ pub fn ensure_image_as(
 
 /// What of an image a create request's conversion needs.
 fn image_facts(engine: &Engine, image: &str) -> Result<wharf_docker::ImageFacts> {
-    Ok(wharf_docker::ImageFacts::of(
-        &engine.images().inspect(image)?,
-    ))
+    let img = engine.images().resolve(image)?;
+    let docker = engine.images().docker_config(&img);
+    Ok(wharf_docker::ImageFacts::of(&img, docker.as_ref()))
 }
 
 fn run(cli: &Cli, a: &RunArgs, start: bool) -> Result<i32> {
