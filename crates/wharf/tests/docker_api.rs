@@ -64,12 +64,7 @@ impl Docker {
 
     fn run(&self, args: &[&str]) -> Out {
         eprintln!("docker {args:?}");
-        let o = self.cmd(args).output().expect("run docker");
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        self.cmd(args).output().expect("run docker").into()
     }
 
     /// Must succeed; its stdout.

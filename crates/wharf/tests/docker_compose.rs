@@ -24,7 +24,7 @@ struct Compose<'a> {
 impl Compose<'_> {
     fn run(&self, args: &[&str]) -> Out {
         let sock = self.d.w.run_dir().join("docker.sock");
-        let o = std::process::Command::new(&self.bin)
+        std::process::Command::new(&self.bin)
             .args(["-f", &self.file])
             .args(args)
             .env("DOCKER_HOST", format!("unix://{}", sock.display()))
@@ -35,12 +35,8 @@ impl Compose<'_> {
             .env("DOCKER_BUILDKIT", "0")
             .stdin(std::process::Stdio::null())
             .output()
-            .expect("run docker-compose");
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+            .expect("run docker-compose")
+            .into()
     }
 
     fn ok(&self, args: &[&str]) -> String {

@@ -43,6 +43,16 @@ pub struct Out {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Out {
+    fn from(o: std::process::Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
 /// A test's private engine: run `wharf` commands against it; dropped, it removes every
 /// container and pod it has, kills any shim of it still alive and removes the test's
 /// "host" network namespace (which takes the bridge, the veths and the nftables rules with
@@ -115,12 +125,7 @@ impl Wharf {
 
     /// Run `wharf <args>` and collect what it printed.
     pub fn run(&self, args: &[&str]) -> Out {
-        let out = self.cmd(args).output().expect("run wharf");
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        self.cmd(args).output().expect("run wharf").into()
     }
 
     /// Run; must exit 0; returns stdout.
