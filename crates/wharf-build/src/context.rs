@@ -46,6 +46,69 @@ pub fn resolve(context_root: &Path, source: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// A source that names a symlink is copied as what it points to, as docker's COPY follows
+/// a source's own link: the root-relative path it leads to, through at most 40 links.
+/// In the build context a link leading out (absolute, or `..` above the root) is refused,
+/// naming the source; in an image (`COPY --from`, `absolute_in_root`) an absolute link
+/// means the image's root and `..` stops there, as inside a container.
+pub fn follow(context_root: &Path, rel: &str, absolute_in_root: bool) -> Result<String> {
+    let out = |msg: &str| Error::Context {
+        path: rel.to_string(),
+        msg: msg.to_string(),
+    };
+    let mut cur = rel.to_string();
+    for _ in 0..40 {
+        let abs = resolve(context_root, &cur)?;
+        let Ok(meta) = std::fs::symlink_metadata(&abs) else {
+            return Ok(cur);
+        };
+        if !meta.file_type().is_symlink() {
+            return Ok(cur);
+        }
+        let target = std::fs::read_link(&abs).map_err(|e| out(&e.to_string()))?;
+        let target = target
+            .to_str()
+            .ok_or_else(|| out("a symlink whose target is not UTF-8"))?;
+        let joined = if target.starts_with('/') {
+            if !absolute_in_root {
+                return Err(out("a symlink leading outside the build context"));
+            }
+            target.to_string()
+        } else {
+            match cur.rsplit_once('/') {
+                Some((parent, _)) => format!("{parent}/{target}"),
+                None => target.to_string(),
+            }
+        };
+        cur = if absolute_in_root {
+            clamp(&joined)
+        } else {
+            components(&joined)
+                .map_err(|_| out("a symlink leading outside the build context"))?
+                .join("/")
+        };
+        if cur.is_empty() {
+            cur = ".".into();
+        }
+    }
+    Err(out("too many levels of symbolic links"))
+}
+
+/// `path` resolved lexically with `..` stopping at the root.
+fn clamp(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    parts.join("/")
+}
+
 /// Whether `s` has Go `filepath.Match` wildcards.
 fn has_wildcards(s: &str) -> bool {
     s.contains(['*', '?', '[', '\\'])

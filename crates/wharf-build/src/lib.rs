@@ -10,6 +10,7 @@
 
 pub mod context;
 pub mod expand;
+pub mod heredoc;
 pub mod ignore;
 mod parse;
 mod types;

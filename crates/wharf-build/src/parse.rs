@@ -22,11 +22,16 @@ pub fn parse(text: &str, file: &str) -> Result<Dockerfile> {
     // The library drops a UTF-8 BOM and reports spans in the text after it; do the same
     // so that spans index `text`.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // Here-documents the library does not read are lifted out first (their bodies
+    // blanked, spans unchanged).
+    let (lifted, late) = crate::heredoc::lift(text, sniff_escape(text));
+    let text = lifted.as_str();
     let cx = Cx {
         text,
         file,
         lines: LineIndex::new(text),
         escape: sniff_escape(text),
+        late,
     };
     let df = pd::parse(text).map_err(|e| cx.library_error(&e))?;
     let escape = df
@@ -76,12 +81,14 @@ pub fn parse(text: &str, file: &str) -> Result<Dockerfile> {
     Ok(out)
 }
 
-/// What the conversions need: the text, its name, its lines and its escape character.
+/// What the conversions need: the text, its name, its lines, its escape character and
+/// the here-documents lifted out of it (by the line of their RUN).
 struct Cx<'a> {
     text: &'a str,
     file: &'a str,
     lines: LineIndex,
     escape: char,
+    late: std::collections::HashMap<usize, Vec<HereDoc>>,
 }
 
 impl Cx<'_> {
@@ -315,7 +322,16 @@ impl Cx<'_> {
                         }
                     }
                 }
-                let heredocs: Vec<HereDoc> = r.here_docs.iter().map(heredoc).collect();
+                let names = crate::heredoc::markers(&self.logical_text(span.start));
+                let mut heredocs: Vec<HereDoc> = r
+                    .here_docs
+                    .iter()
+                    .zip(names.iter().chain(std::iter::repeat(&Default::default())))
+                    .map(|(h, m)| heredoc(h, m))
+                    .collect();
+                if let Some(late) = self.late.get(&line) {
+                    heredocs = late.clone();
+                }
                 let command = match (&r.arguments, heredocs.is_empty()) {
                     // `RUN <<EOF bash`: keep the marker, so the builder can hand the shell
                     // the whole thing (`<<EOF bash\n...\nEOF`) or run a lone `<<EOF` body.
@@ -484,10 +500,14 @@ impl Cx<'_> {
         }
         let mut sources = Vec::new();
         let mut heredocs = Vec::new();
+        let names = crate::heredoc::markers(&self.logical_text(self.lines.start(line)));
+        let mut names = names.iter();
         for s in src {
             match s {
                 pd::Source::Path(p) => sources.push(p.value.to_string()),
-                pd::Source::HereDoc(h) => heredocs.push(heredoc(h)),
+                pd::Source::HereDoc(h) => {
+                    heredocs.push(heredoc(h, names.next().unwrap_or(&Default::default())))
+                }
                 _ => return Err(self.syntax(line, kw, "unsupported source")),
             }
         }
@@ -539,10 +559,11 @@ impl Cx<'_> {
     }
 }
 
-fn heredoc(h: &pd::HereDoc<'_>) -> HereDoc {
+fn heredoc(h: &pd::HereDoc<'_>, marker: &crate::heredoc::Marker) -> HereDoc {
     HereDoc {
         body: h.value.to_string(),
         expand: h.expand,
+        name: marker.name.clone(),
     }
 }
 
@@ -771,6 +792,14 @@ impl LineIndex {
             Ok(i) => i + 1,
             Err(i) => i.max(1),
         }
+    }
+
+    /// The byte offset where line `n` (1-based) starts.
+    fn start(&self, n: usize) -> usize {
+        n.checked_sub(1)
+            .and_then(|i| self.starts.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Line `n` (1-based) without its newline; empty when out of range.
@@ -1017,7 +1046,8 @@ mod tests {
                 command: Command::Shell("<<EOT bash".into()),
                 heredocs: vec![HereDoc {
                     body: "  set -ex\n  apt-get update\n".into(),
-                    expand: true
+                    expand: true,
+                    name: "EOT".into(),
                 }],
                 mounts: vec![],
                 network: None
@@ -1030,7 +1060,8 @@ mod tests {
                     heredocs,
                     &[HereDoc {
                         body: "echo $HOME\nx\n".into(),
-                        expand: false
+                        expand: false,
+                        name: "EOF".into(),
                     }]
                 );
             }
@@ -1050,11 +1081,13 @@ mod tests {
                     &[
                         HereDoc {
                             body: "hello\n".into(),
-                            expand: true
+                            expand: true,
+                            name: "EOF1".into(),
                         },
                         HereDoc {
                             body: "$x\n".into(),
-                            expand: false
+                            expand: false,
+                            name: "EOF2".into(),
                         }
                     ]
                 );

@@ -64,6 +64,8 @@ pub struct HereDoc {
     pub body: String,
     /// Variables are expanded in it (an unquoted delimiter).
     pub expand: bool,
+    /// Its delimiter (`EOF`): the name of the file `COPY <<NAME /dir/` writes.
+    pub name: String,
 }
 
 /// A `RUN --mount=...` (BuildKit): `type=cache|secret|bind` and its options as given.

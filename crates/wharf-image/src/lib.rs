@@ -85,6 +85,7 @@ pub mod snapshot;
 pub mod store;
 pub mod tree_tar;
 pub mod unpack;
+pub mod url_fetch;
 
 pub use error::{Error, Result};
 pub use pull::{PullEvent, PullOptions, PullProgress};

@@ -71,6 +71,11 @@ fn agent(insecure: bool) -> Agent {
         .into()
 }
 
+/// An agent for plain downloads (verified TLS, redirects followed).
+pub(crate) fn http_agent() -> Agent {
+    agent(false)
+}
+
 impl Client {
     /// A client with registry settings and optional credentials that override the auth
     /// files (the `--creds` flag).

@@ -237,6 +237,17 @@ pub fn extract(dest: BorrowedFd<'_>, archive: impl Read, owners: Owners) -> io::
             }
         }
         let Some((last, parents)) = comps.split_last() else {
+            // The archive's own root (`./`): its owner, mode and time go to `dest`, as
+            // docker's untar (ADD of an archive, cp) applies them.
+            let h = entry.header();
+            if h.entry_type().is_dir() {
+                let (uid, gid) = match owners {
+                    Owners::Keep => (h.uid()? as u32, h.gid()? as u32),
+                    Owners::Root => (0, 0),
+                };
+                let mode = Mode::from_raw_mode(h.mode()? & 0o7777);
+                dirs.push((Vec::new(), mode, uid, gid, h.mtime()? as i64));
+            }
             continue;
         };
         let parent = fsops::open_dir(dest, parents).map_err(|e| {
@@ -328,8 +339,24 @@ pub fn extract(dest: BorrowedFd<'_>, archive: impl Read, owners: Owners) -> io::
         let d = fsops::open_dir(dest, &comps)?;
         rustix::fs::fchown(&d, Some(ids(uid, gid).0), Some(ids(uid, gid).1))?;
         rustix::fs::fchmod(&d, mode)?;
-        let (last, parents) = comps.split_last().expect("non-empty");
-        set_mtime(fsops::open_dir(dest, parents)?.as_fd(), last, mtime)?;
+        match comps.split_last() {
+            Some((last, parents)) => {
+                set_mtime(fsops::open_dir(dest, parents)?.as_fd(), last, mtime)?
+            }
+            None => {
+                let t = rustix::fs::Timespec {
+                    tv_sec: mtime,
+                    tv_nsec: 0,
+                };
+                rustix::fs::futimens(
+                    &d,
+                    &rustix::fs::Timestamps {
+                        last_access: t,
+                        last_modification: t,
+                    },
+                )?;
+            }
+        }
     }
     Ok(count)
 }

@@ -146,6 +146,81 @@ pub fn open_in_root(root: BorrowedFd<'_>, path: &Path) -> Result<(File, Stat), R
     reopen_regular(fd)
 }
 
+/// An `O_PATH` descriptor of `path` resolved inside the directory `root` (as if `root`
+/// were `/`, never out of it), opened with `flags` besides.
+fn path_in_root(root: &Path, path: &Path, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    let root = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = relative(path);
+    loop {
+        match rustix::fs::openat2(
+            &root,
+            &rel,
+            OFlags::PATH | OFlags::CLOEXEC | flags,
+            Mode::empty(),
+            IN_ROOT,
+        ) {
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Whether `path`, resolved inside the directory `root`, is a directory (following links
+/// the way the container would).
+pub fn is_dir_in_root(root: &Path, path: &Path) -> bool {
+    path_in_root(root, path, OFlags::DIRECTORY).is_ok()
+}
+
+/// Whether `path` exists inside the directory `root` (its last link not followed).
+pub fn exists_in_root(root: &Path, path: &Path) -> bool {
+    path_in_root(root, path, OFlags::NOFOLLOW).is_ok()
+}
+
+/// Remove `path` inside the directory `root` (its parent resolved as if `root` were `/`)
+/// if it is an empty directory or an empty regular file: what a mount point left. Anything
+/// else stays.
+pub fn remove_empty_in_root(root: &Path, path: &Path) -> std::io::Result<()> {
+    let rel = relative(path);
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Ok(());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let root = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let dir = loop {
+        match rustix::fs::openat2(
+            &root,
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            IN_ROOT,
+        ) {
+            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    let st = rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind == rustix::fs::FileType::Directory {
+        // Fails (and is left) when not empty.
+        let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::REMOVEDIR);
+    } else if kind == rustix::fs::FileType::RegularFile && st.st_size == 0 {
+        rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty())?;
+    }
+    Ok(())
+}
+
 /// Open the entry `name` of the directory `dir` for reading, if it is a regular file (a
 /// symlink is not followed: it is refused as one).
 pub fn open_entry(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(File, Stat), ReadError> {

@@ -38,6 +38,8 @@ pub(super) struct CopySpec<'a> {
 /// One file, directory or link to write: where from, where to (relative to the
 /// container's root) and what it is.
 struct Item {
+    /// The name it takes in a destination directory.
+    name: String,
     src: Option<PathBuf>,
     body: Option<Vec<u8>>,
     target: String,
@@ -124,14 +126,46 @@ fn is_archive(path: &Path) -> bool {
 impl Engine {
     /// The directory COPY --from reads: an earlier stage's image or another image, mounted
     /// read-only (unmounted by the caller).
-    fn copy_source_image(
+    /// ADD's URL, downloaded to a private file under the state root: mode 0600 and the
+    /// server's Last-Modified time, as docker gives it. Returns the name the URL gives the
+    /// file (its path's last segment) and the file.
+    fn download(&self, url: &str) -> Result<(String, tempfile::NamedTempFile)> {
+        let name = url
+            .split(['?', '#'])
+            .next()
+            .unwrap_or("")
+            .split_once("://")
+            .map_or("", |(_, rest)| rest)
+            .split_once('/')
+            .map_or("", |(_, path)| path)
+            .rsplit('/')
+            .find(|s| !s.is_empty())
+            .unwrap_or("")
+            .to_string();
+        let what = || format!("ADD {url}");
+        let mut file = tempfile::Builder::new()
+            .prefix("build-add-")
+            .tempfile_in(&self.paths.root)
+            .ctx(what)?;
+        let fetched = wharf_image::url_fetch::fetch(url, file.as_file_mut(), 8 << 30)?;
+        let f = file.as_file();
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .ctx(what)?;
+        if let Some(t) = fetched.modified {
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64);
+            f.set_modified(when).ctx(what)?;
+        }
+        Ok((name, file))
+    }
+
+    pub(super) fn copy_source_image(
         &self,
         df: &wharf_build::Dockerfile,
-        built: &[Image],
+        built: &[Option<Image>],
         from: &str,
     ) -> Result<Image> {
         if let Some(i) = super::stage_index(df, from).or_else(|| from.parse::<usize>().ok()) {
-            return built.get(i).cloned().ok_or_else(|| {
+            return built.get(i).cloned().flatten().ok_or_else(|| {
                 Error::Invalid(format!(
                     "--from={from}: that stage is not built before this one"
                 ))
@@ -150,7 +184,7 @@ impl Engine {
         &self,
         df: &wharf_build::Dockerfile,
         req: &BuildRequest,
-        built: &[Image],
+        built: &[Option<Image>],
         st: &mut StageState,
         spec: &CopySpec<'_>,
         on: &mut dyn FnMut(BuildEvent<'_>),
@@ -158,7 +192,7 @@ impl Engine {
         let mode = parse_mode(spec.chmod)?;
         let source_image = spec
             .from
-            .map(|f| self.copy_source_image(df, built, f))
+            .map(|f| self.copy_source_image(df, built, &st.expand(df, f)?))
             .transpose()?;
         let root = match &source_image {
             Some(img) => self.images.mount_image(img)?,
@@ -199,19 +233,26 @@ impl Engine {
             format!("{}/{dest}", workdir.trim_end_matches('/'))
         };
         let mut matches: Vec<(String, PathBuf)> = Vec::new();
+        // Downloads of ADD's URLs, kept until the step is done.
+        let mut downloads = Vec::new();
         for s in spec.sources {
             let s = st.expand(df, s)?;
             if spec.add && (s.starts_with("http://") || s.starts_with("https://")) {
-                return Err(Error::Invalid(format!(
-                    "ADD {s}: URLs are not supported by Wharf's builder yet"
-                )));
+                let (name, file) = self.download(&s)?;
+                matches.push((name, file.path().to_path_buf()));
+                downloads.push(file);
+                continue;
             }
             let found = wharf_build::context::glob(root, &s).map_err(super::build_error)?;
             for rel in found {
                 if ignore.as_ref().is_some_and(|i| i.excludes(&rel)) {
                     continue;
                 }
-                let path = wharf_build::context::resolve(root, &rel).map_err(super::build_error)?;
+                // A source that is a link is copied as what it points to.
+                let real = wharf_build::context::follow(root, &rel, !from_context)
+                    .map_err(super::build_error)?;
+                let path =
+                    wharf_build::context::resolve(root, &real).map_err(super::build_error)?;
                 matches.push((rel, path));
             }
         }
@@ -223,7 +264,16 @@ impl Engine {
         }
         let single_dir = matches.len() == 1
             && std::fs::symlink_metadata(&matches[0].1).is_ok_and(|m| m.is_dir());
-        let into_dir = dest.ends_with('/') || matches.len() + spec.heredocs.len() > 1 || single_dir;
+        // A destination ending in `/` (or `.`), several sources or a directory's contents go
+        // into a directory; one file goes into one too when the destination is an existing
+        // directory of the image, which is seen once the step's container exists.
+        let mut into_dir = dest.ends_with('/')
+            || dest == "."
+            || dest.ends_with("/.")
+            || dest == ".."
+            || dest.ends_with("/..")
+            || matches.len() + spec.heredocs.len() > 1
+            || single_dir;
         let dest_rel = clean(&dest_abs);
         let mut items = Vec::new();
         for (rel, path) in &matches {
@@ -241,8 +291,11 @@ impl Engine {
             if meta.is_dir() {
                 walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
             } else {
-                let extract = spec.add && meta.is_file() && is_archive(path);
+                // A local archive is extracted; a downloaded one is not, as docker has it.
+                let downloaded = downloads.iter().any(|d| d.path() == path);
+                let extract = spec.add && !downloaded && meta.is_file() && is_archive(path);
                 items.push(Item {
+                    name,
                     src: Some(path.clone()),
                     body: None,
                     target: if extract { dest_rel.clone() } else { target },
@@ -264,9 +317,14 @@ impl Engine {
                 d.body.clone()
             };
             items.push(Item {
+                name: d.name.clone(),
                 src: None,
                 body: Some(body.into_bytes()),
-                target: dest_rel.clone(),
+                target: if into_dir {
+                    join_rel(&dest_rel, &d.name)
+                } else {
+                    dest_rel.clone()
+                },
                 meta: None,
                 extract: false,
             });
@@ -310,8 +368,15 @@ impl Engine {
             st.image = img;
             return Ok(());
         }
-        let c = self.step_container(req, st, vec!["/bin/true".into()], Vec::new())?;
-        let (uid, gid) = parse_owners(spec.chown, &self.paths.rootfs(&c.row.id))
+        let c = self.step_container(req, st, vec!["/bin/true".into()], Vec::new(), Vec::new())?;
+        let rootfs = self.paths.rootfs(&c.row.id);
+        if !into_dir && wharf_sys::contained::is_dir_in_root(&rootfs, Path::new(&dest_abs)) {
+            into_dir = true;
+            for it in items.iter_mut().filter(|i| !i.extract) {
+                it.target = join_rel(&dest_rel, &it.name);
+            }
+        }
+        let (uid, gid) = parse_owners(spec.chown, &rootfs)
             .map_err(|e| Error::Invalid(format!("--chown={}: {e}", spec.chown.unwrap_or(""))))?;
         let own = Ownership { uid, gid, mode };
         let mut spool =
@@ -348,6 +413,7 @@ fn walk_dir(
         .collect();
     names.sort();
     items.push(Item {
+        name: String::new(),
         src: Some(dir.to_path_buf()),
         body: None,
         target: target.to_string(),
@@ -372,6 +438,7 @@ fn walk_dir(
             walk_dir(&path, &child_rel, &child_target, ignore, items)?;
         } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {
             items.push(Item {
+                name: n.clone(),
                 src: Some(path),
                 body: None,
                 target: child_target,

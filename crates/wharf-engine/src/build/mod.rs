@@ -21,7 +21,9 @@ pub use cache::{CacheEntry, CachePruned};
 mod config;
 mod copy;
 mod epoch;
+mod mounts;
 mod run;
+mod stages;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -63,10 +65,21 @@ pub struct BuildRequest {
     pub labels: BTreeMap<String, String>,
     /// SOURCE_DATE_EPOCH: the time stamped on every image and history entry.
     pub source_date_epoch: Option<u64>,
+    /// `--secret`s: what `RUN --mount=type=secret,id=ID` mounts.
+    pub secrets: BTreeMap<String, SecretSource>,
     /// Set by the front end to stop the build (Ctrl-C, a client that left): a RUN step's
     /// container is killed, the step's container removed, and the build fails with
     /// [`Error::BuildStep`] code 130.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Where a build secret's value comes from.
+#[derive(Debug, Clone)]
+pub enum SecretSource {
+    /// A file of the host.
+    File(PathBuf),
+    /// An environment variable of the front end's process.
+    Env(String),
 }
 
 impl BuildRequest {
@@ -159,6 +172,67 @@ impl StageState {
     }
 }
 
+/// BuildKit's predefined platform ARGs for this host (Wharf builds for the host only).
+fn platform_args() -> Vec<(&'static str, String)> {
+    let p = wharf_image::manifest::Platform::host();
+    let variant = p.variant.clone().unwrap_or_default();
+    let full = match &p.variant {
+        Some(v) if p.architecture != "arm64" => format!("{}/{}/{v}", p.os, p.architecture),
+        _ => format!("{}/{}", p.os, p.architecture),
+    };
+    let mut out = Vec::new();
+    for side in ["TARGET", "BUILD"] {
+        out.push((
+            if side == "TARGET" {
+                "TARGETPLATFORM"
+            } else {
+                "BUILDPLATFORM"
+            },
+            full.clone(),
+        ));
+        out.push((
+            if side == "TARGET" {
+                "TARGETOS"
+            } else {
+                "BUILDOS"
+            },
+            p.os.clone(),
+        ));
+        out.push((
+            if side == "TARGET" {
+                "TARGETARCH"
+            } else {
+                "BUILDARCH"
+            },
+            p.architecture.clone(),
+        ));
+        out.push((
+            if side == "TARGET" {
+                "TARGETVARIANT"
+            } else {
+                "BUILDVARIANT"
+            },
+            variant.clone(),
+        ));
+    }
+    out
+}
+
+/// The predefined ARGs docker gives RUN without a declaration, and keeps out of the
+/// image's history: the proxy settings.
+pub(crate) const PROXY_ARGS: [&str; 10] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "FTP_PROXY",
+    "ftp_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
 /// The stage named `name` (names compare as docker compares them, without case).
 fn stage_index(df: &Dockerfile, name: &str) -> Option<usize> {
     let lower = name.to_lowercase();
@@ -204,14 +278,21 @@ impl Engine {
             None => df.stages.len() - 1,
         };
         let global = self.global_args(&df, req)?;
-        let total: usize = df.stages[..=target]
+        let needed = stages::needed(&df, target, &global);
+        let mut total: usize = df.stages[..=target]
             .iter()
-            .map(|s| 1 + s.instructions.len())
+            .zip(&needed)
+            .filter(|(_, n)| **n)
+            .map(|(s, _)| 1 + s.instructions.len())
             .sum::<usize>()
             + usize::from(!req.labels.is_empty());
         let mut number = 0;
-        let mut built: Vec<Image> = Vec::new();
+        let mut built: Vec<Option<Image>> = Vec::new();
         for (i, stage) in df.stages[..=target].iter().enumerate() {
+            if !needed[i] {
+                built.push(None);
+                continue;
+            }
             number += 1;
             on(BuildEvent::Step {
                 number,
@@ -242,7 +323,11 @@ impl Engine {
                 args: BTreeMap::new(),
                 cmd_set: false,
             };
-            for ins in &stage.instructions {
+            // The base's ONBUILD triggers run first, as instructions of this stage; the
+            // image they make carries no triggers of its own.
+            let triggers = self.take_triggers(&mut st, &req.dockerfile_name, stage.line)?;
+            total += triggers.len();
+            for ins in triggers.iter().chain(&stage.instructions) {
                 if req.interrupted() {
                     return Err(interrupted_error());
                 }
@@ -265,10 +350,11 @@ impl Engine {
                     elapsed: t0.elapsed(),
                 });
             }
-            built.push(st.image);
+            built.push(Some(st.image));
         }
         let mut image = built
             .pop()
+            .flatten()
             .ok_or_else(|| Error::Invalid("no stage to build".into()))?;
         if !req.labels.is_empty() {
             number += 1;
@@ -325,13 +411,46 @@ impl Engine {
         Ok(dir)
     }
 
+    /// The ONBUILD triggers of the stage's base, parsed, removed from its config.
+    fn take_triggers(
+        &self,
+        st: &mut StageState,
+        file: &str,
+        line: usize,
+    ) -> Result<Vec<wharf_build::Instruction>> {
+        let Some(Value::Array(list)) = st.config.remove("OnBuild") else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for t in list.iter().filter_map(Value::as_str) {
+            let df = wharf_build::parse(&format!("FROM scratch\n{t}\n"), file).map_err(|e| {
+                Error::Invalid(format!("{file}:{line}: the base's ONBUILD {t:?}: {e}"))
+            })?;
+            out.extend(
+                df.stages
+                    .into_iter()
+                    .flat_map(|s| s.instructions)
+                    .map(|mut i| {
+                        i.line = line;
+                        i
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
     /// The values of the ARGs declared before the first FROM.
     fn global_args(
         &self,
         df: &Dockerfile,
         req: &BuildRequest,
     ) -> Result<BTreeMap<String, Option<String>>> {
-        let mut global = BTreeMap::new();
+        // BuildKit's platform ARGs: set before the first FROM, seen by a stage that
+        // declares them (`ARG TARGETARCH`).
+        let mut global: BTreeMap<String, Option<String>> = platform_args()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v)))
+            .collect();
         for a in &df.global_args {
             let v = match req.build_args.get(&a.name) {
                 Some(v) => Some(v.clone()),
@@ -356,14 +475,16 @@ impl Engine {
     fn stage_base(
         &self,
         df: &Dockerfile,
-        built: &[Image],
+        built: &[Option<Image>],
         index: usize,
         from: &str,
         req: &BuildRequest,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<Image> {
-        if let Some(j) = stage_index(df, from).filter(|j| *j < index) {
-            return Ok(built[j].clone());
+        if let Some(j) = stage_index(df, from).filter(|j| *j < index)
+            && let Some(img) = built.get(j).cloned().flatten()
+        {
+            return Ok(img);
         }
         if from == "scratch" {
             let img = self.images.scratch()?;
@@ -389,15 +510,18 @@ impl Engine {
         df: &Dockerfile,
         req: &BuildRequest,
         global: &BTreeMap<String, Option<String>>,
-        built: &[Image],
+        built: &[Option<Image>],
         st: &mut StageState,
         ins: &wharf_build::Instruction,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<()> {
         match &ins.kind {
             Kind::Run {
-                command, heredocs, ..
-            } => self.run_step(req, st, command, heredocs, on),
+                command,
+                heredocs,
+                mounts,
+                ..
+            } => self.run_step(df, req, built, st, command, heredocs, mounts, on),
             Kind::Copy {
                 add,
                 from,

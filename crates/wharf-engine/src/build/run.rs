@@ -36,8 +36,10 @@ impl Engine {
         st: &StageState,
         argv: Vec<String>,
         env: Vec<(String, String)>,
+        mounts: Vec<crate::model::VolumeMount>,
     ) -> Result<StepContainer<'_>> {
         let spec = ContainerSpec {
+            mounts,
             image: st.image.id.to_string(),
             entrypoint: Some(argv),
             command: Some(Vec::new()),
@@ -95,12 +97,16 @@ impl Engine {
     }
 
     /// RUN.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run_step(
         &self,
+        df: &wharf_build::Dockerfile,
         req: &BuildRequest,
+        built: &[Option<wharf_image::Image>],
         st: &mut StageState,
         command: &Command,
         heredocs: &[HereDoc],
+        mounts: &[wharf_build::RunMount],
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<()> {
         let command = match command {
@@ -119,17 +125,35 @@ impl Engine {
             .filter(|(k, _)| !env_keys.contains(k))
             .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
             .collect();
+        // Proxy settings given as build arguments reach RUN undeclared, and stay out of
+        // its history entry (and so out of its cache key, as docker has it).
+        let proxies: Vec<(String, String)> = req
+            .build_args
+            .iter()
+            .filter(|(k, _)| super::PROXY_ARGS.contains(&k.as_str()))
+            .filter(|(k, _)| !env_keys.contains(k) && !st.args.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let mut created_by = argv.join(" ");
         if !args.is_empty() {
             let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
             created_by = format!("|{} {} {created_by}", args.len(), shown.join(" "));
         }
-        let key = cache::key(&st.image, &created_by, &[]);
+        let prepared = self.run_mounts(df, req, built, st, mounts)?;
+        let key = cache::key(&st.image, &created_by, &prepared.key);
         if let Some(img) = self.cache_hit(req, &key, on) {
             st.image = img;
             return Ok(());
         }
-        let c = self.step_container(req, st, argv, args)?;
+        let c = self.step_container(
+            req,
+            st,
+            argv,
+            [args, proxies].concat(),
+            prepared.volumes.clone(),
+        )?;
+        let upper = self.images.container_rootfs(&c.row.id)?.upper_dir;
+        let stubs = self.mount_stubs(&self.paths.rootfs(&c.row.id), &prepared.volumes);
         let (_, session) = self.start(&c.row.id, true)?;
         let mut session = session.ok_or_else(|| Error::Invalid("RUN: no output stream".into()))?;
         // Asked to stop: the step's process is killed, its stream then ends.
@@ -174,6 +198,11 @@ impl Engine {
                 code,
             });
         }
+        // The mount points the runtime made leave the layer while still empty.
+        for stub in &stubs {
+            let _ = wharf_sys::contained::remove_empty_in_root(&upper, stub);
+        }
+        drop(prepared);
         self.commit_step(req, st, &c, &created_by, &key)
     }
 }
@@ -189,42 +218,22 @@ fn dirs_tar(path: &str) -> Result<Vec<u8>> {
 /// A shell-form RUN with here-documents as one script: the line, then each document and
 /// its delimiter (`RUN <<EOF` alone runs the document itself).
 fn with_heredocs(line: &str, docs: &[HereDoc]) -> String {
-    let delims = delimiters(line);
     // `RUN <<EOF` (the marker alone): the document is the script.
     let rest: String = line
         .split_whitespace()
         .filter(|w| !w.starts_with("<<"))
         .collect();
-    if rest.is_empty() || delims.is_empty() {
+    if rest.is_empty() || docs.iter().all(|d| d.name.is_empty()) {
         return docs.iter().map(|d| d.body.as_str()).collect();
     }
     let mut script = line.to_string();
     script.push('\n');
-    for (d, name) in docs.iter().zip(&delims) {
+    for d in docs {
         script.push_str(&d.body);
-        script.push_str(name);
+        script.push_str(&d.name);
         script.push('\n');
     }
     script
-}
-
-/// The delimiters of the here-documents a line opens (`<<EOF`, `<<-EOF`, `<<'EOF'`).
-fn delimiters(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(i) = rest.find("<<") {
-        let after = rest[i + 2..].trim_start_matches('-');
-        let after = after.trim_start_matches(['"', '\'']);
-        let name: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        if !name.is_empty() {
-            out.push(name);
-        }
-        rest = &rest[i + 2..];
-    }
-    out
 }
 
 #[cfg(test)]
@@ -236,6 +245,7 @@ mod tests {
         let doc = |b: &str| HereDoc {
             body: b.into(),
             expand: true,
+            name: "EOF".into(),
         };
         assert_eq!(with_heredocs("", &[doc("echo a\n")]), "echo a\n");
         assert_eq!(with_heredocs("<<EOF", &[doc("echo a\n")]), "echo a\n");
@@ -243,6 +253,5 @@ mod tests {
             with_heredocs("cat <<EOF > /x", &[doc("hi\n")]),
             "cat <<EOF > /x\nhi\nEOF\n"
         );
-        assert_eq!(delimiters("a <<-'END' b <<X"), ["END", "X"]);
     }
 }

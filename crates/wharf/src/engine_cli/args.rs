@@ -775,6 +775,10 @@ pub enum Cmd {
         /// Progress output (auto, plain, tty): Wharf prints docker's step lines.
         #[arg(long, default_value = "auto")]
         progress: String,
+        /// A secret for `RUN --mount=type=secret`: `id=ID,src=FILE` or `id=ID,env=VAR`
+        /// (repeatable); it reaches the steps that mount it and no layer.
+        #[arg(long = "secret")]
+        secrets: Vec<String>,
         /// The build context: a directory, or `-` for a tar on stdin.
         path: String,
     },

@@ -47,6 +47,7 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
         iidfile,
         platform,
         progress: _,
+        secrets,
         path,
     } = cmd
     else {
@@ -118,7 +119,12 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
             flag.store(true, Ordering::Relaxed)
         });
     }
+    let secrets = secrets
+        .iter()
+        .map(|s| parse_secret(s))
+        .collect::<Result<_>>()?;
     let req = BuildRequest {
+        secrets,
         context,
         dockerfile,
         dockerfile_name: name,
@@ -190,4 +196,33 @@ pub fn prune(engine: &Engine) -> Result<i32> {
         crate::format::size(pruned.bytes, false, 3)
     );
     Ok(0)
+}
+
+/// `--secret id=ID,src=FILE` (also `source=`, or `env=VAR`; `type=file|env`), as
+/// docker's buildx and buildah take it.
+fn parse_secret(s: &str) -> Result<(String, wharf_engine::build::SecretSource)> {
+    let mut id = None;
+    let mut src = None;
+    let mut env = None;
+    for part in s.split(',') {
+        let (k, v) = part.split_once('=').unwrap_or((part, ""));
+        match k {
+            "id" => id = Some(v.to_string()),
+            "src" | "source" => src = Some(std::path::PathBuf::from(v)),
+            "env" => env = Some(v.to_string()),
+            "type" if v == "file" || v == "env" => {}
+            _ => bail!("--secret {s}: unexpected key {k:?} (want id=, src= or env=)"),
+        }
+    }
+    let id = match id {
+        Some(i) if !i.is_empty() => i,
+        _ => bail!("--secret {s}: id= is required"),
+    };
+    let source = match (src, env) {
+        (Some(p), None) => wharf_engine::build::SecretSource::File(p),
+        (None, Some(e)) => wharf_engine::build::SecretSource::Env(e),
+        (None, None) => wharf_engine::build::SecretSource::Env(id.clone()),
+        _ => bail!("--secret {s}: give src= or env=, not both"),
+    };
+    Ok((id, source))
 }

@@ -410,7 +410,10 @@ fn history(cli: &Cli, h: &HistoryArgs) -> Result<i32> {
         .collect();
     let mut out = std::io::stdout().lock();
     if quiet {
-        writeln!(out, "{id}")?;
+        // One line per entry, as docker prints them (`<missing>` below the image itself).
+        for r in &rows {
+            writeln!(out, "{}", r["ID"].as_str().unwrap_or_default())?;
+        }
         return Ok(0);
     }
     match Format::parse(format)? {

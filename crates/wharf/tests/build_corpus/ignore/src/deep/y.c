@@ -1,0 +1,1 @@
+src/deep/y.c
