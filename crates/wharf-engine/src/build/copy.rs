@@ -38,6 +38,9 @@ pub(super) struct CopySpec<'a> {
 /// One file, directory or link to write: where from, where to (relative to the
 /// container's root) and what it is.
 struct Item {
+    /// The destination directory a directory's contents go into: made 0755 (and the
+    /// files' owner's) when missing, left as it is when there.
+    top: bool,
     /// The name it takes in a destination directory.
     name: String,
     src: Option<PathBuf>,
@@ -289,12 +292,13 @@ impl Engine {
                 join_rel(&dest_rel, &name)
             };
             if meta.is_dir() {
-                walk_dir(path, rel, &target, ignore.as_ref(), &mut items)?;
+                walk_dir(path, rel, &target, ignore.as_ref(), &mut items, true)?;
             } else {
                 // A local archive is extracted; a downloaded one is not, as docker has it.
                 let downloaded = downloads.iter().any(|d| d.path() == path);
                 let extract = spec.add && !downloaded && meta.is_file() && is_archive(path);
                 items.push(Item {
+                    top: false,
                     name,
                     src: Some(path.clone()),
                     body: None,
@@ -317,6 +321,7 @@ impl Engine {
                 d.body.clone()
             };
             items.push(Item {
+                top: false,
                 name: d.name.clone(),
                 src: None,
                 body: Some(body.into_bytes()),
@@ -381,7 +386,7 @@ impl Engine {
         let own = Ownership { uid, gid, mode };
         let mut spool =
             tempfile::tempfile_in(&self.paths.root).ctx(|| "a build step's archive".to_string())?;
-        write_tar(&mut spool, &items, &own, &dest_rel, into_dir)
+        write_tar(&mut spool, &items, &own, &dest_rel, into_dir, &rootfs)
             .ctx(|| format!("{kind}: packing its files"))?;
         spool
             .rewind()
@@ -405,6 +410,7 @@ fn walk_dir(
     target: &str,
     ignore: Option<&DockerIgnore>,
     items: &mut Vec<Item>,
+    target_is_top: bool,
 ) -> Result<()> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .ctx(|| format!("{rel}: in the build context"))?
@@ -413,6 +419,7 @@ fn walk_dir(
         .collect();
     names.sort();
     items.push(Item {
+        top: target_is_top,
         name: String::new(),
         src: Some(dir.to_path_buf()),
         body: None,
@@ -435,9 +442,10 @@ fn walk_dir(
             .ctx(|| format!("{child_rel}: in the build context"))?;
         let child_target = join_rel(target, &n);
         if meta.is_dir() {
-            walk_dir(&path, &child_rel, &child_target, ignore, items)?;
+            walk_dir(&path, &child_rel, &child_target, ignore, items, false)?;
         } else if !ignore.is_some_and(|i| i.excludes(&child_rel)) {
             items.push(Item {
+                top: false,
                 name: n.clone(),
                 src: Some(path),
                 body: None,
@@ -450,26 +458,32 @@ fn walk_dir(
     Ok(())
 }
 
-/// Append `path` and each of its ancestors as root's 0755 directories, top first
-/// (extracting them keeps the directories that exist as they are).
-pub(super) fn append_dirs<W: Write>(tar: &mut tar::Builder<W>, path: &str) -> std::io::Result<()> {
+/// Append the directories of `path` (and its ancestors) that `rootfs` lacks, top first, as
+/// 0755 directories of `uid:gid`: the ones that exist are left as they are (a COPY into
+/// /tmp keeps its sticky bit).
+pub(super) fn append_dirs<W: Write>(
+    tar: &mut tar::Builder<W>,
+    path: &str,
+    (uid, gid): (u64, u64),
+    rootfs: &Path,
+) -> std::io::Result<()> {
     let parts: Vec<&str> = path
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     for i in 1..=parts.len() {
+        let dir = parts[..i].join("/");
+        if wharf_sys::contained::exists_in_root(rootfs, Path::new(&format!("/{dir}"))) {
+            continue;
+        }
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Directory);
         h.set_mode(0o755);
-        h.set_uid(0);
-        h.set_gid(0);
+        h.set_uid(uid);
+        h.set_gid(gid);
         h.set_size(0);
         h.set_mtime(0);
-        tar.append_data(
-            &mut h,
-            format!("{}/", parts[..i].join("/")),
-            std::io::empty(),
-        )?;
+        tar.append_data(&mut h, format!("{dir}/"), std::io::empty())?;
     }
     Ok(())
 }
@@ -482,6 +496,7 @@ fn write_tar(
     own: &Ownership,
     dest: &str,
     into_dir: bool,
+    rootfs: &Path,
 ) -> std::io::Result<()> {
     let mut tar = tar::Builder::new(std::io::BufWriter::new(out));
     let parent = if into_dir {
@@ -489,7 +504,9 @@ fn write_tar(
     } else {
         dest.rsplit_once('/').map_or("", |(p, _)| p)
     };
-    append_dirs(&mut tar, parent)?;
+    // The directories made on the way are the new files' owner's, as buildah and
+    // BuildKit make them.
+    append_dirs(&mut tar, parent, (own.uid, own.gid), rootfs)?;
     for it in items.iter().filter(|i| !i.extract) {
         let mut h = tar::Header::new_gnu();
         h.set_uid(own.uid);
@@ -504,11 +521,21 @@ fn write_tar(
                 tar.append_data(&mut h, &it.target, b.as_slice())?;
             }
             (None, Some(p), Some(m)) if m.is_dir() => {
-                if it.target.is_empty() {
+                if it.target.is_empty()
+                    || (it.top
+                        && wharf_sys::contained::exists_in_root(
+                            rootfs,
+                            Path::new(&format!("/{}", it.target)),
+                        ))
+                {
                     continue;
                 }
                 h.set_entry_type(tar::EntryType::Directory);
-                h.set_mode(own.mode.unwrap_or(m.mode() & 0o7777));
+                h.set_mode(if it.top {
+                    0o755
+                } else {
+                    own.mode.unwrap_or(m.mode() & 0o7777)
+                });
                 h.set_size(0);
                 tar.append_data(&mut h, format!("{}/", it.target), std::io::empty())?;
                 let _ = p;

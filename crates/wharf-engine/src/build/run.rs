@@ -62,7 +62,20 @@ impl Engine {
         // WORKDIR names a directory that may not exist yet: made now (root's, 0755), so
         // it lands in this step's layer, as docker's builder makes it.
         if let Some(dir) = &spec.workdir {
-            self.copy_in(&c.row.id, "/", dirs_tar(dir)?.as_slice(), true)?;
+            // Made as the USER's, as BuildKit makes it.
+            let rootfs = self.paths.rootfs(&c.row.id);
+            // (A USER the image does not know fails the step's run itself, with its error.)
+            let owner = spec
+                .user
+                .as_ref()
+                .and_then(|u| crate::specgen::resolve_user(&rootfs, u).ok())
+                .map_or((0, 0), |(uid, gid, _)| (u64::from(uid), u64::from(gid)));
+            self.copy_in(
+                &c.row.id,
+                "/",
+                dirs_tar(dir, owner, &rootfs)?.as_slice(),
+                true,
+            )?;
         }
         Ok(c)
     }
@@ -207,11 +220,11 @@ impl Engine {
     }
 }
 
-/// A tar of `path`'s directories (extracting it keeps the existing ones as they are).
-fn dirs_tar(path: &str) -> Result<Vec<u8>> {
+/// A tar of the directories of `path` the root lacks.
+fn dirs_tar(path: &str, owner: (u64, u64), rootfs: &std::path::Path) -> Result<Vec<u8>> {
     let what = || format!("WORKDIR {path}");
     let mut tar = tar::Builder::new(Vec::new());
-    super::copy::append_dirs(&mut tar, path).ctx(what)?;
+    super::copy::append_dirs(&mut tar, path, owner, rootfs).ctx(what)?;
     tar.into_inner().ctx(what)
 }
 
