@@ -112,6 +112,20 @@ impl Images<'_> {
         Ok(self.store().list()?)
     }
 
+    /// [`Images::list`] as `docker images` shows it: the builder's step images are
+    /// intermediate images, listed only with `all`.
+    pub fn list_shown(&self, all: bool) -> Result<Vec<ImageSummary>> {
+        let rows = self.store().list()?;
+        if all {
+            return Ok(rows);
+        }
+        let steps = crate::build::cached_image_ids(self.store().root());
+        Ok(rows
+            .into_iter()
+            .filter(|r| r.name.is_some() || !steps.contains(&r.id))
+            .collect())
+    }
+
     /// The image a name (normalised as docker does), a full or short id or a manifest
     /// digest names.
     pub fn resolve(&self, name_or_id: &str) -> Result<Image> {
@@ -181,7 +195,10 @@ impl Images<'_> {
     /// Remove the images without names (with `all`, every image nothing uses), then the
     /// content no image needs. Returns the images removed and what the collection freed.
     pub fn prune(&self, all: bool) -> Result<(Vec<Digest>, GcStats)> {
-        Ok(self.store().prune(all)?)
+        // The build cache's step images are the cache's to keep: `builder prune` (and
+        // `system prune`) remove them, as BuildKit's cache is apart from docker's images.
+        let keep = crate::build::cached_image_ids(self.store().root());
+        Ok(self.store().prune_keeping(all, &keep)?)
     }
 
     /// Remove the content no image, container, mount or running pull needs.

@@ -528,6 +528,15 @@ impl ImageStore {
     /// `wharf image prune`: remove images without names (or with `all`, every image no
     /// container or mount uses), then collect garbage. Returns removed image ids.
     pub fn prune(&self, all: bool) -> Result<(Vec<Digest>, GcStats)> {
+        self.prune_keeping(all, &std::collections::HashSet::new())
+    }
+
+    /// [`Self::prune`], keeping the images whose ids `keep` holds (the build cache's).
+    pub fn prune_keeping(
+        &self,
+        all: bool,
+        keep: &std::collections::HashSet<String>,
+    ) -> Result<(Vec<Digest>, GcStats)> {
         let ids: Vec<String> = {
             let conn = self.conn();
             let sql = if all {
@@ -541,6 +550,9 @@ impl ImageStore {
         };
         let mut removed = Vec::new();
         for id in ids {
+            if keep.contains(&id) {
+                continue;
+            }
             let id: Digest = id.parse()?;
             let image = self.load_image(&id)?;
             if self.check_unused(&image).is_err() {

@@ -352,3 +352,146 @@ fn source_date_epoch_makes_builds_reproducible() {
     let created = image(&w, &first)["Created"].to_string();
     assert!(created.contains("2023-11-14T22:13:20"), "{created}");
 }
+
+/// Fifty builds, every fifth failing and every fifth interrupted, with secrets, cache and
+/// bind mounts and COPYs: nothing of them is left (no container, pod, mount, cgroup,
+/// process, temp file or context, and no secret in the state root); `image prune` keeps
+/// the build cache, which a rebuild then uses; `builder prune` and removing the images
+/// take every snapshot and blob.
+#[test]
+fn fifty_builds_failing_and_interrupted_leave_nothing() {
+    let w = Wharf::new("build-fifty");
+    w.pull_busybox();
+    let ctx = w.path("ctx");
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!(
+            "FROM {}\nCOPY data.txt /data.txt\nARG N\n\
+             RUN --mount=type=secret,id=tok --mount=type=cache,target=/c \
+               --mount=type=bind,source=data.txt,target=/b \
+               cat /run/secrets/tok /b > /dev/null && echo $N >> /c/log && echo $N > /n\n\
+             RUN if [ $((N % 5)) = 1 ]; then exit 7; fi\n\
+             RUN if [ $((N % 5)) = 2 ]; then echo sleeping; sleep 60; fi\n\
+             COPY data.txt /again.txt\n",
+            busybox()
+        ),
+    );
+    write(&ctx, "data.txt", "data\n");
+    let secret = w.path("secret.txt");
+    std::fs::write(&secret, "fifty-builds-secret").unwrap();
+    let secret_arg = format!("id=tok,src={}", secret.display());
+    let (mut ok, mut failed, mut interrupted) = (0, 0, 0);
+    for n in 0..50 {
+        let tag = format!("fifty:{n}");
+        let arg = format!("N={n}");
+        let args = [
+            "build",
+            "-t",
+            &tag,
+            "--build-arg",
+            &arg,
+            "--secret",
+            &secret_arg,
+            ctx.to_str().unwrap(),
+        ];
+        match n % 5 {
+            1 => {
+                let err = w.fails(7, &args);
+                assert!(err.contains("returned a non-zero code: 7"), "{err}");
+                failed += 1;
+            }
+            2 => {
+                let mut child = w
+                    .cmd(&args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                assert!(
+                    engine_support::wait_until(std::time::Duration::from_secs(20), || {
+                        w.ok(&["ps", "--format", "{{.Status}}"]).contains("Up")
+                    }),
+                    "build {n}: the sleeping step never ran"
+                );
+                // SAFETY: kill(2) of the child this test started.
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                assert_eq!(child.wait().unwrap().code(), Some(130), "build {n}");
+                interrupted += 1;
+            }
+            _ => {
+                w.ok(&args);
+                ok += 1;
+            }
+        }
+    }
+    assert_eq!((ok, failed, interrupted), (30, 10, 10));
+    w.assert_clean();
+    // No build context, secret copy, download or spool left in the state root, and the
+    // secret nowhere in it (cache mounts included).
+    let leftovers: Vec<String> = engine_support::entries(&w.root())
+        .into_iter()
+        .filter(|e| e.starts_with("build-") && e != "build-cache" && e != "build-cache-mounts")
+        .chain(
+            engine_support::entries(&w.root())
+                .into_iter()
+                .filter(|e| e.starts_with(".tmp")),
+        )
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "left in the state root: {leftovers:?}"
+    );
+    let grep = std::process::Command::new("grep")
+        .args(["-r", "-l", "fifty-builds-secret"])
+        .arg(w.root())
+        .output()
+        .unwrap();
+    assert!(
+        grep.stdout.is_empty(),
+        "the secret is in {}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+    // The cache mount saw every build that got that far.
+    let hist = w.ok(&["run", "--rm", "fifty:0", "cat", "/n"]);
+    assert_eq!(hist, "0\n");
+
+    // image prune keeps the build cache: a rebuild of a finished one is all cached.
+    w.ok(&["image", "prune", "-f"]);
+    let again = w.ok(&[
+        "build",
+        "-t",
+        "fifty:again",
+        "--build-arg",
+        "N=0",
+        "--secret",
+        &secret_arg,
+        ctx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        again.matches("Using cache").count(),
+        6,
+        "every step after FROM comes from the cache: {again}"
+    );
+    // builder prune, then the images: no snapshot, blob or cache mount is left.
+    w.ok(&["builder", "prune", "-f"]);
+    let tags: Vec<String> = w
+        .ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    for t in &tags {
+        w.ok(&["rmi", t]);
+    }
+    w.ok(&["image", "prune", "-a", "-f"]);
+    assert_eq!(w.ok(&["images", "-a", "-q"]), "");
+    let snapshots = engine_support::entries(&w.root().join("image/snapshots"))
+        .into_iter()
+        .filter(|e| e.parse::<u64>().is_ok())
+        .collect::<Vec<_>>();
+    assert!(snapshots.is_empty(), "snapshots left: {snapshots:?}");
+    let blobs = engine_support::entries(&w.root().join("image/content/blobs/sha256"));
+    assert!(blobs.is_empty(), "blobs left: {blobs:?}");
+    assert!(!w.root().join("build-cache-mounts").exists());
+    w.assert_clean();
+}

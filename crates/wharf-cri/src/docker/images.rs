@@ -236,14 +236,7 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
     let all = r.flag("all", false);
     let docs = api
         .engine(move |e| {
-            let rows = e.images().list()?;
-            // The builder's step images are intermediate images: shown with `all`, as
-            // docker shows its classic builder's.
-            let steps: std::collections::HashSet<String> = if all {
-                Default::default()
-            } else {
-                e.build_cache().into_iter().map(|c| c.image).collect()
-            };
+            let rows = e.images().list_shown(all)?;
             let users: Vec<String> = e
                 .list_containers(&wharf_engine::ContainerFilter {
                     all: true,
@@ -278,9 +271,6 @@ pub async fn list(api: &Arc<Api>, r: &Req) -> Result<Reply, ApiError> {
             for id in order {
                 let (tags, digests, size, created) = by_id.remove(&id).unwrap_or_default();
                 let dangling = tags.is_empty();
-                if dangling && steps.contains(&id) {
-                    continue;
-                }
                 let keep = filters.iter().all(|(k, vals)| {
                     vals.iter().all(|v| match k.as_str() {
                         "dangling" => (v == "true") == dangling,

@@ -6,7 +6,8 @@
 //! `<root>/build-cache/<key>` holding the image id; it counts only while that image is
 //! still in the store, so removing images never leaves a wrong hit.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 use wharf_image::Image;
 use wharf_image::digest::Digest;
@@ -23,9 +24,26 @@ pub(super) fn key(parent: &Image, created_by: &str, extra: &[String]) -> String 
     Digest::of(text.as_bytes()).hex().to_string()
 }
 
+/// The build cache's directory under the state root.
+fn cache_dir_of(root: &Path) -> PathBuf {
+    root.join("build-cache")
+}
+
+/// The ids of the images the build cache names (what image pruning keeps).
+pub fn cached_image_ids(root: &Path) -> HashSet<String> {
+    let Ok(entries) = std::fs::read_dir(cache_dir_of(root)) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|id| id.trim().to_string())
+        .collect()
+}
+
 impl Engine {
     fn cache_dir(&self) -> PathBuf {
-        self.paths.root.join("build-cache")
+        cache_dir_of(&self.paths.root)
     }
 
     /// The image a step with this key left before, if it is still there.
@@ -137,7 +155,13 @@ impl Engine {
                 out.images.push(id.to_string());
             }
         }
-        out.bytes = self.images.gc()?.blob_bytes;
+        // RUN --mount=type=cache directories go with the cache.
+        let mounts = self.paths.root.join("build-cache-mounts");
+        if mounts.exists() {
+            out.bytes += wharf_sys::fs::disk_usage(&mounts).0;
+            let _ = std::fs::remove_dir_all(&mounts);
+        }
+        out.bytes += self.images.gc()?.blob_bytes;
         Ok(out)
     }
 }

@@ -17,7 +17,7 @@
 //! The Dockerfile itself is read by [`wharf_build`]; this module only executes it.
 
 mod cache;
-pub use cache::{CacheEntry, CachePruned};
+pub use cache::{CacheEntry, CachePruned, cached_image_ids};
 mod config;
 mod copy;
 mod epoch;

@@ -138,6 +138,12 @@ pub fn prune(engine: &Engine, all: bool, volumes: bool, force: bool) -> Result<i
     let images: Vec<String> = images.iter().map(|id| format!("deleted: {id}")).collect();
     write_deleted(&mut out, "Images", &images)?;
     reclaimed += stats.blob_bytes;
+    if all {
+        // `-a` takes the build cache too, as docker's does.
+        let cache = engine.prune_build_cache()?;
+        write_deleted(&mut out, "build cache objects", &cache.images)?;
+        reclaimed += cache.bytes;
+    }
     write_reclaimed(&mut out, reclaimed)?;
     Ok(0)
 }

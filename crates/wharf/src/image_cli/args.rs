@@ -50,6 +50,9 @@ pub struct ListArgs {
     /// Show manifest digests.
     #[arg(long)]
     pub digests: bool,
+    /// Show intermediate images too (the builder's step images).
+    #[arg(short, long)]
+    pub all: bool,
 }
 
 /// `wharf tag` arguments.

@@ -226,7 +226,7 @@ fn pull(cli: &Cli, p: &PullArgs) -> Result<i32> {
 
 fn list(cli: &Cli, l: &ListArgs) -> Result<i32> {
     let store = open(cli)?;
-    let rows = store.list()?;
+    let rows = store.list_shown(l.all)?;
     if l.quiet {
         let mut seen = std::collections::HashSet::new();
         for r in &rows {
