@@ -21,14 +21,20 @@ fn write(dir: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-#[test]
-fn a_dockerfile_builds_runs_caches_and_fails_cleanly() {
-    let w = Wharf::new("build");
+/// A test's engine with the fixture busybox pulled, and a build context holding
+/// `dockerfile` as its Dockerfile.
+fn world(name: &str, dockerfile: &str) -> (Wharf, std::path::PathBuf) {
+    let w = Wharf::new(name);
     w.pull_busybox();
     let ctx = w.path("ctx");
-    write(
-        &ctx,
-        "Dockerfile",
+    write(&ctx, "Dockerfile", dockerfile);
+    (w, ctx)
+}
+
+#[test]
+fn a_dockerfile_builds_runs_caches_and_fails_cleanly() {
+    let (w, ctx) = world(
+        "build",
         &format!(
             r#"# a comment
 ARG BASE={}
@@ -283,12 +289,8 @@ CMD ["/out/run.txt"]
 /// the build exits 130 and names no image; again and again, nothing piles up.
 #[test]
 fn an_interrupted_build_leaves_nothing_behind() {
-    let w = Wharf::new("build-int");
-    w.pull_busybox();
-    let ctx = w.path("ctx");
-    write(
-        &ctx,
-        "Dockerfile",
+    let (w, ctx) = world(
+        "build-int",
         &format!("FROM {}\nRUN echo started && sleep 60\n", busybox()),
     );
     for round in 0..3 {
@@ -325,12 +327,8 @@ fn an_interrupted_build_leaves_nothing_behind() {
 /// epoch (later ones clamped). Without it they differ.
 #[test]
 fn source_date_epoch_makes_builds_reproducible() {
-    let mut w = Wharf::new("build-sde");
-    w.pull_busybox();
-    let ctx = w.path("ctx");
-    write(
-        &ctx,
-        "Dockerfile",
+    let (mut w, ctx) = world(
+        "build-sde",
         &format!(
             "FROM {}\nWORKDIR /app\nCOPY f.txt ./\nRUN echo made > made.txt && mkdir -p d/e\nENV X=1\n",
             busybox()
@@ -360,12 +358,8 @@ fn source_date_epoch_makes_builds_reproducible() {
 /// take every snapshot and blob.
 #[test]
 fn fifty_builds_failing_and_interrupted_leave_nothing() {
-    let w = Wharf::new("build-fifty");
-    w.pull_busybox();
-    let ctx = w.path("ctx");
-    write(
-        &ctx,
-        "Dockerfile",
+    let (w, ctx) = world(
+        "build-fifty",
         &format!(
             "FROM {}\nCOPY data.txt /data.txt\nARG N\n\
              RUN --mount=type=secret,id=tok --mount=type=cache,target=/c \
@@ -493,5 +487,37 @@ fn fifty_builds_failing_and_interrupted_leave_nothing() {
     let blobs = engine_support::entries(&w.root().join("image/content/blobs/sha256"));
     assert!(blobs.is_empty(), "blobs left: {blobs:?}");
     assert!(!w.root().join("build-cache-mounts").exists());
+    w.assert_clean();
+}
+
+/// Stages that do not use one another build at once (two of 2 s each take well under 4 s
+/// together), and a stage the target does not use is not built at all (it would fail).
+#[test]
+fn independent_stages_build_in_parallel_and_unused_ones_not_at_all() {
+    let (w, ctx) = world(
+        "build-par",
+        &format!(
+            "FROM {b} AS one\nRUN sleep 2 && echo one > /one\n\
+             FROM {b} AS two\nRUN sleep 2 && echo two > /two\n\
+             FROM {b} AS broken\nRUN exit 9\n\
+             FROM {b}\nCOPY --from=one /one /one\nCOPY --from=two /two /two\n\
+             CMD [\"cat\", \"/one\", \"/two\"]\n",
+            b = busybox()
+        ),
+    );
+    let t = std::time::Instant::now();
+    let out = w.ok(&["build", "-t", "par:1", ctx.to_str().unwrap()]);
+    let took = t.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(3800),
+        "two 2 s stages took {took:?}: not built at once\n{out}"
+    );
+    assert!(!out.contains("exit 9"), "the unused stage was built: {out}");
+    assert_eq!(w.ok(&["run", "--rm", "par:1"]), "one\ntwo\n");
+    // The steps are numbered by their place in the file (the unused stage's left out).
+    assert!(out.contains("Step 1/8 : FROM"), "{out}");
+    assert!(out.contains("Step 8/8 : CMD"), "{out}");
+    w.ok(&["rmi", "par:1"]);
+    w.ok(&["builder", "prune", "-f"]);
     w.assert_clean();
 }

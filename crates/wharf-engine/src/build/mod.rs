@@ -27,6 +27,7 @@ mod stages;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde_json::{Map, Value};
@@ -124,6 +125,59 @@ pub enum BuildEvent<'a> {
         /// How long it took.
         elapsed: std::time::Duration,
     },
+}
+
+/// What every stage of one build shares.
+struct Plan<'a> {
+    df: &'a Dockerfile,
+    req: &'a BuildRequest,
+    global: &'a BTreeMap<String, Option<String>>,
+    /// The number of each stage's FROM step.
+    first: &'a [usize],
+    /// Steps in all (ONBUILD triggers add to it as they are found).
+    total: &'a AtomicUsize,
+}
+
+/// A [`BuildEvent`] that can cross threads.
+enum OwnedEvent {
+    Step(usize, usize, String),
+    Pulling(String),
+    Output(Vec<u8>),
+    Cached,
+    StepDone(wharf_image::digest::Digest, std::time::Duration),
+}
+
+impl OwnedEvent {
+    fn of(ev: BuildEvent<'_>) -> OwnedEvent {
+        match ev {
+            BuildEvent::Step {
+                number,
+                total,
+                text,
+            } => OwnedEvent::Step(number, total, text.to_string()),
+            BuildEvent::Pulling(p) => OwnedEvent::Pulling(p.to_string()),
+            BuildEvent::Output(b) => OwnedEvent::Output(b.to_vec()),
+            BuildEvent::Cached => OwnedEvent::Cached,
+            BuildEvent::StepDone { image, elapsed } => OwnedEvent::StepDone(image.clone(), elapsed),
+        }
+    }
+
+    fn tell(&self, on: &mut dyn FnMut(BuildEvent<'_>)) {
+        on(match self {
+            OwnedEvent::Step(number, total, text) => BuildEvent::Step {
+                number: *number,
+                total: *total,
+                text,
+            },
+            OwnedEvent::Pulling(p) => BuildEvent::Pulling(p),
+            OwnedEvent::Output(b) => BuildEvent::Output(b),
+            OwnedEvent::Cached => BuildEvent::Cached,
+            OwnedEvent::StepDone(image, elapsed) => BuildEvent::StepDone {
+                image,
+                elapsed: *elapsed,
+            },
+        })
+    }
 }
 
 /// A finished build.
@@ -279,79 +333,56 @@ impl Engine {
         };
         let global = self.global_args(&df, req)?;
         let needed = stages::needed(&df, target, &global);
-        let mut total: usize = df.stages[..=target]
-            .iter()
-            .zip(&needed)
-            .filter(|(_, n)| **n)
-            .map(|(s, _)| 1 + s.instructions.len())
-            .sum::<usize>()
-            + usize::from(!req.labels.is_empty());
-        let mut number = 0;
-        let mut built: Vec<Option<Image>> = Vec::new();
-        for (i, stage) in df.stages[..=target].iter().enumerate() {
-            if !needed[i] {
-                built.push(None);
-                continue;
+        // Each needed stage's steps are numbered from its place in the file.
+        let mut first = vec![0; target + 1];
+        let mut next = 1;
+        for i in 0..=target {
+            first[i] = next;
+            if needed[i] {
+                next += 1 + df.stages[i].instructions.len();
             }
-            number += 1;
-            on(BuildEvent::Step {
-                number,
-                total,
-                text: &format!(
-                    "FROM {}{}",
-                    stage.from,
-                    stage
-                        .name
-                        .as_ref()
-                        .map(|n| format!(" AS {n}"))
-                        .unwrap_or_default()
-                ),
-            });
-            let t0 = Instant::now();
-            let from = wharf_build::expand::expand(&stage.from, df.escape, &|n| {
-                global.get(n).cloned().flatten()
-            })
-            .map_err(build_error)?;
-            let base = self.stage_base(&df, &built, i, &from, req, on)?;
-            on(BuildEvent::StepDone {
-                image: &base.id,
-                elapsed: t0.elapsed(),
-            });
-            let mut st = StageState {
-                config: self.images.inner_config(&base)?,
-                image: base,
-                args: BTreeMap::new(),
-                cmd_set: false,
-            };
-            // The base's ONBUILD triggers run first, as instructions of this stage; the
-            // image they make carries no triggers of its own.
-            let triggers = self.take_triggers(&mut st, &req.dockerfile_name, stage.line)?;
-            total += triggers.len();
-            for ins in triggers.iter().chain(&stage.instructions) {
-                if req.interrupted() {
-                    return Err(interrupted_error());
-                }
-                number += 1;
-                on(BuildEvent::Step {
-                    number,
-                    total,
-                    text: &ins.text,
-                });
-                let t0 = Instant::now();
-                self.step(&df, req, &global, &built, &mut st, ins, on)
-                    .map_err(|e| match e {
-                        Error::Invalid(m) if !m.starts_with(&req.dockerfile_name) => {
-                            Error::Invalid(format!("{}:{}: {m}", req.dockerfile_name, ins.line))
-                        }
-                        e => e,
-                    })?;
-                on(BuildEvent::StepDone {
-                    image: &st.image.id,
-                    elapsed: t0.elapsed(),
-                });
-            }
-            built.push(Some(st.image));
         }
+        let total = AtomicUsize::new(next - 1 + usize::from(!req.labels.is_empty()));
+        let plan = Plan {
+            df: &df,
+            req,
+            global: &global,
+            first: &first,
+            total: &total,
+        };
+        // Stages are built as soon as the stages they use are: several at once when they
+        // do not depend on one another, each on an engine of its own thread.
+        let deps: Vec<Vec<usize>> = (0..=target)
+            .map(|i| {
+                if needed[i] {
+                    stages::references(&df, i, &global)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let mut built: Vec<Option<Image>> = vec![None; target + 1];
+        let mut done: Vec<bool> = needed.iter().map(|n| !n).collect();
+        loop {
+            let ready: Vec<usize> = (0..=target)
+                .filter(|&i| !done[i] && deps[i].iter().all(|&d| done[d]))
+                .collect();
+            match ready.as_slice() {
+                [] => break,
+                [i] => {
+                    built[*i] = Some(self.build_stage(&plan, &built, *i, on)?);
+                    done[*i] = true;
+                }
+                many => {
+                    for (i, img) in self.build_in_parallel(&plan, &built, many, on)? {
+                        built[i] = Some(img);
+                        done[i] = true;
+                    }
+                }
+            }
+        }
+        let mut number = total.load(Ordering::Relaxed) - usize::from(!req.labels.is_empty());
+        let total = total.load(Ordering::Relaxed);
         let mut image = built
             .pop()
             .flatten()
@@ -389,6 +420,128 @@ impl Engine {
             tags.push(self.images.tag(&image, t)?);
         }
         Ok(Built { image, tags })
+    }
+
+    /// Build stage `i` of the plan (the stages it uses are in `built`); its image.
+    fn build_stage(
+        &self,
+        plan: &Plan<'_>,
+        built: &[Option<Image>],
+        i: usize,
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<Image> {
+        let (df, req) = (plan.df, plan.req);
+        let stage = &df.stages[i];
+        on(BuildEvent::Step {
+            number: plan.first[i],
+            total: plan.total.load(Ordering::Relaxed),
+            text: &format!(
+                "FROM {}{}",
+                stage.from,
+                stage
+                    .name
+                    .as_ref()
+                    .map(|n| format!(" AS {n}"))
+                    .unwrap_or_default()
+            ),
+        });
+        let t0 = Instant::now();
+        let from = wharf_build::expand::expand(&stage.from, df.escape, &|n| {
+            plan.global.get(n).cloned().flatten()
+        })
+        .map_err(build_error)?;
+        let base = self.stage_base(df, built, i, &from, req, on)?;
+        on(BuildEvent::StepDone {
+            image: &base.id,
+            elapsed: t0.elapsed(),
+        });
+        let mut st = StageState {
+            config: self.images.inner_config(&base)?,
+            image: base,
+            args: BTreeMap::new(),
+            cmd_set: false,
+        };
+        // The base's ONBUILD triggers run first, as instructions of this stage; the
+        // image they make carries no triggers of its own.
+        let triggers = self.take_triggers(&mut st, &req.dockerfile_name, stage.line)?;
+        plan.total.fetch_add(triggers.len(), Ordering::Relaxed);
+        for (number, ins) in (plan.first[i] + 1..).zip(triggers.iter().chain(&stage.instructions)) {
+            if req.interrupted() {
+                return Err(interrupted_error());
+            }
+            on(BuildEvent::Step {
+                number,
+                total: plan.total.load(Ordering::Relaxed),
+                text: &ins.text,
+            });
+            let t0 = Instant::now();
+            self.step(df, req, plan.global, built, &mut st, ins, on)
+                .map_err(|e| match e {
+                    Error::Invalid(m) if !m.starts_with(&req.dockerfile_name) => {
+                        Error::Invalid(format!("{}:{}: {m}", req.dockerfile_name, ins.line))
+                    }
+                    e => e,
+                })?;
+            on(BuildEvent::StepDone {
+                image: &st.image.id,
+                elapsed: t0.elapsed(),
+            });
+        }
+        Ok(st.image)
+    }
+
+    /// Build the stages `which` at once, each on a thread with an engine of its own (the
+    /// engine is not shared between threads); their events reach `on` from this thread as
+    /// they come. The first failure is the result, once every thread has ended.
+    fn build_in_parallel(
+        &self,
+        plan: &Plan<'_>,
+        built: &[Option<Image>],
+        which: &[usize],
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<Vec<(usize, Image)>> {
+        let (tx, rx) = std::sync::mpsc::channel::<OwnedEvent>();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = which
+                .iter()
+                .map(|&i| {
+                    let tx = tx.clone();
+                    let opts = self.opts.clone();
+                    s.spawn(move || -> Result<(usize, Image)> {
+                        let engine = Engine::open_unchecked(opts)?;
+                        let mut send = |ev: BuildEvent<'_>| {
+                            let _ = tx.send(OwnedEvent::of(ev));
+                        };
+                        let r = engine.build_stage(plan, built, i, &mut send);
+                        engine.release_pod_locks();
+                        r.map(|img| (i, img))
+                    })
+                })
+                .collect();
+            drop(tx);
+            for ev in rx {
+                ev.tell(on);
+            }
+            let mut out = Vec::new();
+            let mut first_error = None;
+            for h in handles {
+                match h.join() {
+                    Ok(Ok(r)) => out.push(r),
+                    Ok(Err(e)) => {
+                        first_error.get_or_insert(e);
+                    }
+                    Err(_) => {
+                        first_error.get_or_insert(Error::Invalid(
+                            "a stage's build thread panicked".into(),
+                        ));
+                    }
+                }
+            }
+            match first_error {
+                Some(e) => Err(e),
+                None => Ok(out),
+            }
+        })
     }
 
     /// A build context sent as a tar, possibly compressed (the Docker API's request body,

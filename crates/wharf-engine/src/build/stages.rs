@@ -8,7 +8,7 @@ use wharf_build::{Dockerfile, Kind};
 
 /// The stages `stage` refers to by name or index (references are expanded with the
 /// global ARGs; one that does not expand names an image, not a stage).
-fn references(
+pub(super) fn references(
     df: &Dockerfile,
     index: usize,
     global: &BTreeMap<String, Option<String>>,
