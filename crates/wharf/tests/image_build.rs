@@ -521,3 +521,63 @@ fn independent_stages_build_in_parallel_and_unused_ones_not_at_all() {
     w.ok(&["builder", "prune", "-f"]);
     w.assert_clean();
 }
+
+/// Bad input found before anything runs: a base image that cannot be pulled in a later
+/// stage fails the build before the first stage's RUN (which would leave a mark), naming
+/// the file, the line and the image; an unknown --target names the stage. A build-arg no
+/// ARG takes is warned of; `RUN --network=none` has no network but loopback.
+#[test]
+fn bad_input_fails_before_anything_runs() {
+    let (w, ctx) = world(
+        "build-bad",
+        &format!(
+            "FROM {b} AS first\nRUN touch /ran\nFROM 127.0.0.1:9/nothing/here:1\nCOPY --from=first /ran /ran\n",
+            b = busybox()
+        ),
+    );
+    let err = w.fails(1, &["build", "-t", "bad:1", ctx.to_str().unwrap()]);
+    assert!(
+        err.contains("Dockerfile:3: 127.0.0.1:9/nothing/here:1: the image could not be pulled"),
+        "{err}"
+    );
+    assert_eq!(
+        w.ok(&["images", "-a", "-q"]).lines().count(),
+        1,
+        "only busybox"
+    );
+    let err = w.fails(1, &["build", "--target", "nope", ctx.to_str().unwrap()]);
+    assert!(
+        err.contains("target stage \"nope\" could not be found"),
+        "{err}"
+    );
+
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!(
+            "FROM {}\nARG USED\nRUN --network=none ls /sys/class/net > /nets\nCMD [\"cat\", \"/nets\"]\n",
+            busybox()
+        ),
+    );
+    let out = w.ok(&[
+        "build",
+        "-t",
+        "good:1",
+        "--build-arg",
+        "USED=1",
+        "--build-arg",
+        "SPARE=2",
+        ctx.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("[Warning] One or more build-args [SPARE] were not consumed"),
+        "{out}"
+    );
+    assert_eq!(
+        w.ok(&["run", "--rm", "--network", "none", "good:1"]),
+        "lo\n"
+    );
+    w.ok(&["rmi", "good:1"]);
+    w.ok(&["builder", "prune", "-f"]);
+    w.assert_clean();
+}

@@ -134,6 +134,12 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
         });
         match built {
             Ok(b) => {
+                if !b.unused_args.is_empty() {
+                    send(json!({"stream": format!(
+                        "[Warning] One or more build-args [{}] were not consumed\n",
+                        b.unused_args.join(" ")
+                    )}));
+                }
                 let id = b.image.id.to_string();
                 send(json!({"aux": {"ID": id}}));
                 if quiet {

@@ -187,6 +187,8 @@ pub struct Built {
     pub image: Image,
     /// The names it was given, as stored.
     pub tags: Vec<String>,
+    /// `--build-arg`s no ARG of the built stages declared (docker warns of them).
+    pub unused_args: Vec<String>,
 }
 
 /// The state of the stage being built.
@@ -333,6 +335,9 @@ impl Engine {
         };
         let global = self.global_args(&df, req)?;
         let needed = stages::needed(&df, target, &global);
+        // Before anything runs, every image the build starts from or copies from is here:
+        // a missing one fails the build now, not after the stages before it.
+        self.fetch_images(&df, req, &global, &needed, on)?;
         // Each needed stage's steps are numbered from its place in the file.
         let mut first = vec![0; target + 1];
         let mut next = 1;
@@ -419,7 +424,33 @@ impl Engine {
         for t in &req.tags {
             tags.push(self.images.tag(&image, t)?);
         }
-        Ok(Built { image, tags })
+        let declared: std::collections::HashSet<&str> = df
+            .global_args
+            .iter()
+            .chain(
+                df.stages
+                    .iter()
+                    .zip(&needed)
+                    .filter(|(_, n)| **n)
+                    .flat_map(|(s, _)| &s.instructions)
+                    .flat_map(|i| match &i.kind {
+                        Kind::Arg(a) => a.as_slice(),
+                        _ => &[],
+                    }),
+            )
+            .map(|a| a.name.as_str())
+            .collect();
+        let unused_args = req
+            .build_args
+            .keys()
+            .filter(|k| !declared.contains(k.as_str()) && !PROXY_ARGS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        Ok(Built {
+            image,
+            tags,
+            unused_args,
+        })
     }
 
     /// Build stage `i` of the plan (the stages it uses are in `built`); its image.
@@ -645,15 +676,96 @@ impl Engine {
             self.remember(&cache::key(&img, "FROM scratch", &[]), &img);
             return Ok(img);
         }
-        if !req.pull
-            && let Ok(img) = self.images.resolve(from)
-        {
+        // [`Engine::fetch_images`] pulled it (with `--pull`, anew) before the build began.
+        if let Ok(img) = self.images.resolve(from) {
             return Ok(img);
         }
+        let _ = req;
         on(BuildEvent::Pulling(from));
         Ok(self
             .images
             .pull(from, &wharf_image::PullOptions::default(), &())?)
+    }
+
+    /// Pull the images the needed stages start from and copy or mount from, when missing
+    /// (all of them with `--pull`). References that use a stage's own ARGs are left to
+    /// their step.
+    fn fetch_images(
+        &self,
+        df: &Dockerfile,
+        req: &BuildRequest,
+        global: &BTreeMap<String, Option<String>>,
+        needed: &[bool],
+        on: &mut dyn FnMut(BuildEvent<'_>),
+    ) -> Result<()> {
+        let expand = |w: &str| {
+            wharf_build::expand::expand(w, df.escape, &|n| global.get(n).cloned().flatten()).ok()
+        };
+        let mut names: Vec<(usize, String)> = Vec::new();
+        for (i, stage) in df.stages.iter().enumerate() {
+            if !needed.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let is_stage =
+                |w: &str| stage_index(df, w).is_some_and(|j| j < i) || w.parse::<usize>().is_ok();
+            let from = wharf_build::expand::expand(&stage.from, df.escape, &|n| {
+                global.get(n).cloned().flatten()
+            })
+            .map_err(|e| {
+                Error::Invalid(format!("{}:{}: FROM: {e}", req.dockerfile_name, stage.line))
+            })?;
+            if from.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "{}:{}: FROM {}: the base image's name is empty",
+                    req.dockerfile_name, stage.line, stage.from
+                )));
+            }
+            if from != "scratch" && !is_stage(&from) {
+                names.push((stage.line, from));
+            }
+            for ins in &stage.instructions {
+                let froms: Vec<&str> = match &ins.kind {
+                    Kind::Copy { from: Some(f), .. } => vec![f.as_str()],
+                    Kind::Run { mounts, .. } => mounts
+                        .iter()
+                        .flat_map(|m| m.options.iter())
+                        .filter(|(k, _)| k == "from")
+                        .map(|(_, v)| v.as_str())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for f in froms {
+                    // Only what expands without the stage's own variables.
+                    if f.contains('$') && expand(f).is_none_or(|e| e.is_empty()) {
+                        continue;
+                    }
+                    if let Some(name) =
+                        expand(f).filter(|n| !is_stage(n) && stage_index(df, n).is_none())
+                    {
+                        names.push((ins.line, name));
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (line, name) in names {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if !req.pull && self.images.resolve(&name).is_ok() {
+                continue;
+            }
+            on(BuildEvent::Pulling(&name));
+            self.images
+                .pull(&name, &wharf_image::PullOptions::default(), &())
+                .map_err(|e| {
+                    Error::Invalid(format!(
+                        "{}:{line}: {name}: the image could not be pulled: {e}",
+                        req.dockerfile_name
+                    ))
+                })?;
+        }
+        Ok(())
     }
 
     /// Run one instruction of a stage.
@@ -673,8 +785,33 @@ impl Engine {
                 command,
                 heredocs,
                 mounts,
-                ..
-            } => self.run_step(df, req, built, st, command, heredocs, mounts, on),
+                network,
+            } => {
+                // `RUN --network=none|host|default` overrides the build's for the step.
+                let network = match network.as_deref() {
+                    None => None,
+                    Some("default") => Some(NetworkMode::Default),
+                    Some("none") => Some(NetworkMode::None),
+                    Some("host") => Some(NetworkMode::Host),
+                    Some(n) => {
+                        return Err(Error::Invalid(format!(
+                            "RUN --network={n}: use default, none or host"
+                        )));
+                    }
+                };
+                let step_req;
+                let req = match network {
+                    Some(n) => {
+                        step_req = BuildRequest {
+                            network: n,
+                            ..req.clone()
+                        };
+                        &step_req
+                    }
+                    None => req,
+                };
+                self.run_step(df, req, built, st, command, heredocs, mounts, on)
+            }
             Kind::Copy {
                 add,
                 from,

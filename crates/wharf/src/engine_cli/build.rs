@@ -170,6 +170,12 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    if !built.unused_args.is_empty() && !quiet {
+        println!(
+            "[Warning] One or more build-args [{}] were not consumed",
+            built.unused_args.join(" ")
+        );
+    }
     let id = built.image.id.to_string();
     if let Some(f) = iidfile {
         std::fs::write(f, &id).with_context(|| format!("writing {}", f.display()))?;
