@@ -114,16 +114,30 @@ fn join_rel(dir: &str, name: &str) -> String {
     }
 }
 
-/// Is the file a tar archive (possibly compressed) that ADD extracts?
-fn is_archive(path: &Path) -> bool {
-    let Ok(f) = File::open(path) else {
-        return false;
+/// The file as a tar stream, if it is a tar archive ADD extracts: plain, or compressed
+/// with gzip, zstd, bzip2 or xz (docker's list). xz's decoder writes rather than reads, so
+/// that one is decompressed into an unnamed file in `spool_dir` first.
+fn archive_stream(path: &Path, spool_dir: &Path) -> Option<Box<dyn Read>> {
+    let mut f = File::open(path).ok()?;
+    let mut magic = [0u8; 6];
+    let n = f.read(&mut magic).ok()?;
+    f.rewind().ok()?;
+    let mut r: Box<dyn Read> = if magic[..n].starts_with(b"BZh") {
+        Box::new(bzip2::read::BzDecoder::new(std::io::BufReader::new(f)))
+    } else if magic[..n].starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        let mut spool = tempfile::tempfile_in(spool_dir).ok()?;
+        lzma_rs::xz_decompress(&mut std::io::BufReader::new(f), &mut spool).ok()?;
+        spool.rewind().ok()?;
+        Box::new(std::io::BufReader::new(spool))
+    } else {
+        wharf_image::pull::decompress(std::io::BufReader::new(f)).ok()?
     };
-    let Ok(mut r) = wharf_image::pull::decompress(std::io::BufReader::new(f)) else {
-        return false;
-    };
-    let mut block = [0u8; 512];
-    r.read_exact(&mut block).is_ok() && &block[257..262] == b"ustar"
+    let mut block = vec![0u8; 512];
+    r.read_exact(&mut block).ok()?;
+    if &block[257..262] != b"ustar" {
+        return None;
+    }
+    Some(Box::new(std::io::Cursor::new(block).chain(r)))
 }
 
 impl Engine {
@@ -296,7 +310,10 @@ impl Engine {
             } else {
                 // A local archive is extracted; a downloaded one is not, as docker has it.
                 let downloaded = downloads.iter().any(|d| d.path() == path);
-                let extract = spec.add && !downloaded && meta.is_file() && is_archive(path);
+                let extract = spec.add
+                    && !downloaded
+                    && meta.is_file()
+                    && archive_stream(path, &self.paths.root).is_some();
                 items.push(Item {
                     top: false,
                     name,
@@ -394,9 +411,9 @@ impl Engine {
         self.copy_in(&c.row.id, "/", std::io::BufReader::new(spool), true)?;
         for it in items.iter().filter(|i| i.extract) {
             let Some(p) = &it.src else { continue };
-            let f = File::open(p).ctx(|| format!("{}: reading it", p.display()))?;
-            let r = wharf_image::pull::decompress(std::io::BufReader::new(f))
-                .ctx(|| format!("{}: reading it", p.display()))?;
+            let r = archive_stream(p, &self.paths.root).ok_or_else(|| {
+                Error::Invalid(format!("{}: no longer a readable archive", p.display()))
+            })?;
             self.copy_in(&c.row.id, &format!("/{}", it.target), r, true)?;
         }
         self.commit_step(req, st, &c, &created_by, &key)
