@@ -213,6 +213,93 @@ pub fn private_wharf(
     env
 }
 
+/// Whether `bin` runs (`bin --version` succeeds).
+pub fn have(bin: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Run `cmd` (no stdin); panic with its output unless it succeeds.
+pub fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A private containerd (own root under `dir`, state under `state`, socket; the CRI
+/// plugin off), and its socket.
+pub fn start_containerd(dir: &std::path::Path, state: &std::path::Path) -> (Child, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let sock = dir.join("containerd.sock");
+    let config = format!(
+        "version = 2\nroot = \"{d}/root\"\nstate = \"{st}\"\n\
+         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+         [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
+        d = dir.display(),
+        st = state.display(),
+        s = sock.display()
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    let child = Command::new("containerd")
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
+        .spawn()
+        .expect("containerd");
+    let t = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "containerd did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, sock)
+}
+
+/// A private podman: its argv up to the subcommand (state under `work/podman` and
+/// `run_fs/podman`, cgroupfs, file events, OCI runtime `runtime`) and its environment. Its
+/// containers.conf keeps the inherited rlimits: podman raises RLIMIT_NOFILE and
+/// RLIMIT_NPROC by default, which needs CAP_SYS_RESOURCE, and the other engines keep them.
+pub fn private_podman(
+    work: &std::path::Path,
+    run_fs: &std::path::Path,
+    runtime: &str,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let s = |p: &std::path::Path| p.display().to_string();
+    let conf = work.join("podman/containers.conf");
+    std::fs::create_dir_all(work.join("podman")).unwrap();
+    std::fs::write(&conf, "[containers]\ndefault_ulimits = []\n").unwrap();
+    let argv = vec![
+        "podman".into(),
+        "--root".into(),
+        s(&work.join("podman/root")),
+        "--runroot".into(),
+        s(&run_fs.join("podman")),
+        "--tmpdir".into(),
+        s(&work.join("podman/tmp")),
+        "--cgroup-manager".into(),
+        "cgroupfs".into(),
+        "--events-backend".into(),
+        "file".into(),
+        "--runtime".into(),
+        runtime.into(),
+    ];
+    (argv, vec![("CONTAINERS_CONF".to_string(), s(&conf))])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

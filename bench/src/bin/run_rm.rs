@@ -21,12 +21,12 @@
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use wharf_bench::{
-    hidden_unified_namespace, hybrid_with_controllers, median, ms, remove_cgroup_tree,
-    unmount_below,
+    have, hidden_unified_namespace, hybrid_with_controllers, median, ms, remove_cgroup_tree,
+    run_ok, start_containerd, unmount_below,
 };
 
 struct Engine {
@@ -74,59 +74,6 @@ impl Engine {
         }
         Ok(d)
     }
-}
-
-fn have(bin: &str) -> bool {
-    Command::new(bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A private containerd (own root, state, socket; the CRI plugin off).
-fn start_containerd(dir: &Path, state: &Path) -> (Child, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let sock = dir.join("containerd.sock");
-    let config = format!(
-        "version = 2\nroot = \"{d}/root\"\nstate = \"{st}\"\n\
-         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-         [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
-        d = dir.display(),
-        st = state.display(),
-        s = sock.display()
-    );
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    let child = Command::new("containerd")
-        .arg("--config")
-        .arg(dir.join("config.toml"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
-        .spawn()
-        .expect("containerd");
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "containerd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, sock)
 }
 
 fn main() {
@@ -232,30 +179,8 @@ fn main() {
 
     let mut hider = None;
     if have("podman") {
-        let podman = |runtime: &str| -> Vec<String> {
-            vec![
-                "podman".into(),
-                "--root".into(),
-                s(&work.join("podman/root")),
-                "--runroot".into(),
-                s(&run_fs.join("podman")),
-                "--tmpdir".into(),
-                s(&work.join("podman/tmp")),
-                "--cgroup-manager".into(),
-                "cgroupfs".into(),
-                "--events-backend".into(),
-                "file".into(),
-                "--runtime".into(),
-                runtime.into(),
-            ]
-        };
-        // podman raises RLIMIT_NOFILE and RLIMIT_NPROC by default, which needs
-        // CAP_SYS_RESOURCE; a containers.conf of our own keeps the inherited limits, as the
-        // other engines do.
-        let containers_conf = work.join("podman/containers.conf");
-        std::fs::create_dir_all(work.join("podman")).unwrap();
-        std::fs::write(&containers_conf, "[containers]\ndefault_ulimits = []\n").unwrap();
-        let podman_env = vec![("CONTAINERS_CONF".to_string(), s(&containers_conf))];
+        let podman = |runtime: &str| wharf_bench::private_podman(&work, &run_fs, runtime).0;
+        let podman_env = wharf_bench::private_podman(&work, &run_fs, "runc").1;
         let mut pull = podman("runc");
         pull.extend([
             "pull".into(),

@@ -417,6 +417,23 @@ impl Db {
     }
 
     /// All pods, oldest first.
+    /// The pods an interrupted operation may have left wrong, found by the store alone:
+    /// being created or removed, holding a container still being made, or holding no
+    /// container (a `run` killed between its pod and its container).
+    pub fn pods_needing_attention(&self) -> Result<Vec<PodRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods p \
+             WHERE state IN ('creating', 'removing') \
+             OR EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id AND c.state = 'unknown') \
+             OR NOT EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id) \
+             ORDER BY created_at, id",
+        )?;
+        let rows = stmt
+            .query_map([], Self::pod_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
     pub fn pods(&self) -> Result<Vec<PodRow>> {
         let mut stmt = self
             .conn

@@ -28,6 +28,9 @@ pub struct EngineOptions {
     pub restrict_oom_score_adj: bool,
     /// The limits of containers whose users named none (the config file's `containers`).
     pub defaults: crate::defaults::ContainerDefaults,
+    /// How much opening reconciles: every pod (the default), or only what interrupted
+    /// operations left and the pods a command names.
+    pub reconcile: crate::reconcile::Reconcile,
 }
 
 impl Default for EngineOptions {
@@ -40,6 +43,7 @@ impl Default for EngineOptions {
             registries: Default::default(),
             wharf_bin: None,
             restrict_oom_score_adj: false,
+            reconcile: Default::default(),
             defaults: Default::default(),
         }
     }
@@ -66,7 +70,10 @@ impl Engine {
         let paths = Paths::new(&opts.root, &opts.run);
         crate::system::refuse_lost_store(&paths)?;
         let mut engine = Self::open_unchecked(opts)?;
-        engine.reconciled = engine.reconcile();
+        engine.reconciled = match &engine.opts.reconcile {
+            crate::reconcile::Reconcile::All => engine.reconcile(),
+            crate::reconcile::Reconcile::Touched(keys) => engine.reconcile_touched(keys),
+        };
         Ok(engine)
     }
 

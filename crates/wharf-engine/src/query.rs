@@ -162,6 +162,14 @@ impl Engine {
         };
         let mut pods = BTreeMap::new();
         let mut out = Vec::new();
+        // Each pod read once, not once per container.
+        let pod_rows: std::collections::HashMap<String, crate::db::PodRow> = match &pod_id {
+            Some(id) => vec![self.db.find_pod(id)?],
+            None => self.db.pods()?,
+        }
+        .into_iter()
+        .map(|p| (p.id.clone(), p))
+        .collect();
         for c in self.db.containers(pod_id.as_deref())? {
             if f.name.as_ref().is_some_and(|n| *n != c.name)
                 || f.id_prefix
@@ -171,7 +179,11 @@ impl Engine {
             {
                 continue;
             }
-            let c = match self.refresh(&c) {
+            let refreshed = match pod_rows.get(&c.pod_id) {
+                Some(p) => self.refresh_in(&c, p),
+                None => self.refresh(&c),
+            };
+            let c = match refreshed {
                 Ok(c) => c,
                 // Removed (with its pod) by another process since the listing began.
                 Err(Error::NotFound { .. }) => continue,

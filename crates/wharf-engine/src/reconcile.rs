@@ -36,6 +36,20 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{ContainerState, ExitInfo, PodState, STANDALONE_LABEL};
 
+/// How much [`Engine::open`] reconciles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Reconcile {
+    /// Every pod: daemon start, listings, `system` commands.
+    #[default]
+    All,
+    /// What interrupted operations left (found through the store's indexes, without a look
+    /// at any shim), and the pods of these containers or pods (names, ids, id prefixes;
+    /// keys that name nothing are ignored): a command on one object pays for that object,
+    /// not for every pod of the node. A shim that died under another pod is found when
+    /// that pod is next named, listed or reconciled in full.
+    Touched(Vec<String>),
+}
+
 /// State of a pod whose sandbox is gone (its namespaces vanished with a reboot or an
 /// emptied run directory) and was released: its containers cannot run again; remove it.
 /// What reconciling did.
@@ -145,27 +159,83 @@ impl Engine {
         );
         for pod in &pods {
             let cs = by_pod.get(pod.id.as_str()).map_or(&[][..], |v| &v[..]);
-            if !self.looks_wrong(pod, cs) {
-                continue;
-            }
-            match self.repair(&pod.id) {
-                Ok(done) => report
-                    .repaired
-                    .extend(done.into_iter().map(|d| format!("pod {}: {d}", pod.name))),
-                Err(e) => report
-                    .warnings
-                    .push(format!("reconciling pod {}: {e}", pod.name)),
-            }
+            self.check_pod(pod, cs, &mut report);
         }
         self.shim_deadline_ms
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        // Foreground `run --rm` containers whose CLI died before removing them (and the
-        // marks of containers gone since).
+        self.reconcile_rm_guards(&mut report);
+        let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
+        self.remove_stale_locks(&known);
+        crate::hooks::step("reconciled");
+        report
+    }
+
+    /// [`Reconcile::Touched`]: the pods interrupted operations left (see
+    /// [`crate::db::Db::pods_needing_attention`]) and those of `keys`, then the `run --rm`
+    /// guards; the same checks and repairs as [`Engine::reconcile`] makes for every pod.
+    pub fn reconcile_touched(&self, keys: &[String]) -> Report {
+        let mut report = Report::default();
+        let mut ids: Vec<String> = match self.db.pods_needing_attention() {
+            Ok(p) => p.into_iter().map(|p| p.id).collect(),
+            Err(e) => {
+                report
+                    .warnings
+                    .push(format!("reconcile: reading the store: {e}"));
+                return report;
+            }
+        };
+        for k in keys {
+            if let Ok(c) = self.db.find_container(k) {
+                ids.push(c.pod_id);
+            } else if let Ok(p) = self.db.find_pod(k) {
+                ids.push(p.id);
+            }
+        }
+        let mut seen = HashSet::new();
+        ids.retain(|id| seen.insert(id.clone()));
+        self.shim_deadline_ms.store(
+            RECONCILE_SHIM_DEADLINE.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        for id in &ids {
+            let (Ok(pod), Ok(containers)) = (self.db.find_pod(id), self.db.containers(Some(id)))
+            else {
+                continue;
+            };
+            let cs: Vec<&ContainerRow> = containers.iter().collect();
+            self.check_pod(&pod, &cs, &mut report);
+        }
+        self.shim_deadline_ms
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.reconcile_rm_guards(&mut report);
+        crate::hooks::step("reconciled");
+        report
+    }
+
+    /// Repair the pod if it looks wrong, saying so in `report`.
+    fn check_pod(&self, pod: &PodRow, containers: &[&ContainerRow], report: &mut Report) {
+        if !self.looks_wrong(pod, containers) {
+            return;
+        }
+        match self.repair(&pod.id) {
+            Ok(done) => report
+                .repaired
+                .extend(done.into_iter().map(|d| format!("pod {}: {d}", pod.name))),
+            Err(e) => report
+                .warnings
+                .push(format!("reconciling pod {}: {e}", pod.name)),
+        }
+    }
+
+    /// Foreground `run --rm` containers whose CLI died before removing them (and the
+    /// marks of containers gone since).
+    fn reconcile_rm_guards(&self, report: &mut Report) {
         for id in self.rm_guarded() {
-            let Some(c) = containers.iter().find(|c| c.id == id) else {
+            let Ok(c) = self.db.find_container(&id) else {
                 self.drop_rm_guard(&id);
                 continue;
             };
+            let c = &c;
             if self.orphaned_rm(c) {
                 match self.remove_with_volumes(&c.id, false) {
                     Ok(()) => report.repaired.push(format!(
@@ -178,10 +248,6 @@ impl Engine {
                 }
             }
         }
-        let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
-        self.remove_stale_locks(&known);
-        crate::hooks::step("reconciled");
-        report
     }
 
     /// The cheap test: does anything about this pod need a closer look under its lock?

@@ -525,6 +525,12 @@ impl Engine {
     /// The container's current state, from its shim's records (no shim round trip).
     pub fn refresh(&self, row: &ContainerRow) -> Result<ContainerRow> {
         let pod = self.db.find_pod(&row.pod_id)?;
+        self.refresh_in(row, &pod)
+    }
+
+    /// [`Engine::refresh`] with the container's pod at hand (listings read the pods once).
+    pub(crate) fn refresh_in(&self, row: &ContainerRow, pod: &PodRow) -> Result<ContainerRow> {
+        let pod = pod.clone();
         let mut row = row.clone();
         if matches!(row.state, ContainerState::Running | ContainerState::Paused) {
             let records = wharf_shim::records::StateDir::new(self.shim_dir(&pod));

@@ -255,8 +255,57 @@ pub fn engine_options(
     Ok(opts)
 }
 
+/// The containers and pods a command works on, when it works on named ones: opening the
+/// engine for it then reconciles only those (and what interrupted operations left), so its
+/// cost does not grow with the pods of the node. `pod ls`, `system` and everything else
+/// reconcile every pod.
+fn touched(cmd: &Cmd) -> Option<Vec<String>> {
+    let one = |c: &String| Some(vec![c.clone()]);
+    match cmd {
+        Cmd::Run(a) | Cmd::Create(a) => {
+            let mut keys: Vec<String> = a.pod.iter().cloned().collect();
+            // `--network container:NAME` joins that container's pod.
+            if let Some(c) = a.network.strip_prefix("container:") {
+                keys.push(c.to_string());
+            }
+            Some(keys)
+        }
+        Cmd::Exec(e) => one(&e.container),
+        Cmd::Logs { container, .. }
+        | Cmd::Attach { container, .. }
+        | Cmd::Export { container, .. }
+        | Cmd::Diff { container }
+        | Cmd::Rename { container, .. }
+        | Cmd::Port { container, .. }
+        | Cmd::Top { container, .. } => one(container),
+        Cmd::Start { containers, .. }
+        | Cmd::Stop { containers, .. }
+        | Cmd::Restart { containers, .. }
+        | Cmd::Pause { containers }
+        | Cmd::Unpause { containers }
+        | Cmd::Kill { containers, .. }
+        | Cmd::Rm { containers, .. }
+        | Cmd::Wait { containers } => Some(containers.clone()),
+        Cmd::Inspect { objects, .. } => Some(objects.clone()),
+        // `ps` refreshes each running container from its shim's records as it lists it
+        // (a dead shim is reaped there): the per-pod checks of a full reconcile would
+        // only repeat that.
+        Cmd::Ps { .. } => Some(Vec::new()),
+        Cmd::Cp { src, dest, .. } => Some(
+            [src, dest]
+                .iter()
+                .filter_map(|p| p.split_once(':').map(|(c, _)| c.to_string()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
 fn open(cli: &Cli) -> Result<Engine> {
-    let opts = engine_options(&cli.root, &cli.run, &cli.config)?;
+    let mut opts = engine_options(&cli.root, &cli.run, &cli.config)?;
+    if let Some(keys) = touched(&cli.cmd) {
+        opts.reconcile = wharf_engine::reconcile::Reconcile::Touched(keys);
+    }
     let engine = Engine::open(opts)
         .with_context(|| format!("opening Wharf's state in {}", cli.root.display()))?;
     // Opening reconciles the state with reality (crashed commands, dead shims).
