@@ -170,6 +170,9 @@ impl Engine {
         .into_iter()
         .map(|p| (p.id.clone(), p))
         .collect();
+        for (id, p) in &pod_rows {
+            pods.insert(id.clone(), Some(p.clone()));
+        }
         for c in self.db.containers(pod_id.as_deref())? {
             if f.name.as_ref().is_some_and(|n| *n != c.name)
                 || f.id_prefix
@@ -247,7 +250,17 @@ impl Engine {
 
     /// Pods, oldest first.
     pub fn list_pods(&self, f: &PodFilter) -> Result<Vec<PodView>> {
-        self.db
+        // Every pod's containers from one query, not one per pod.
+        let mut by_pod: std::collections::HashMap<String, Vec<(String, String, bool)>> =
+            std::collections::HashMap::new();
+        for c in self.db.containers(None)? {
+            by_pod
+                .entry(c.pod_id)
+                .or_default()
+                .push((c.id, c.name, c.spec.init));
+        }
+        Ok(self
+            .db
             .pods()?
             .into_iter()
             .filter(|p| {
@@ -257,8 +270,11 @@ impl Engine {
                         .is_none_or(|x| p.id.starts_with(x.as_str()))
                     && labels_match(&p.spec.labels, &f.labels)
             })
-            .map(|p| self.pod_view(p))
-            .collect()
+            .map(|row| PodView {
+                containers: by_pod.remove(&row.id).unwrap_or_default(),
+                row,
+            })
+            .collect())
     }
 
     /// One pod (by name, id or id prefix).

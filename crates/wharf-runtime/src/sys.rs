@@ -356,6 +356,13 @@ pub fn process_start_time(pid: i32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("malformed /proc/{pid}/stat")))
 }
 
+/// A process's state letter and start time, from one read of its stat file (None when it
+/// is gone).
+pub fn process_state_and_start(pid: i32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat)
+}
+
 /// The state letter of a process (R, S, Z, ...), None when it is gone.
 pub fn process_state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -237,12 +237,10 @@ impl StateDir {
 
 /// Whether `pid` is alive and started at `start` (not a reused pid, not a zombie).
 pub fn process_is(pid: i32, start: u64) -> bool {
+    // One read of /proc/<pid>/stat for both (listings call this once per pod).
     pid > 0
-        && wharf_runtime::sys::process_start_time(pid).ok() == Some(start)
-        && !matches!(
-            wharf_runtime::sys::process_state(pid),
-            Some('Z') | Some('X') | None
-        )
+        && wharf_runtime::sys::process_state_and_start(pid)
+            .is_some_and(|(state, started)| started == start && !matches!(state, 'Z' | 'X'))
 }
 
 /// Create a directory (and parents), mode 0700 for new ones.
