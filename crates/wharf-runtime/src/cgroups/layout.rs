@@ -40,12 +40,36 @@ impl Layout {
     }
 }
 
-/// Read the cgroup mounts from /proc/self/mountinfo.
+/// Read the cgroup mounts from /proc/self/mountinfo, once per mount namespace a process is
+/// in: the whole table is the kernel's to generate (every pod's mounts are in it: 4 ms at
+/// 300 pods), and the engine, the shims and the runtime asked for it several times per
+/// container. A process that moves to another mount namespace (a container's init) reads
+/// it again there.
 pub fn detect() -> Result<Layout> {
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<(u64, Layout)>> = Mutex::new(None);
+    let ns = std::fs::metadata("/proc/self/ns/mnt")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .ok();
+    // try_lock, never lock: a child forked while another thread held the lock must not
+    // wait for a thread it does not have (it reads the table instead).
+    if let Some(ns) = ns
+        && let Ok(cache) = CACHE.try_lock()
+        && let Some((cached_ns, layout)) = cache.as_ref()
+        && *cached_ns == ns
+    {
+        return Ok(layout.clone());
+    }
     let info = std::fs::read_to_string("/proc/self/mountinfo")
         .ctx(|| "read /proc/self/mountinfo".into())?;
     let known = known_controllers();
-    Ok(parse_mountinfo(&info, &known))
+    let layout = parse_mountinfo(&info, &known);
+    if let Some(ns) = ns
+        && let Ok(mut cache) = CACHE.try_lock()
+    {
+        *cache = Some((ns, layout.clone()));
+    }
+    Ok(layout)
 }
 
 fn known_controllers() -> HashSet<String> {
