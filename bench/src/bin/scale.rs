@@ -13,7 +13,8 @@
 //! Private state for every engine under a work directory removed at the end; containers
 //! have no network (`--network none`; ctr's default), cgroups go below a parent of the
 //! benchmark's own. Run as root with the fixture registry up:
-//! `cargo run --release -p wharf-bench --bin scale -- [N,N,...] [REPS]`.
+//! `cargo run --release -p wharf-bench --bin scale -- [N,N,...] [REPS]`
+//! (`SCALE_ENGINES=wharf,podman,ctr` picks engines by name prefix).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -367,6 +368,11 @@ fn main() {
         eprintln!("containerd, ctr or runc missing: ctr skipped");
     }
 
+    // SCALE_ENGINES=wharf,podman,ctr chooses (by name prefix); all by default.
+    if let Ok(only) = std::env::var("SCALE_ENGINES") {
+        let keep: Vec<&str> = only.split(',').collect();
+        subjects.retain(|s| keep.iter().any(|k| s.name.starts_with(k)));
+    }
     // Engines one after the other, each torn down before the next (1000 containers of
     // three engines at once would measure the machine, not the engine).
     for sub in &mut subjects {
