@@ -24,13 +24,14 @@ pub fn parse(text: &str, file: &str) -> Result<Dockerfile> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // Here-documents the library does not read are lifted out first (their bodies
     // blanked, spans unchanged).
-    let (lifted, late) = crate::heredoc::lift(text, sniff_escape(text));
+    let escape = sniff_escape(text);
+    let (lifted, late) = crate::heredoc::lift(text, escape);
     let text = lifted.as_str();
     let cx = Cx {
         text,
         file,
         lines: LineIndex::new(text),
-        escape: sniff_escape(text),
+        escape,
         late,
     };
     let df = pd::parse(text).map_err(|e| cx.library_error(&e))?;

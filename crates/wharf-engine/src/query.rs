@@ -160,19 +160,15 @@ impl Engine {
             Some(p) => Some(self.db.find_pod(p)?.id),
             None => None,
         };
-        let mut pods = BTreeMap::new();
         let mut out = Vec::new();
-        // Each pod read once, not once per container.
-        let pod_rows: std::collections::HashMap<String, crate::db::PodRow> = match &pod_id {
+        // Each pod read once, not once per container (for the refresh and the view).
+        let mut pods: BTreeMap<String, Option<PodRow>> = match &pod_id {
             Some(id) => vec![self.db.find_pod(id)?],
             None => self.db.pods()?,
         }
         .into_iter()
-        .map(|p| (p.id.clone(), p))
+        .map(|p| (p.id.clone(), Some(p)))
         .collect();
-        for (id, p) in &pod_rows {
-            pods.insert(id.clone(), Some(p.clone()));
-        }
         for c in self.db.containers(pod_id.as_deref())? {
             if f.name.as_ref().is_some_and(|n| *n != c.name)
                 || f.id_prefix
@@ -182,7 +178,7 @@ impl Engine {
             {
                 continue;
             }
-            let refreshed = match pod_rows.get(&c.pod_id) {
+            let refreshed = match pods.get(&c.pod_id).and_then(Option::as_ref) {
                 Some(p) => self.refresh_in(&c, p),
                 None => self.refresh(&c),
             };

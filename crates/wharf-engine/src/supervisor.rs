@@ -530,10 +530,9 @@ impl Engine {
 
     /// [`Engine::refresh`] with the container's pod at hand (listings read the pods once).
     pub(crate) fn refresh_in(&self, row: &ContainerRow, pod: &PodRow) -> Result<ContainerRow> {
-        let pod = pod.clone();
         let mut row = row.clone();
         if matches!(row.state, ContainerState::Running | ContainerState::Paused) {
-            let records = wharf_shim::records::StateDir::new(self.shim_dir(&pod));
+            let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
             let status = records.status(&row.id).ok().flatten();
             if let Some(st) = &status {
                 if st.restart_count as i64 > row.restart_count {
@@ -554,7 +553,7 @@ impl Engine {
             let restarting = status
                 .as_ref()
                 .is_some_and(|s| s.status != proto::Status::Exited || s.restart_pending);
-            let exit = self.exit_on_disk(&pod, &row.id);
+            let exit = self.exit_on_disk(pod, &row.id);
             if restarting
                 && status
                     .as_ref()
@@ -572,7 +571,7 @@ impl Engine {
                 row.exit = Some(exit);
             } else if !records.shim_alive() {
                 // Its supervisor is gone and no exit was recorded: reap it.
-                self.reap_pod(&pod)?;
+                self.reap_pod(pod)?;
                 return self.db.find_container(&row.id);
             }
         }

@@ -193,23 +193,8 @@ pub fn remove_empty_in_root(root: &Path, path: &Path) -> std::io::Result<()> {
     } else {
         parent
     };
-    let root = rustix::fs::open(
-        root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let dir = loop {
-        match rustix::fs::openat2(
-            &root,
-            parent,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            IN_ROOT,
-        ) {
-            Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => continue,
-            r => break r?,
-        }
-    };
+    // An O_PATH descriptor serves the *at calls below as their directory.
+    let dir = path_in_root(root, parent, OFlags::DIRECTORY)?;
     let st = rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
     if kind == rustix::fs::FileType::Directory {
@@ -298,6 +283,37 @@ mod tests {
             0,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn only_empty_mount_points_are_removed_and_never_outside_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(root.join("run/secrets")).unwrap();
+        std::fs::write(root.join("run/secrets/tok"), "").unwrap();
+        std::fs::write(root.join("kept"), "x").unwrap();
+        std::fs::create_dir_all(root.join("full")).unwrap();
+        std::fs::write(root.join("full/f"), "x").unwrap();
+        std::fs::create_dir_all(outside.join("secrets")).unwrap();
+        std::fs::write(outside.join("secrets/tok"), "").unwrap();
+        // A link to outside the root resolves inside it.
+        symlink(&outside, root.join("escape")).unwrap();
+        for p in [
+            "/run/secrets/tok",
+            "/run/secrets",
+            "/kept",
+            "/full",
+            "/escape/secrets/tok",
+        ] {
+            let _ = remove_empty_in_root(&root, Path::new(p));
+        }
+        assert!(!root.join("run/secrets").exists());
+        assert!(root.join("kept").exists() && root.join("full/f").exists());
+        assert!(outside.join("secrets/tok").exists());
+        assert!(is_dir_in_root(&root, Path::new("/run")));
+        assert!(exists_in_root(&root, Path::new("/escape")));
+        assert!(!exists_in_root(&root, Path::new("/escape/secrets")));
     }
 
     #[test]

@@ -31,6 +31,32 @@ fn world(name: &str, dockerfile: &str) -> (Wharf, std::path::PathBuf) {
     (w, ctx)
 }
 
+/// Start `wharf ARGS` (a build), wait until its step's container runs, send it SIGINT
+/// (Ctrl-C); how it ended and how long it took from the signal.
+fn interrupt_build(
+    w: &Wharf,
+    args: &[&str],
+    what: &str,
+) -> (std::process::ExitStatus, std::time::Duration) {
+    let mut child = w
+        .cmd(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        engine_support::wait_until(std::time::Duration::from_secs(20), || {
+            w.ok(&["ps", "--format", "{{.Status}}"]).contains("Up")
+        }),
+        "{what}: the step never ran"
+    );
+    // SAFETY: kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    (status, t.elapsed())
+}
+
 #[test]
 fn a_dockerfile_builds_runs_caches_and_fails_cleanly() {
     let (w, ctx) = world(
@@ -294,26 +320,12 @@ fn an_interrupted_build_leaves_nothing_behind() {
         &format!("FROM {}\nRUN echo started && sleep 60\n", busybox()),
     );
     for round in 0..3 {
-        let mut child = w
-            .cmd(&["build", "-t", "never:1", ctx.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            engine_support::wait_until(std::time::Duration::from_secs(20), || {
-                w.ok(&["ps", "--format", "{{.Status}}"]).contains("Up")
-            }),
-            "round {round}: the step never ran"
+        let (status, took) = interrupt_build(
+            &w,
+            &["build", "-t", "never:1", ctx.to_str().unwrap()],
+            &format!("round {round}"),
         );
-        // SAFETY: kill(2) of the child this test started.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let t = std::time::Instant::now();
-        let status = child.wait().unwrap();
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(10),
-            "round {round}"
-        );
+        assert!(took < std::time::Duration::from_secs(10), "round {round}");
         assert_eq!(status.code(), Some(130), "round {round}");
         assert_eq!(w.ok(&["ps", "-aq"]), "", "round {round}");
         assert_eq!(w.ok(&["pod", "ls", "-q"]), "", "round {round}");
@@ -396,21 +408,8 @@ fn fifty_builds_failing_and_interrupted_leave_nothing() {
                 failed += 1;
             }
             2 => {
-                let mut child = w
-                    .cmd(&args)
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap();
-                assert!(
-                    engine_support::wait_until(std::time::Duration::from_secs(20), || {
-                        w.ok(&["ps", "--format", "{{.Status}}"]).contains("Up")
-                    }),
-                    "build {n}: the sleeping step never ran"
-                );
-                // SAFETY: kill(2) of the child this test started.
-                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-                assert_eq!(child.wait().unwrap().code(), Some(130), "build {n}");
+                let (status, _) = interrupt_build(&w, &args, &format!("build {n}"));
+                assert_eq!(status.code(), Some(130), "build {n}");
                 interrupted += 1;
             }
             _ => {

@@ -114,6 +114,15 @@ fn join_rel(dir: &str, name: &str) -> String {
     }
 }
 
+/// The digest of a file's content, read as a stream (a build's cache keys hash what the
+/// steps copy or mount, which may be large).
+pub(super) fn file_digest(path: &Path) -> Result<Digest> {
+    let what = || format!("{}: reading it", path.display());
+    let mut h = HashingReader::new(File::open(path).ctx(what)?);
+    std::io::copy(&mut h, &mut std::io::sink()).ctx(what)?;
+    Ok(h.finish().ctx(what)?.0)
+}
+
 /// The file as a tar stream, if it is a tar archive ADD extracts: plain, or compressed
 /// with gzip, zstd, bzip2 or xz (docker's list). xz's decoder writes rather than reads, so
 /// that one is decompressed into an unnamed file in `spool_dir` first.
@@ -356,16 +365,7 @@ impl Engine {
         for it in &items {
             let digest = match (&it.src, &it.body, &it.meta) {
                 (_, Some(b), _) => Digest::of(b).to_string(),
-                (Some(p), _, Some(m)) if m.is_file() => {
-                    let f = File::open(p).ctx(|| format!("{}: reading it", p.display()))?;
-                    let mut h = HashingReader::new(f);
-                    std::io::copy(&mut h, &mut std::io::sink())
-                        .ctx(|| format!("{}: reading it", p.display()))?;
-                    h.finish()
-                        .ctx(|| format!("{}: reading it", p.display()))?
-                        .0
-                        .to_string()
-                }
+                (Some(p), _, Some(m)) if m.is_file() => file_digest(p)?.to_string(),
                 (Some(p), _, Some(m)) if m.file_type().is_symlink() => {
                     format!(
                         "link:{}",
@@ -390,7 +390,13 @@ impl Engine {
             st.image = img;
             return Ok(());
         }
-        let c = self.step_container(req, st, vec!["/bin/true".into()], Vec::new(), Vec::new())?;
+        let c = self.step_container(
+            &req.network,
+            st,
+            vec!["/bin/true".into()],
+            Vec::new(),
+            Vec::new(),
+        )?;
         let rootfs = self.paths.rootfs(&c.row.id);
         if !into_dir && wharf_sys::contained::is_dir_in_root(&rootfs, Path::new(&dest_abs)) {
             into_dir = true;

@@ -481,7 +481,7 @@ impl Engine {
             plan.global.get(n).cloned().flatten()
         })
         .map_err(build_error)?;
-        let base = self.stage_base(df, built, i, &from, req, on)?;
+        let base = self.stage_base(df, built, i, &from, on)?;
         on(BuildEvent::StepDone {
             image: &base.id,
             elapsed: t0.elapsed(),
@@ -654,15 +654,14 @@ impl Engine {
         Ok(global)
     }
 
-    /// The image a stage starts from: an earlier stage, or an image (pulled when missing
-    /// or when the request says so).
+    /// The image a stage starts from: an earlier stage, or an image ([`Engine::fetch_images`]
+    /// pulled it before the build began, with `--pull` anew).
     fn stage_base(
         &self,
         df: &Dockerfile,
         built: &[Option<Image>],
         index: usize,
         from: &str,
-        req: &BuildRequest,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<Image> {
         if let Some(j) = stage_index(df, from).filter(|j| *j < index)
@@ -676,11 +675,10 @@ impl Engine {
             self.remember(&cache::key(&img, "FROM scratch", &[]), &img);
             return Ok(img);
         }
-        // [`Engine::fetch_images`] pulled it (with `--pull`, anew) before the build began.
         if let Ok(img) = self.images.resolve(from) {
             return Ok(img);
         }
-        let _ = req;
+        // Only when it went since (another process removed it).
         on(BuildEvent::Pulling(from));
         Ok(self
             .images
@@ -723,27 +721,15 @@ impl Engine {
             if from != "scratch" && !is_stage(&from) {
                 names.push((stage.line, from));
             }
-            for ins in &stage.instructions {
-                let froms: Vec<&str> = match &ins.kind {
-                    Kind::Copy { from: Some(f), .. } => vec![f.as_str()],
-                    Kind::Run { mounts, .. } => mounts
-                        .iter()
-                        .flat_map(|m| m.options.iter())
-                        .filter(|(k, _)| k == "from")
-                        .map(|(_, v)| v.as_str())
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                for f in froms {
-                    // Only what expands without the stage's own variables.
-                    if f.contains('$') && expand(f).is_none_or(|e| e.is_empty()) {
-                        continue;
-                    }
-                    if let Some(name) =
-                        expand(f).filter(|n| !is_stage(n) && stage_index(df, n).is_none())
-                    {
-                        names.push((ins.line, name));
-                    }
+            for (line, f) in stages::copied_from(stage) {
+                // Only what expands without the stage's own variables.
+                if f.contains('$') && expand(f).is_none_or(|e| e.is_empty()) {
+                    continue;
+                }
+                if let Some(name) =
+                    expand(f).filter(|n| !is_stage(n) && stage_index(df, n).is_none())
+                {
+                    names.push((line, name));
                 }
             }
         }
@@ -799,18 +785,13 @@ impl Engine {
                         )));
                     }
                 };
-                let step_req;
-                let req = match network {
-                    Some(n) => {
-                        step_req = BuildRequest {
-                            network: n,
-                            ..req.clone()
-                        };
-                        &step_req
-                    }
-                    None => req,
+                let spec = run::RunSpec {
+                    command,
+                    heredocs,
+                    mounts,
+                    network: network.as_ref(),
                 };
-                self.run_step(df, req, built, st, command, heredocs, mounts, on)
+                self.run_step(df, req, built, st, &spec, on)
             }
             Kind::Copy {
                 add,

@@ -116,8 +116,7 @@ fn tree_digest(path: &Path) -> Result<String> {
             let t = std::fs::read_link(&p).unwrap_or_default();
             lines.push(format!("{rel} -> {}", t.display()));
         } else {
-            let body = std::fs::read(&p).ctx(|| format!("{}", p.display()))?;
-            lines.push(format!("{rel} {mode:o} {}", Digest::of(&body)));
+            lines.push(format!("{rel} {mode:o} {}", super::copy::file_digest(&p)?));
         }
     }
     Ok(Digest::of(lines.join("\n").as_bytes()).to_string())

@@ -12,7 +12,7 @@ use super::{BuildEvent, BuildRequest, StageState, argv_of, cache, config};
 use crate::db::ContainerRow;
 use crate::engine::Engine;
 use crate::error::{Context, Error, Result};
-use crate::model::{ContainerSpec, PodSpec};
+use crate::model::{ContainerSpec, NetworkMode, PodSpec};
 use crate::operations::PodChoice;
 use crate::session::{Output, SessionEnd};
 
@@ -28,11 +28,20 @@ impl Drop for StepContainer<'_> {
     }
 }
 
+/// A RUN as written.
+pub(super) struct RunSpec<'a> {
+    pub command: &'a Command,
+    pub heredocs: &'a [HereDoc],
+    pub mounts: &'a [wharf_build::RunMount],
+    /// `RUN --network=`: the build's network otherwise.
+    pub network: Option<&'a NetworkMode>,
+}
+
 impl Engine {
     /// A created (not started) container of the stage's image, running `argv`.
     pub(super) fn step_container(
         &self,
-        req: &BuildRequest,
+        network: &NetworkMode,
         st: &StageState,
         argv: Vec<String>,
         env: Vec<(String, String)>,
@@ -54,15 +63,14 @@ impl Engine {
             ..Default::default()
         };
         let pod = PodSpec {
-            network: req.network.clone(),
+            network: network.clone(),
             ..Default::default()
         };
         let row = self.create(PodChoice::Own(Box::new(pod)), &spec)?;
         let c = StepContainer { engine: self, row };
-        // WORKDIR names a directory that may not exist yet: made now (root's, 0755), so
-        // it lands in this step's layer, as docker's builder makes it.
+        // WORKDIR names a directory that may not exist yet: made now (0755, the USER's, as
+        // BuildKit makes it), so it lands in this step's layer.
         if let Some(dir) = &spec.workdir {
-            // Made as the USER's, as BuildKit makes it.
             let rootfs = self.paths.rootfs(&c.row.id);
             // (A USER the image does not know fails the step's run itself, with its error.)
             let owner = spec
@@ -110,19 +118,22 @@ impl Engine {
     }
 
     /// RUN.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn run_step(
         &self,
         df: &wharf_build::Dockerfile,
         req: &BuildRequest,
         built: &[Option<wharf_image::Image>],
         st: &mut StageState,
-        command: &Command,
-        heredocs: &[HereDoc],
-        mounts: &[wharf_build::RunMount],
+        spec: &RunSpec<'_>,
         on: &mut dyn FnMut(BuildEvent<'_>),
     ) -> Result<()> {
-        let command = match command {
+        let RunSpec {
+            command,
+            heredocs,
+            mounts,
+            network,
+        } = spec;
+        let command = match *command {
             Command::Shell(s) if !heredocs.is_empty() => Command::Shell(with_heredocs(s, heredocs)),
             c => c.clone(),
         };
@@ -159,14 +170,23 @@ impl Engine {
             return Ok(());
         }
         let c = self.step_container(
-            req,
+            network.unwrap_or(&req.network),
             st,
             argv,
             [args, proxies].concat(),
             prepared.volumes.clone(),
         )?;
-        let upper = self.images.container_rootfs(&c.row.id)?.upper_dir;
-        let stubs = self.mount_stubs(&self.paths.rootfs(&c.row.id), &prepared.volumes);
+        // The mount points the runtime will have to make (none without mounts: a plain
+        // RUN looks nothing up).
+        let stubs = if prepared.volumes.is_empty() {
+            None
+        } else {
+            let upper = self.images.container_rootfs(&c.row.id)?.upper_dir;
+            Some((
+                upper,
+                self.mount_stubs(&self.paths.rootfs(&c.row.id), &prepared.volumes),
+            ))
+        };
         let (_, session) = self.start(&c.row.id, true)?;
         let mut session = session.ok_or_else(|| Error::Invalid("RUN: no output stream".into()))?;
         // Asked to stop: the step's process is killed, its stream then ends.
@@ -212,8 +232,10 @@ impl Engine {
             });
         }
         // The mount points the runtime made leave the layer while still empty.
-        for stub in &stubs {
-            let _ = wharf_sys::contained::remove_empty_in_root(&upper, stub);
+        if let Some((upper, paths)) = &stubs {
+            for stub in paths {
+                let _ = wharf_sys::contained::remove_empty_in_root(upper, stub);
+            }
         }
         drop(prepared);
         self.commit_step(req, st, &c, &created_by, &key)

@@ -4,7 +4,25 @@
 
 use std::collections::BTreeMap;
 
-use wharf_build::{Dockerfile, Kind};
+use wharf_build::{Dockerfile, Kind, Stage};
+
+/// The other stages or images a stage's steps read, as written, with their lines: the
+/// `--from` of COPY and ADD, and the `from=` of `RUN --mount`.
+pub(super) fn copied_from(stage: &Stage) -> impl Iterator<Item = (usize, &str)> {
+    stage.instructions.iter().flat_map(|ins| {
+        let words: Vec<&str> = match &ins.kind {
+            Kind::Copy { from: Some(f), .. } => vec![f.as_str()],
+            Kind::Run { mounts, .. } => mounts
+                .iter()
+                .flat_map(|m| m.options.iter())
+                .filter(|(k, _)| k == "from")
+                .map(|(_, v)| v.as_str())
+                .collect(),
+            _ => Vec::new(),
+        };
+        words.into_iter().map(move |w| (ins.line, w))
+    })
+}
 
 /// The stages `stage` refers to by name or index (references are expanded with the
 /// global ARGs; one that does not expand names an image, not a stage).
@@ -13,33 +31,18 @@ pub(super) fn references(
     index: usize,
     global: &BTreeMap<String, Option<String>>,
 ) -> Vec<usize> {
-    let expand = |w: &str| {
-        wharf_build::expand::expand(w, df.escape, &|n| global.get(n).cloned().flatten()).ok()
-    };
     let stage_of = |w: &str| -> Option<usize> {
-        let w = expand(w)?;
+        let w = wharf_build::expand::expand(w, df.escape, &|n| global.get(n).cloned().flatten())
+            .ok()?;
         super::stage_index(df, &w)
             .or_else(|| w.parse::<usize>().ok())
             .filter(|j| *j < index)
     };
     let stage = &df.stages[index];
-    let mut out: Vec<usize> = stage_of(&stage.from).into_iter().collect();
-    for ins in &stage.instructions {
-        match &ins.kind {
-            Kind::Copy { from: Some(f), .. } => out.extend(stage_of(f)),
-            Kind::Run { mounts, .. } => {
-                for m in mounts {
-                    for (k, v) in &m.options {
-                        if k == "from" {
-                            out.extend(stage_of(v));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    std::iter::once(stage.from.as_str())
+        .chain(copied_from(stage).map(|(_, w)| w))
+        .filter_map(stage_of)
+        .collect()
 }
 
 /// For each stage, whether building `target` needs it.
