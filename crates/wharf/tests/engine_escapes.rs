@@ -148,8 +148,15 @@ fn a_dead_pod_init_is_never_replaced_by_another_process() {
     assert!(wait_until(Duration::from_secs(10), || {
         !Path::new(&format!("/proc/{pause}")).exists()
     }));
-    // An impostor takes the same pid, in a pid namespace of its own.
-    let impostor = Impostor::spawn(pause);
+    // An impostor takes the same pid, in a pid namespace of its own. The pid can stay
+    // allocated a little after /proc forgets it (the pod's other processes still hold it as
+    // their session or group until they are reaped), so the impostor retries until it is free.
+    let mut impostor = None;
+    assert!(wait_until(Duration::from_secs(10), || {
+        impostor = Impostor::spawn(pause);
+        impostor.is_some()
+    }));
+    let impostor = impostor.unwrap();
     let out = w.run(&[
         "run",
         "--rm",
@@ -188,7 +195,8 @@ fn shared_pid_pod(w: &Wharf, extra: &[&str]) {
 struct Impostor(i32);
 
 impl Impostor {
-    fn spawn(pid: i32) -> Impostor {
+    /// `None` while the pid is still taken (EEXIST); any other failure fails the test.
+    fn spawn(pid: i32) -> Option<Impostor> {
         // With CLONE_NEWPID: its pid in the new namespace (1), then in ours.
         let tids = [1, pid];
         let mut args = wharf_runtime::sys::CloneArgs {
@@ -215,13 +223,12 @@ impl Impostor {
                 libc::_exit(127);
             }
         }
-        assert_eq!(
-            ret,
-            pid as i64,
-            "clone3 with set_tid {pid}: {}",
-            std::io::Error::last_os_error()
-        );
-        Impostor(pid)
+        let err = std::io::Error::last_os_error();
+        if ret < 0 && err.raw_os_error() == Some(libc::EEXIST) {
+            return None;
+        }
+        assert_eq!(ret, pid as i64, "clone3 with set_tid {pid}: {err}");
+        Some(Impostor(pid))
     }
 }
 
