@@ -428,8 +428,7 @@ fn locked_flags(target: &OwnedFd) -> c_ulong {
 }
 
 /// A `cgroup` mount: cgroup2 where the host is v2, else a tmpfs holding one mount per v1
-/// hierarchy. Inside a cgroup namespace each is a fresh cgroupfs mount (rooted at the
-/// namespace); without one, the container's own cgroup directories are bound in.
+/// hierarchy, each the container's own cgroup directory bound in (as runc does on v1).
 fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()> {
     let dest = m.destination();
     let target = safe_path::mkdir_all(ctx.root, dest, 0o755)
@@ -484,44 +483,27 @@ fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()>
         let sub = dest.join(name);
         let t =
             safe_path::mkdir_all(ctx.root, &sub, 0o755).ctx(|| format!("create {}", p(&sub)))?;
-        let res = if ctx.cgroup_ns {
-            let opt = keys
-                .iter()
-                .map(|k| {
-                    if k.starts_with("name=") {
-                        format!("none,{k}")
-                    } else {
-                        k.clone()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            sys::mount(
-                Some(c"cgroup"),
-                &safe_path::proc_fd_path(&t),
-                Some(c"cgroup"),
-                flags | tmpfs_flags,
-                Some(&cstr(&opt)),
-            )
-        } else {
-            let dir = keys
-                .iter()
-                .find_map(|k| ctx.cgroup.paths.get(k))
-                .cloned()
-                .unwrap_or_default();
-            sys::mount(
-                Some(&path_cstr(&dir)),
-                &safe_path::proc_fd_path(&t),
-                None,
-                libc::MS_BIND,
-                None,
-            )
-            .and_then(|()| {
-                let t = safe_path::lookup(ctx.root, &sub)?;
-                remount(&t, flags | tmpfs_flags, &sub)
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
-        };
+        // The container's own directory of the hierarchy is bound in, with or without a
+        // cgroup namespace (inside one it is the namespace's root, as a fresh mount would
+        // be). A fresh cgroupfs mount per container would cost every later one: the
+        // kernel drains the whole hierarchy on each v1 mount and walks every cgroupfs
+        // superblock, and each adds a superblock its memory cgroup removal walks.
+        let dir = keys
+            .iter()
+            .find_map(|k| ctx.cgroup.paths.get(k))
+            .cloned()
+            .unwrap_or_default();
+        let res = sys::mount(
+            Some(&path_cstr(&dir)),
+            &safe_path::proc_fd_path(&t),
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .and_then(|()| {
+            let t = safe_path::lookup(ctx.root, &sub)?;
+            remount(&t, flags | tmpfs_flags, &sub).map_err(|e| std::io::Error::other(e.to_string()))
+        });
         res.ctx(|| format!("mount cgroup {} on {}", keys.join(","), p(&sub)))?;
         // Co-mounted controllers (cpu,cpuacct) get a symlink per name, as on the host.
         for k in &keys {

@@ -1,7 +1,7 @@
 //! Which cgroup hierarchies this host mounts, and where.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::UNIFIED;
 use crate::error::{Context, Error, Result};
@@ -60,16 +60,70 @@ pub fn detect() -> Result<Layout> {
     {
         return Ok(layout.clone());
     }
-    let info = std::fs::read_to_string("/proc/self/mountinfo")
-        .ctx(|| "read /proc/self/mountinfo".into())?;
-    let known = known_controllers();
-    let layout = parse_mountinfo(&info, &known);
+    let layout = match std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|own| standard_layout(&own))
+    {
+        Some(layout) => layout,
+        None => {
+            let info = std::fs::read_to_string("/proc/self/mountinfo")
+                .ctx(|| "read /proc/self/mountinfo".into())?;
+            parse_mountinfo(&info, &known_controllers())
+        }
+    };
     if let Some(ns) = ns
         && let Ok(mut cache) = CACHE.try_lock()
     {
         *cache = Some((ns, layout.clone()));
     }
     Ok(layout)
+}
+
+/// Where every distribution mounts the hierarchies: cgroup2 at /sys/fs/cgroup (pure v2),
+/// or each v1 hierarchy at /sys/fs/cgroup/<its controllers> (`name=` dropped) and cgroup2
+/// at /sys/fs/cgroup/unified (hybrid). Each hierarchy `own` (the text of /proc/self/cgroup)
+/// lists is confirmed with one statfs and one stat (a cgroup filesystem's root, inode 1);
+/// `None` when any is elsewhere, and the caller reads mountinfo. This keeps the kernel from
+/// generating the whole mount table (14 ms with 1000 pods) on every container start.
+fn standard_layout(own: &str) -> Option<Layout> {
+    const ROOT: &str = "/sys/fs/cgroup";
+    const CGROUP_SUPER_MAGIC: u64 = 0x27e0eb;
+    const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
+    let root_of = |path: &Path, magic: u64| {
+        rustix::fs::statfs(path).is_ok_and(|s| s.f_type as u64 == magic)
+            && rustix::fs::stat(path).is_ok_and(|s| s.st_ino == 1)
+    };
+    let mut layout = Layout {
+        v1: BTreeMap::new(),
+        unified: None,
+    };
+    if root_of(Path::new(ROOT), CGROUP2_SUPER_MAGIC) {
+        layout.unified = Some(PathBuf::from(ROOT));
+        return own.lines().all(|l| l.starts_with("0::")).then_some(layout);
+    }
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (id, ctrls) = (parts.next()?, parts.next()?);
+        if id == "0" {
+            let unified = Path::new(ROOT).join("unified");
+            if !root_of(&unified, CGROUP2_SUPER_MAGIC) {
+                return None;
+            }
+            layout.unified = Some(unified);
+            continue;
+        }
+        if ctrls.is_empty() {
+            return None;
+        }
+        let dir = Path::new(ROOT).join(ctrls.strip_prefix("name=").unwrap_or(ctrls));
+        if !root_of(&dir, CGROUP_SUPER_MAGIC) {
+            return None;
+        }
+        for c in ctrls.split(',') {
+            layout.v1.insert(c.to_string(), dir.clone());
+        }
+    }
+    Some(layout)
 }
 
 fn known_controllers() -> HashSet<String> {
@@ -191,6 +245,19 @@ mod tests {
         );
         assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
         assert_eq!(l.hierarchies().len(), 4);
+    }
+
+    /// The fast path agrees with the mount table on this host (whatever its layout).
+    #[test]
+    fn the_standard_layout_matches_mountinfo_where_it_applies() {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let full = parse_mountinfo(&info, &known_controllers());
+        if let Some(fast) = standard_layout(&own) {
+            assert_eq!(fast, full);
+        }
+        // A hierarchy where none is mounted sends it to mountinfo.
+        assert_eq!(standard_layout(&format!("{own}12:nosuch:/\n")), None);
     }
 
     #[test]

@@ -354,7 +354,15 @@ fn create_cpuset(dir: &Path) -> Result<()> {
         create_cpuset(parent)?;
     }
     match std::fs::create_dir(dir) {
-        Ok(()) => {}
+        // Before its CPUs are set: a v1 cpuset that balances load makes the kernel rebuild
+        // the scheduling domains, walking every cpuset, when its CPUs are set and again when
+        // it is removed, under the lock every cgroup mkdir and rmdir takes; with a thousand
+        // containers that is most of a start. Balancing within a child changes nothing
+        // while the root cpuset balances across all CPUs (the kernel's default), so it is
+        // off in ours. Best effort: the write fails only where the file is missing.
+        Ok(()) => {
+            let _ = std::fs::write(dir.join("cpuset.sched_load_balance"), "0");
+        }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
     }
