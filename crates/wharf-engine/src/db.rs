@@ -36,6 +36,12 @@ CREATE TABLE IF NOT EXISTS engine_containers (
     restart_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS engine_containers_by_pod ON engine_containers(pod_id);
+-- What a command that touches one object reconciles besides it (Db::pods_needing_attention),
+-- found through indexes: its cost must not grow with the pods on the node.
+CREATE INDEX IF NOT EXISTS engine_pods_unsettled ON engine_pods(state)
+    WHERE state IN ('creating', 'removing');
+CREATE INDEX IF NOT EXISTS engine_containers_unknown ON engine_containers(pod_id)
+    WHERE state = 'unknown';
 CREATE TABLE IF NOT EXISTS engine_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     time TEXT NOT NULL,
@@ -45,6 +51,29 @@ CREATE TABLE IF NOT EXISTS engine_events (
     name TEXT NOT NULL,
     attrs TEXT NOT NULL              -- JSON object
 );
+";
+
+/// Standalone pods (`wharf run`'s) holding no container, kept by triggers: a run killed
+/// between its pod and its container, or an rm between its container and its pod, leaves
+/// one. Created (and filled from the tables) once, where an older store lacks it.
+const EMPTY_STANDALONE: &str = "
+CREATE TABLE engine_empty_standalone (pod_id TEXT PRIMARY KEY);
+INSERT INTO engine_empty_standalone
+    SELECT id FROM engine_pods p
+    WHERE json_extract(spec, '$.labels.\"io.wharf.standalone\"') IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id);
+CREATE TRIGGER engine_standalone_made AFTER INSERT ON engine_pods
+    WHEN json_extract(NEW.spec, '$.labels.\"io.wharf.standalone\"') IS NOT NULL
+    BEGIN INSERT OR IGNORE INTO engine_empty_standalone VALUES (NEW.id); END;
+CREATE TRIGGER engine_standalone_filled AFTER INSERT ON engine_containers
+    BEGIN DELETE FROM engine_empty_standalone WHERE pod_id = NEW.pod_id; END;
+CREATE TRIGGER engine_standalone_emptied AFTER DELETE ON engine_containers
+    WHEN NOT EXISTS (SELECT 1 FROM engine_containers WHERE pod_id = OLD.pod_id)
+    AND EXISTS (SELECT 1 FROM engine_pods WHERE id = OLD.pod_id
+        AND json_extract(spec, '$.labels.\"io.wharf.standalone\"') IS NOT NULL)
+    BEGIN INSERT OR IGNORE INTO engine_empty_standalone VALUES (OLD.pod_id); END;
+CREATE TRIGGER engine_standalone_gone AFTER DELETE ON engine_pods
+    BEGIN DELETE FROM engine_empty_standalone WHERE pod_id = OLD.id; END;
 ";
 
 /// What the engine set up for a pod's sandbox (kept so teardown and reconcile know).
@@ -264,6 +293,42 @@ fn state_from(s: &str) -> ContainerState {
     }
 }
 
+/// The least string above every string that starts with `prefix`, in SQLite's binary
+/// order: `id >= prefix AND id < prefix_end(prefix)` finds ids by prefix through the
+/// primary key's index, where `LIKE prefix || '%'` reads every row.
+fn prefix_end(prefix: &str) -> String {
+    format!("{prefix}\u{10FFFF}")
+}
+
+/// Make [`EMPTY_STANDALONE`] where the store lacks it (once; concurrent openers wait on
+/// the write lock and find it made).
+fn add_empty_standalone(conn: &rusqlite::Connection) -> Result<()> {
+    let has = || -> rusqlite::Result<bool> {
+        Ok(conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'engine_empty_standalone'",
+                [],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    };
+    if has()? {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let made = (|| {
+        if !has()? {
+            conn.execute_batch(EMPTY_STANDALONE)?;
+        }
+        conn.execute_batch("COMMIT")
+    })();
+    if made.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    Ok(made?)
+}
+
 impl Db {
     /// Open (creating) the store at `path`.
     pub fn open(path: &Path) -> Result<Db> {
@@ -279,6 +344,7 @@ impl Db {
             true,
         )?;
         conn.execute_batch(SCHEMA)?;
+        add_empty_standalone(&conn)?;
         Ok(Db {
             conn,
             mode,
@@ -399,10 +465,10 @@ impl Db {
             return Ok(row);
         }
         let mut stmt = self.conn.prepare(
-            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods WHERE id LIKE ?1 || '%'",
+            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods WHERE id >= ?1 AND id < ?2",
         )?;
         let rows: Vec<PodRow> = stmt
-            .query_map([key], Self::pod_from_row)?
+            .query_map([key, &prefix_end(key)], Self::pod_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         match rows.len() {
             1 if key.len() >= 3 => Ok(rows.into_iter().next().unwrap()),
@@ -422,14 +488,31 @@ impl Db {
     /// container (a `run` killed between its pod and its container).
     pub fn pods_needing_attention(&self) -> Result<Vec<PodRow>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods p \
+            "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods \
              WHERE state IN ('creating', 'removing') \
-             OR EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id AND c.state = 'unknown') \
-             OR NOT EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id) \
+             UNION SELECT id, name, created_at, spec, sandbox, state FROM engine_pods \
+             WHERE id IN (SELECT pod_id FROM engine_containers WHERE state = 'unknown') \
+             UNION SELECT id, name, created_at, spec, sandbox, state FROM engine_pods \
+             WHERE id IN (SELECT pod_id FROM engine_empty_standalone) \
              ORDER BY created_at, id",
         )?;
         let rows = stmt
             .query_map([], Self::pod_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// Per pod, what a listing's reconcile decides on without reading the pod whole: its
+    /// id, whether it shares its pid namespace, and whether a container of it is still
+    /// `created` (see [`crate::reconcile::Reconcile::Listing`]).
+    pub fn pod_listing_facts(&self) -> Result<Vec<(String, bool, bool)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, COALESCE(json_extract(spec, '$.share_pid'), 0) != 0, \
+             EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id AND c.state = 'created') \
+             FROM engine_pods p",
+        )?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
@@ -562,12 +645,12 @@ impl Db {
             return Ok(row);
         }
         let sql = format!(
-            "SELECT {} FROM engine_containers WHERE id LIKE ?1 || '%'",
+            "SELECT {} FROM engine_containers WHERE id >= ?1 AND id < ?2",
             Self::CONTAINER_COLS
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows: Vec<ContainerRow> = stmt
-            .query_map([key], Self::container_from_row)?
+            .query_map([key, &prefix_end(key)], Self::container_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         match rows.len() {
             1 if key.len() >= 3 => Ok(rows.into_iter().next().unwrap()),

@@ -73,6 +73,7 @@ impl Engine {
         engine.reconciled = match &engine.opts.reconcile {
             crate::reconcile::Reconcile::All => engine.reconcile(),
             crate::reconcile::Reconcile::Touched(keys) => engine.reconcile_touched(keys),
+            crate::reconcile::Reconcile::Listing => engine.reconcile_listing(),
         };
         Ok(engine)
     }

@@ -110,6 +110,11 @@ impl Paths {
         self.pod_run(pod).join("shim")
     }
 
+    /// The node's registry of live shims (see [`wharf_shim::liveness`]).
+    pub fn shims_alive(&self) -> PathBuf {
+        self.run.join(wharf_shim::liveness::FILE)
+    }
+
     /// A pod's runtime directory.
     pub fn pod_run(&self, pod: &str) -> PathBuf {
         self.run.join("pods").join(pod)

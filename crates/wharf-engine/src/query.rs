@@ -81,6 +81,16 @@ pub struct PodView {
     pub row: PodRow,
     /// Its containers: id, name, and whether it is an init container.
     pub containers: Vec<(String, String, bool)>,
+    /// Their specs as the store has them, by id (what a pod's status needs of them
+    /// without a lookup per container).
+    pub specs: std::collections::HashMap<String, crate::model::ContainerSpec>,
+}
+
+impl PodView {
+    fn add(&mut self, c: ContainerRow) {
+        self.containers.push((c.id.clone(), c.name, c.spec.init));
+        self.specs.insert(c.id, c.spec);
+    }
 }
 
 /// Which pods a listing returns.
@@ -140,22 +150,28 @@ impl Engine {
         let pod = pods
             .entry(row.pod_id.clone())
             .or_insert_with(|| self.db.find_pod(&row.pod_id).ok())
-            .clone();
+            .as_ref();
         ContainerView {
             bundle: self.paths.bundle(&row.id),
             log_path: self.log_path(&row),
-            pod_name: pod.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
-            network: pod
-                .as_ref()
-                .map(|p| p.sandbox.network.clone())
-                .unwrap_or_default(),
-            ips: pod.map(|p| p.sandbox.ips).unwrap_or_default(),
+            pod_name: pod.map(|p| p.name.clone()).unwrap_or_default(),
+            network: pod.map(|p| p.sandbox.network.clone()).unwrap_or_default(),
+            ips: pod.map(|p| p.sandbox.ips.clone()).unwrap_or_default(),
             row,
         }
     }
 
     /// Containers as they are now, oldest first.
     pub fn list_containers(&self, f: &ContainerFilter) -> Result<Vec<ContainerView>> {
+        Ok(self.list_containers_and_pods(f)?.0)
+    }
+
+    /// [`Engine::list_containers`], and the pods the listing read (by id), for callers
+    /// that show a pod's columns too: the pods are not read twice.
+    pub fn list_containers_and_pods(
+        &self,
+        f: &ContainerFilter,
+    ) -> Result<(Vec<ContainerView>, BTreeMap<String, PodRow>)> {
         let pod_id = match &f.pod {
             Some(p) => Some(self.db.find_pod(p)?.id),
             None => None,
@@ -169,6 +185,19 @@ impl Engine {
         .into_iter()
         .map(|p| (p.id.clone(), Some(p)))
         .collect();
+        // A pod whose shim lives (its lock is held) and marked nothing changed has nothing
+        // new in its records: the store is current for it. Marks are taken (claimed)
+        // before the records are read and dropped once the store has what they say, and
+        // only by a listing that reads every container of the pods it takes them from.
+        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+        let changes = live
+            .as_ref()
+            .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
+        let whole_pods = f.name.is_none() && f.id_prefix.is_none() && f.labels.is_empty();
+        // Per pod: its claimed marks, and whether its containers are all settled (not
+        // waiting, not in a back-off: their shim writes again when that ends).
+        let mut claims: std::collections::HashMap<String, (Vec<PathBuf>, bool)> =
+            Default::default();
         for c in self.db.containers(pod_id.as_deref())? {
             if f.name.as_ref().is_some_and(|n| *n != c.name)
                 || f.id_prefix
@@ -179,7 +208,26 @@ impl Engine {
                 continue;
             }
             let refreshed = match pods.get(&c.pod_id).and_then(Option::as_ref) {
-                Some(p) => self.refresh_in(&c, p),
+                Some(p)
+                    if live.as_ref().is_some_and(|l| l.holds(&p.id))
+                        && changes.as_ref().is_some_and(|ch| !ch.touches(&p.id)) =>
+                {
+                    Ok(c)
+                }
+                Some(p) => {
+                    if whole_pods
+                        && let Some(ch) = &changes
+                        && ch.touches(&p.id)
+                        && !claims.contains_key(&p.id)
+                    {
+                        claims.insert(p.id.clone(), (ch.claim(&p.id), true));
+                    }
+                    let r = self.refresh_in(&c, p, live.as_ref());
+                    if let Some((_, settled)) = claims.get_mut(&p.id) {
+                        *settled &= r.as_ref().is_ok_and(|r| !r.waiting && !r.restarting);
+                    }
+                    r
+                }
                 None => self.refresh(&c),
             };
             let c = match refreshed {
@@ -197,7 +245,16 @@ impl Engine {
             }
             out.push(self.view(c, &mut pods));
         }
-        Ok(out)
+        for (claimed, settled) in claims.values() {
+            if *settled {
+                wharf_shim::liveness::Changes::release(claimed);
+            }
+        }
+        let pods = pods
+            .into_iter()
+            .filter_map(|(id, p)| Some((id, p?)))
+            .collect();
+        Ok((out, pods))
     }
 
     /// The exit code container `id` (its full id) last recorded, also once it is removed:
@@ -235,25 +292,24 @@ impl Engine {
     }
 
     fn pod_view(&self, row: PodRow) -> Result<PodView> {
-        let containers = self
-            .db
-            .containers(Some(&row.id))?
-            .into_iter()
-            .map(|c| (c.id, c.name, c.spec.init))
-            .collect();
-        Ok(PodView { row, containers })
+        let mut view = PodView {
+            row,
+            containers: Vec::new(),
+            specs: Default::default(),
+        };
+        for c in self.db.containers(Some(&view.row.id))? {
+            view.add(c);
+        }
+        Ok(view)
     }
 
     /// Pods, oldest first.
     pub fn list_pods(&self, f: &PodFilter) -> Result<Vec<PodView>> {
         // Every pod's containers from one query, not one per pod.
-        let mut by_pod: std::collections::HashMap<String, Vec<(String, String, bool)>> =
+        let mut by_pod: std::collections::HashMap<String, Vec<ContainerRow>> =
             std::collections::HashMap::new();
         for c in self.db.containers(None)? {
-            by_pod
-                .entry(c.pod_id)
-                .or_default()
-                .push((c.id, c.name, c.spec.init));
+            by_pod.entry(c.pod_id.clone()).or_default().push(c);
         }
         Ok(self
             .db
@@ -266,9 +322,16 @@ impl Engine {
                         .is_none_or(|x| p.id.starts_with(x.as_str()))
                     && labels_match(&p.spec.labels, &f.labels)
             })
-            .map(|row| PodView {
-                containers: by_pod.remove(&row.id).unwrap_or_default(),
-                row,
+            .map(|row| {
+                let mut view = PodView {
+                    containers: Vec::new(),
+                    specs: Default::default(),
+                    row,
+                };
+                for c in by_pod.remove(&view.row.id).unwrap_or_default() {
+                    view.add(c);
+                }
+                view
             })
             .collect())
     }

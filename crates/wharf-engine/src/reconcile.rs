@@ -48,6 +48,13 @@ pub enum Reconcile {
     /// not for every pod of the node. A shim that died under another pod is found when
     /// that pod is next named, listed or reconciled in full.
     Touched(Vec<String>),
+    /// [`Reconcile::Touched`] without keys, and every pod whose shim is not found alive
+    /// in the node's registry of live shims (one read for all of them, see
+    /// [`wharf_shim::liveness`]), or whose state its shim's records alone can tell
+    /// (shared pid namespace: the pod's init may have died; containers created but not
+    /// yet known started): what a listing of pods shows is current, for far less than a
+    /// look at every shim.
+    Listing,
 }
 
 /// State of a pod whose sandbox is gone (its namespaces vanished with a reboot or an
@@ -209,6 +216,40 @@ impl Engine {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         self.reconcile_rm_guards(&mut report);
         crate::hooks::step("reconciled");
+        report
+    }
+
+    /// [`Reconcile::Listing`].
+    pub fn reconcile_listing(&self) -> Report {
+        let mut report = self.reconcile_touched(&[]);
+        let facts = match self.db.pod_listing_facts() {
+            Ok(f) => f,
+            Err(e) => {
+                report
+                    .warnings
+                    .push(format!("reconcile: reading the store: {e}"));
+                return report;
+            }
+        };
+        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+        self.shim_deadline_ms.store(
+            RECONCILE_SHIM_DEADLINE.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        for (id, share_pid, has_created) in facts {
+            let settled = live.as_ref().is_some_and(|l| l.holds(&id)) && !share_pid && !has_created;
+            if settled {
+                continue;
+            }
+            let (Ok(pod), Ok(containers)) = (self.db.find_pod(&id), self.db.containers(Some(&id)))
+            else {
+                continue;
+            };
+            let cs: Vec<&ContainerRow> = containers.iter().collect();
+            self.check_pod(&pod, &cs, &mut report);
+        }
+        self.shim_deadline_ms
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         report
     }
 

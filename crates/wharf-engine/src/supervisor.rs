@@ -119,6 +119,7 @@ impl Engine {
         opts.log_max_size = pod.spec.log_max_size;
         opts.log_max_files = pod.spec.log_max_files;
         opts.display_name = Some(pod.name.clone());
+        opts.alive = Some(self.paths.shims_alive());
         // A leaf of the pod's cgroup, as CRI-O puts conmon in the pod's: out of the
         // caller's cgroup (a login's systemd scope would take it down at logout), counted
         // with the pod and removed with it. The shim moves itself once idle.
@@ -525,11 +526,18 @@ impl Engine {
     /// The container's current state, from its shim's records (no shim round trip).
     pub fn refresh(&self, row: &ContainerRow) -> Result<ContainerRow> {
         let pod = self.db.find_pod(&row.pod_id)?;
-        self.refresh_in(row, &pod)
+        self.refresh_in(row, &pod, None)
     }
 
-    /// [`Engine::refresh`] with the container's pod at hand (listings read the pods once).
-    pub(crate) fn refresh_in(&self, row: &ContainerRow, pod: &PodRow) -> Result<ContainerRow> {
+    /// [`Engine::refresh`] with the container's pod at hand (listings read the pods once)
+    /// and, for a listing, the shims found alive all at once (a shim holding its lock there
+    /// needs no look at its pid).
+    pub(crate) fn refresh_in(
+        &self,
+        row: &ContainerRow,
+        pod: &PodRow,
+        live: Option<&wharf_shim::liveness::Live>,
+    ) -> Result<ContainerRow> {
         let mut row = row.clone();
         if matches!(row.state, ContainerState::Running | ContainerState::Paused) {
             let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
@@ -569,7 +577,7 @@ impl Engine {
                 self.record_exit(&row, &exit)?;
                 row.state = ContainerState::Exited;
                 row.exit = Some(exit);
-            } else if !records.shim_alive() {
+            } else if !live.is_some_and(|l| l.holds(&pod.id)) && !records.shim_alive() {
                 // Its supervisor is gone and no exit was recorded: reap it.
                 self.reap_pod(pod)?;
                 return self.db.find_container(&row.id);

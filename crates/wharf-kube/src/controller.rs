@@ -203,7 +203,7 @@ fn seen(engine: &Engine, w: &Workload) -> Result<Vec<Seen>> {
     pods.sort_by(|a, b| a.row.created_at.cmp(&b.row.created_at));
     let mut out = Vec::new();
     for p in pods {
-        let st = pod_status(engine, &p);
+        let st = pod_status(&p);
         out.push(Seen {
             id: p.row.id.clone(),
             name: p.row.name.clone(),

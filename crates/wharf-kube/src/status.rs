@@ -6,9 +6,9 @@
 //! while the shim did the work (restarts, probes, hooks).
 
 use serde::Serialize;
+use wharf_engine::PodView;
 use wharf_engine::db::PodRow;
 use wharf_engine::model::PodState;
-use wharf_engine::{Engine, PodView};
 use wharf_shim::protocol::{ExitRecord, KubeState, PodPhase, Status};
 use wharf_shim::records::{ContainerRecord, StateDir};
 
@@ -119,7 +119,7 @@ impl ContainerState {
 
 /// The status of the pod `view` shows (a container removed meanwhile is shown as not
 /// created).
-pub fn pod_status(engine: &Engine, view: &PodView) -> PodStatus {
+pub fn pod_status(view: &PodView) -> PodStatus {
     let records = StateDir::new(&view.row.sandbox.shim_dir);
     let pod_record = records.pod().ok().flatten();
     // App containers not started while init containers are not done (or failed for
@@ -131,8 +131,7 @@ pub fn pod_status(engine: &Engine, view: &PodView) -> PodStatus {
     let mut init = Vec::new();
     let mut apps = Vec::new();
     for (id, name, is_init) in &view.containers {
-        let row = engine.container(id).map(|v| v.row).ok();
-        let spec = row.as_ref().map(|r| &r.spec);
+        let spec = view.specs.get(id);
         let short = spec
             .and_then(|s| s.labels.get(LABEL_CONTAINER_NAME).cloned())
             .unwrap_or_else(|| name.clone());

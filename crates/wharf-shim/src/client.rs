@@ -50,6 +50,9 @@ pub struct SpawnOptions {
     pub display_name: Option<String>,
     /// The cgroup the shim moves itself into once it is first idle (`--cgroup`).
     pub cgroup: Option<String>,
+    /// The node's registry of live shims the shim locks its pod's byte in (`--alive`;
+    /// see [`crate::liveness`]).
+    pub alive: Option<PathBuf>,
 }
 
 impl SpawnOptions {
@@ -69,6 +72,7 @@ impl SpawnOptions {
             timeout: Duration::from_secs(30),
             display_name: None,
             cgroup: None,
+            alive: None,
         }
     }
 }
@@ -127,6 +131,9 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
     }
     if let Some(c) = &opts.cgroup {
         cmd.arg("--cgroup").arg(c);
+    }
+    if let Some(a) = &opts.alive {
+        cmd.arg("--alive").arg(a);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -331,12 +338,17 @@ impl ShimClient {
         stream
             .set_read_timeout(read_timeout)
             .map_err(|e| self.conn_err(what, e))?;
-        // Byte by byte up to the newline: after an attach answer, the stream's frames
-        // follow on the same socket and must not be swallowed by a buffer.
+        // Up to the newline and not past it: after an attach answer, the stream's frames
+        // follow on the same socket and must not be swallowed by a buffer. What has
+        // arrived is peeked at and only the answer's bytes are taken (two calls for most
+        // answers, where reading byte by byte took one per byte).
         let mut answer = Vec::new();
-        let mut b = [0u8; 1];
+        let mut buf = [0u8; 4096];
         loop {
-            match stream.read(&mut b) {
+            let peeked = rustix::net::recv(&*stream, &mut buf, rustix::net::RecvFlags::PEEK)
+                .map(|(n, _)| n)
+                .map_err(std::io::Error::from);
+            let n = match peeked {
                 Ok(0) => {
                     return Err(self.conn_err(
                         what,
@@ -346,10 +358,18 @@ impl ShimClient {
                         ),
                     ));
                 }
-                Ok(_) if b[0] == b'\n' => break,
-                Ok(_) => answer.push(b[0]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(self.conn_err_after(what, e, read_timeout)),
+            };
+            let end = buf[..n].iter().position(|&c| c == b'\n');
+            let take = end.map_or(n, |i| i + 1);
+            stream
+                .read_exact(&mut buf[..take])
+                .map_err(|e| self.conn_err_after(what, e, read_timeout))?;
+            answer.extend_from_slice(&buf[..end.unwrap_or(n)]);
+            if end.is_some() {
+                break;
             }
         }
         match serde_json::from_slice::<Response>(&answer) {

@@ -20,6 +20,7 @@ pub mod client;
 pub mod daemon;
 mod error;
 pub mod frame;
+pub mod liveness;
 pub mod logs;
 pub mod protocol;
 pub mod reap;

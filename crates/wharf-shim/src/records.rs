@@ -83,12 +83,36 @@ pub struct PodRecord {
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// The node's registry of live shims and this pod's id: what the shim marks changed
+    /// after each record it writes (see [`crate::liveness::mark_changed`]).
+    marks: Option<(PathBuf, String)>,
 }
 
 impl StateDir {
     /// The state directory at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        StateDir { root: root.into() }
+        StateDir {
+            root: root.into(),
+            marks: None,
+        }
+    }
+
+    /// The shim's own: each record written marks pod `pod`'s records changed beside
+    /// `registry`, so that listings read only the records that changed.
+    pub fn with_change_marks(mut self, registry: &Path, pod: &str) -> Self {
+        self.marks = Some((registry.to_path_buf(), pod.to_string()));
+        self
+    }
+
+    /// After a record is on disk (never before: a reader that sees the mark must find
+    /// the record it marks). A mark that cannot be made is logged: listings would show
+    /// the store's state for the pod until it is next named.
+    fn mark(&self) {
+        if let Some((registry, pod)) = &self.marks
+            && let Err(e) = crate::liveness::mark_changed(registry, pod)
+        {
+            eprintln!("wharf-shim: mark pod {pod} changed: {e}");
+        }
     }
 
     /// Its path.
@@ -125,7 +149,9 @@ impl StateDir {
 
     /// Record the exit of container `id` (durably).
     pub fn write_exit(&self, id: &str, exit: &ExitRecord) -> Result<()> {
-        write_json(&self.container(id).join("exit.json"), exit)
+        write_json(&self.container(id).join("exit.json"), exit)?;
+        self.mark();
+        Ok(())
     }
 
     /// The exit of exec process `exec_id` of container `id`, if recorded.
@@ -185,7 +211,9 @@ impl StateDir {
 
     /// Write the status record of container `id` (durably).
     pub fn write_status(&self, id: &str, rec: &ContainerRecord) -> Result<()> {
-        write_json(&self.container(id).join("status.json"), rec)
+        write_json(&self.container(id).join("status.json"), rec)?;
+        self.mark();
+        Ok(())
     }
 
     /// The spec container `id` was created from.
@@ -217,7 +245,9 @@ impl StateDir {
 
     /// Write the pod record (durably).
     pub fn write_pod(&self, rec: &PodRecord) -> Result<()> {
-        write_json(&self.root.join(POD), rec)
+        write_json(&self.root.join(POD), rec)?;
+        self.mark();
+        Ok(())
     }
 
     /// The shim's pid and start time from `shim.pid`.

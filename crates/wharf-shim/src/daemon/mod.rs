@@ -38,10 +38,12 @@ struct Args {
     log_max_files: u32,
     ready_fd: Option<i32>,
     cgroup: Option<String>,
+    /// The node's registry of live shims ([`crate::liveness`]).
+    alive: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: wharf shim --pod ID --state-dir DIR --runtime-root DIR \
-[--log-max-size BYTES] [--log-max-files N] [--ready-fd FD] [--cgroup PATH]";
+[--log-max-size BYTES] [--log-max-files N] [--ready-fd FD] [--cgroup PATH] [--alive FILE]";
 
 fn parse(argv: &[OsString]) -> Result<Args, String> {
     let mut pod = None;
@@ -51,6 +53,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
     let mut log_max_files = DEFAULT_MAX_FILES;
     let mut ready_fd = None;
     let mut cgroup = None;
+    let mut alive = None;
     let mut it = argv.iter();
     while let Some(a) = it.next() {
         let a = a.to_string_lossy();
@@ -78,6 +81,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
             "--log-max-files" => log_max_files = num(&value)? as u32,
             "--ready-fd" => ready_fd = Some(num(&value)? as i32),
             "--cgroup" => cgroup = Some(value.to_string_lossy().into_owned()),
+            "--alive" => alive = Some(PathBuf::from(value)),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
     }
@@ -92,6 +96,7 @@ fn parse(argv: &[OsString]) -> Result<Args, String> {
         log_max_files,
         ready_fd,
         cgroup,
+        alive: alive.map(abs),
     })
 }
 
@@ -231,6 +236,17 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
     }
     // Held for the life of the shim.
     std::mem::forget(lock);
+    if let Some(registry) = &args.alive {
+        let held = crate::liveness::hold(registry, &args.pod).map_err(|e| {
+            format!(
+                "take pod {}'s lock in {}: {e}",
+                args.pod,
+                registry.display()
+            )
+        })?;
+        // Held for the life of the shim too: its release is how listings learn of a death.
+        std::mem::forget(held);
+    }
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("become a child subreaper: {e}"))?;
     let sigfd = sys::signalfd().map_err(|e| format!("signalfd: {e}"))?;
@@ -245,7 +261,10 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
     .map_err(|e| e.to_string())?;
     let cfg = server::Config {
         pod: args.pod.clone(),
-        state: StateDir::new(dir),
+        state: match &args.alive {
+            Some(registry) => StateDir::new(dir).with_change_marks(registry, &args.pod),
+            None => StateDir::new(dir),
+        },
         runtime: wharf_runtime::Runtime::new(&args.runtime_root),
         log_max_size: args.log_max_size,
         log_max_files: args.log_max_files,

@@ -551,7 +551,7 @@ pub fn play_status(cli: &Cli, file: &Path, format: Option<&str>) -> Result<i32> 
             Err(wharf_engine::Error::NotFound { .. }) => continue,
             Err(e) => return Err(e).with_context(|| format!("pod {name}")),
         };
-        let st = wharf_kube::pod_status(&engine, &view);
+        let st = wharf_kube::pod_status(&view);
         rows.push(vec![
             name.clone(),
             format!("{}/{}", st.ready.0, st.ready.1),

@@ -305,6 +305,13 @@ fn open(cli: &Cli) -> Result<Engine> {
     let mut opts = engine_options(&cli.root, &cli.run, &cli.config)?;
     if let Some(keys) = touched(&cli.cmd) {
         opts.reconcile = wharf_engine::reconcile::Reconcile::Touched(keys);
+    } else if matches!(
+        &cli.cmd,
+        Cmd::Pod {
+            cmd: PodCmd::Ls { .. }
+        }
+    ) {
+        opts.reconcile = wharf_engine::reconcile::Reconcile::Listing;
     }
     let engine = Engine::open(opts)
         .with_context(|| format!("opening Wharf's state in {}", cli.root.display()))?;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::docker_json;
 use crate::format::{self, Format};
 use wharf_docker::listing::{PsFilter, ago, seconds_since, status};
-use wharf_engine::db::{ContainerRow, PodRow};
+use wharf_engine::db::ContainerRow;
 use wharf_engine::model::ContainerState;
 use wharf_engine::{ContainerFilter, Engine, LogEntry, LogOptions, PodFilter, PodView};
 
@@ -115,12 +115,12 @@ pub fn ps(
         .collect::<Result<_>>()?;
     // A status filter looks at every container, as docker's does without -a.
     let all = all || last.is_some() || filters.iter().any(PsFilter::needs_all);
-    let mut rows: Vec<_> = engine
-        .list_containers(&ContainerFilter {
-            all,
-            pod: pod.map(str::to_string),
-            ..Default::default()
-        })?
+    let (listed, pods) = engine.list_containers_and_pods(&ContainerFilter {
+        all,
+        pod: pod.map(str::to_string),
+        ..Default::default()
+    })?;
+    let mut rows: Vec<_> = listed
         .into_iter()
         .filter(|v| filters.iter().all(|f| f.matches(v)))
         .collect();
@@ -139,11 +139,6 @@ pub fn ps(
         return Ok(0);
     }
     let fmt = Format::parse(format)?;
-    let pods: HashMap<String, PodRow> = engine
-        .list_pods(&PodFilter::default())?
-        .into_iter()
-        .map(|p| (p.row.id.clone(), p.row))
-        .collect();
     // docker's STATUS, with the health of a container that has a check.
     let status = |v: &wharf_engine::ContainerView| {
         let mut s = status(&v.row);
@@ -336,7 +331,7 @@ pub fn inspect(
         if wants("pod") {
             match engine.pod(o) {
                 Ok(p) => {
-                    docs.push(pod_json(engine, &p));
+                    docs.push(pod_json(&p));
                     continue;
                 }
                 Err(wharf_engine::Error::NotFound { .. }) => {}
@@ -395,7 +390,7 @@ fn inspect_tree(engine: &Engine, objects: &[String], json: bool) -> Result<i32> 
     Ok(0)
 }
 
-fn pod_json(engine: &Engine, p: &PodView) -> Value {
+fn pod_json(p: &PodView) -> Value {
     let containers: Vec<Value> = p
         .containers
         .iter()
@@ -407,7 +402,7 @@ fn pod_json(engine: &Engine, p: &PodView) -> Value {
         "Spec": docker_json::pascal_keys(json!(r.spec)),
         "Sandbox": docker_json::pascal_keys(json!(r.sandbox)),
         "Containers": containers,
-        "Status": wharf_kube::pod_status(engine, p),
+        "Status": wharf_kube::pod_status(p),
     })
 }
 
@@ -415,7 +410,7 @@ fn pod_json(engine: &Engine, p: &PodView) -> Value {
 pub fn inspect_pods(engine: &Engine, pods: &[String], format: Option<&str>) -> Result<()> {
     let v: Vec<Value> = pods
         .iter()
-        .map(|p| engine.pod(p).map(|p| pod_json(engine, &p)))
+        .map(|p| engine.pod(p).map(|p| pod_json(&p)))
         .collect::<Result<_, _>>()?;
     format::print_documents(&Format::parse(format.unwrap_or("json"))?, &v)
 }
@@ -444,7 +439,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
     match Format::parse(format)? {
         Format::Json => {
             // podman's layout: one array.
-            let v: Vec<Value> = pods.iter().map(|p| pod_json(engine, p)).collect();
+            let v: Vec<Value> = pods.iter().map(|p| pod_json(p)).collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         Format::Template { template, table } => {
@@ -452,7 +447,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
                 .iter()
                 .map(|p| {
                     let r = &p.row;
-                    let k = wharf_kube::pod_status(engine, p);
+                    let k = wharf_kube::pod_status(p);
                     json!({
                         "ID": &r.id[..12], "Id": r.id, "Name": r.name,
                         "Status": pod_summary(p, &k), "State": r.state.to_string(),
@@ -496,7 +491,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
             ];
             for p in &pods {
                 let r = &p.row;
-                let k = wharf_kube::pod_status(engine, p);
+                let k = wharf_kube::pod_status(p);
                 t.push(vec![
                     r.id[..12].to_string(),
                     r.name.clone(),

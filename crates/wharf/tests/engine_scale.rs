@@ -1,0 +1,131 @@
+//! What keeps a listing's cost from growing with the pods on the node: each shim holds its
+//! pod's lock in the node's registry of live shims and marks its pod changed after each
+//! record it writes; a listing reads the records of marked pods (and of pods whose shim it
+//! does not find alive) only, and takes the marks once the store has what they said.
+//!
+//! The tests forge a live pod's records (which no listing may read while the pod is not
+//! marked) and watch marks come and go, so a listing that reads every pod's records, or
+//! one that trusts a dead shim's pod, fails them.
+
+mod engine_support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use engine_support::{Wharf, busybox};
+use wharf_testbed::wait_until;
+
+/// The record directory of container `name`: `<run>/pods/<pod>/shim/containers/<id>`.
+fn records(w: &Wharf, name: &str) -> PathBuf {
+    let c = w.inspect(name);
+    let pod = c["PodId"].as_str().unwrap().to_string();
+    let id = c["Id"].as_str().unwrap().to_string();
+    w.run_dir()
+        .join("pods")
+        .join(pod)
+        .join("shim/containers")
+        .join(id)
+}
+
+fn pod_of(w: &Wharf, name: &str) -> String {
+    w.inspect(name)["PodId"].as_str().unwrap().to_string()
+}
+
+fn marks(w: &Wharf) -> Vec<String> {
+    match std::fs::read_dir(w.run_dir().join("shims.changed")) {
+        Ok(d) => d
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn state_of(w: &Wharf, name: &str) -> String {
+    let out = w.ok(&["ps", "-a", "--format", "{{.Names}} {{.State}} {{.Status}}"]);
+    out.lines()
+        .find(|l| l.split(' ').next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} not listed: {out}"))
+        .to_string()
+}
+
+#[test]
+fn listings_read_only_the_records_of_pods_whose_shim_marked_a_change() {
+    let w = Wharf::new("scale-marks");
+    w.pull_busybox();
+    let bb = busybox();
+    w.ok(&["run", "-d", "--name", "steady", &bb, "sleep", "1000"]);
+    w.ok(&["run", "-d", "--name", "model", &bb, "sh", "-c", "exit 9"]);
+    let model_pod = pod_of(&w, "model");
+    // The model's exit is marked by its shim, read by a listing, and the mark taken.
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_of(&w, "model").contains("exited")
+    }));
+    assert!(state_of(&w, "model").contains("Exited (9)"));
+    assert!(
+        !marks(&w).iter().any(|m| m.starts_with(&model_pod)),
+        "{:?}",
+        marks(&w)
+    );
+    // Every mark of the steady pod (its start) is taken by a listing too.
+    w.ok(&["ps"]);
+    let steady_pod = pod_of(&w, "steady");
+    assert!(!marks(&w).iter().any(|m| m.starts_with(&steady_pod)));
+
+    // Forge the steady container's records: exited with code 9, as the model's say.
+    let steady = records(&w, "steady");
+    let model = records(&w, "model");
+    for f in ["status.json", "exit.json"] {
+        std::fs::copy(model.join(f), steady.join(f)).unwrap();
+    }
+    // Its shim lives and marked nothing: the listing does not read them.
+    let shown = state_of(&w, "steady");
+    assert!(
+        shown.contains("running"),
+        "the forged records were read: {shown}"
+    );
+    // Once marked changed, they are read (and the mark taken).
+    std::fs::write(w.run_dir().join("shims.changed").join(&steady_pod), "").unwrap();
+    let shown = state_of(&w, "steady");
+    assert!(
+        shown.contains("Exited (9)"),
+        "the marked records were not read: {shown}"
+    );
+    assert!(!marks(&w).iter().any(|m| m.starts_with(&steady_pod)));
+    w.ok(&["rm", "-f", "steady", "model"]);
+}
+
+/// A shim killed with SIGKILL marks nothing and leaves its lock: the listing finds it
+/// dead through the registry and reaps its pod, marks or not.
+#[test]
+fn a_killed_shim_is_found_by_listings_without_a_mark() {
+    let w = Wharf::new("scale-dead");
+    w.pull_busybox();
+    w.ok(&["run", "-d", "--name", "c", &busybox(), "sleep", "1000"]);
+    w.ok(&["ps"]);
+    let pod = pod_of(&w, "c");
+    assert!(!marks(&w).iter().any(|m| m.starts_with(&pod)));
+    let pid_file = w.run_dir().join("pods").join(&pod).join("shim/shim.pid");
+    let shim: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // SAFETY: killing this test's own pod's shim.
+    unsafe { libc::kill(shim, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/proc/{shim}")).exists()
+    }));
+    let shown = state_of(&w, "c");
+    assert!(
+        shown.contains("exited"),
+        "a dead shim's pod shown as {shown}"
+    );
+    assert!(
+        w.ok(&["pod", "ls"]).lines().count() >= 2,
+        "pod ls lost the pod"
+    );
+    w.ok(&["rm", "-f", "c"]);
+}
