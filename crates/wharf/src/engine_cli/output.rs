@@ -439,7 +439,7 @@ pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
     match Format::parse(format)? {
         Format::Json => {
             // podman's layout: one array.
-            let v: Vec<Value> = pods.iter().map(|p| pod_json(p)).collect();
+            let v: Vec<Value> = pods.iter().map(pod_json).collect();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         Format::Template { template, table } => {
