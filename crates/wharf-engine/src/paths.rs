@@ -18,6 +18,8 @@
 //! <run>/containers/<id>/rootfs         the container's overlay mount
 //! <run>/runtime/                       the OCI runtime's state root
 //! <run>/locks/<pod>                    the pod's lock (held while a process changes it)
+//! <run>/shims.alive                    each live shim's lock on its pod's byte (wharf-shim)
+//! <run>/shims.changed/<pod>            a shim wrote new records for the pod (wharf-shim)
 //! ```
 //! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
 //! what only makes sense while the machine is up.

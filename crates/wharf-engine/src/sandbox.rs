@@ -529,6 +529,7 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
 /// once the pod itself goes. A sandbox that dies leaves it: the pod may be restored with
 /// its disk volumes. The volumes' mounts go first, so nothing is deleted through one.
 pub fn remove_pod_dir(s: &Setup<'_>, id: &str) -> Result<()> {
+    wharf_shim::liveness::forget(&s.paths.shims_alive(), id);
     let dir = s.paths.pod_dir(id);
     crate::pod_volumes::remove_volumes(&dir.join(crate::pod_volumes::VOLUMES))?;
     match std::fs::remove_dir_all(&dir) {

@@ -91,6 +91,19 @@ pub fn mark_changed(registry: &Path, pod_id: &str) -> std::io::Result<()> {
     }
 }
 
+/// Drop pod `pod_id`'s marks, claimed or not: its pod is gone (else they would pile up,
+/// one per pod ever made).
+pub fn forget(registry: &Path, pod_id: &str) {
+    let Ok(entries) = std::fs::read_dir(registry.with_file_name(CHANGED_DIR)) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().split('.').next() == Some(pod_id) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// The pods marked changed beside `registry` now: the mark of pod P is named P, and
 /// P.<pid>.<n> once a reader claimed it (see [`Changes::claim`]). `None` where the
 /// directory cannot be read (callers then read every pod's records).
@@ -251,6 +264,14 @@ mod tests {
         let left = changes(&reg).unwrap().claim("p2");
         assert!(changes(&reg).unwrap().touches("p2"));
         Changes::release(&left);
+        // A pod's removal drops its marks, claimed ones too.
+        mark_changed(&reg, "p3").unwrap();
+        mark_changed(&reg, "p4").unwrap();
+        let _held = changes(&reg).unwrap().claim("p3");
+        mark_changed(&reg, "p3").unwrap();
+        forget(&reg, "p3");
+        let c = changes(&reg).unwrap();
+        assert!(!c.touches("p3") && c.touches("p4"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -93,6 +93,9 @@ fn listings_read_only_the_records_of_pods_whose_shim_marked_a_change() {
     );
     assert!(!marks(&w).iter().any(|m| m.starts_with(&steady_pod)));
     w.ok(&["rm", "-f", "steady", "model"]);
+    // Removed pods leave no marks (a run --rm would leave one per pod ever made).
+    w.ok(&["run", "--rm", &bb, "true"]);
+    assert_eq!(marks(&w), Vec::<String>::new());
 }
 
 /// A shim killed with SIGKILL marks nothing and leaves its lock: the listing finds it
