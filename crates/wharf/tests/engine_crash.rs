@@ -288,6 +288,8 @@ impl World {
             self.run.join("containers"),
             self.run.join("runtime"),
             self.run.join("locks"),
+            // The shims' change marks go with their pods.
+            self.run.join("shims.changed"),
         ] {
             assert_eq!(
                 read_dir(&d),
