@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS engine_events (
     name TEXT NOT NULL,
     attrs TEXT NOT NULL              -- JSON object
 );
+-- The last exit of an object (a wait that comes after a --rm container is gone).
+CREATE INDEX IF NOT EXISTS engine_events_by_object ON engine_events(id, type);
 ";
 
 /// Standalone pods (`wharf run`'s) holding no container, kept by triggers: a run killed
@@ -666,14 +668,24 @@ impl Db {
 
     /// Containers, of one pod or all, oldest first.
     pub fn containers(&self, pod: Option<&str>) -> Result<Vec<ContainerRow>> {
-        let sql = format!(
-            "SELECT {} FROM engine_containers WHERE ?1 IS NULL OR pod_id = ?1 ORDER BY created_at, id",
-            Self::CONTAINER_COLS
-        );
+        // Two statements: `?1 IS NULL OR pod_id = ?1` keeps SQLite from the pod index,
+        // and one pod's containers would cost a read of every row.
+        let sql = match pod {
+            Some(_) => format!(
+                "SELECT {} FROM engine_containers WHERE pod_id = ?1 ORDER BY created_at, id",
+                Self::CONTAINER_COLS
+            ),
+            None => format!(
+                "SELECT {} FROM engine_containers ORDER BY created_at, id",
+                Self::CONTAINER_COLS
+            ),
+        };
         let mut stmt = self.conn.prepare(&sql)?;
-        let rows = stmt
-            .query_map([pod], Self::container_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let rows = match pod {
+            Some(p) => stmt.query_map([p], Self::container_from_row)?,
+            None => stmt.query_map([], Self::container_from_row)?,
+        }
+        .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 

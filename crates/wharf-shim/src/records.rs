@@ -284,7 +284,15 @@ pub fn create_dir(dir: &Path) -> Result<()> {
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read(path) {
+    // Records are small: a buffer sized for them saves the size lookup `fs::read` makes
+    // (listings read thousands of them).
+    let read = |path: &Path| -> std::io::Result<Vec<u8>> {
+        use std::io::Read;
+        let mut data = Vec::with_capacity(4096);
+        std::fs::File::open(path)?.read_to_end(&mut data)?;
+        Ok(data)
+    };
+    match read(path) {
         Ok(data) => serde_json::from_slice(&data)
             .map(Some)
             .map_err(|e| ShimError::Corrupt(format!("{}: {e}", path.display()))),
