@@ -124,6 +124,12 @@ fn started(records: &wharf_shim::records::StateDir, id: &str) -> bool {
     })
 }
 
+/// Drop repeated ids, keeping the first of each.
+fn dedup(ids: &mut Vec<String>) {
+    let mut seen = HashSet::new();
+    ids.retain(|id| seen.insert(id.clone()));
+}
+
 fn standalone(pod: &PodRow) -> bool {
     pod.spec.labels.contains_key(STANDALONE_LABEL)
 }
@@ -158,18 +164,12 @@ impl Engine {
         for c in &containers {
             by_pod.entry(c.pod_id.as_str()).or_default().push(c);
         }
-        // Repairs talk to shims; a stuck one gets a short deadline and a warning, and the
-        // command goes on (its own requests to that shim fail with a clear error).
-        self.shim_deadline_ms.store(
-            RECONCILE_SHIM_DEADLINE.as_millis() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        for pod in &pods {
-            let cs = by_pod.get(pod.id.as_str()).map_or(&[][..], |v| &v[..]);
-            self.check_pod(pod, cs, &mut report);
-        }
-        self.shim_deadline_ms
-            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.with_reconcile_deadline(|| {
+            for pod in &pods {
+                let cs = by_pod.get(pod.id.as_str()).map_or(&[][..], |v| &v[..]);
+                self.check_pod(pod, cs, &mut report);
+            }
+        });
         self.reconcile_rm_guards(&mut report);
         let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
         self.remove_stale_locks(&known);
@@ -182,13 +182,56 @@ impl Engine {
     /// guards; the same checks and repairs as [`Engine::reconcile`] makes for every pod.
     pub fn reconcile_touched(&self, keys: &[String]) -> Report {
         let mut report = Report::default();
+        if let Some(mut ids) = self.touched_pods(keys, &mut report) {
+            dedup(&mut ids);
+            self.check_pods(&ids, &mut report);
+        }
+        self.reconcile_rm_guards(&mut report);
+        crate::hooks::step("reconciled");
+        report
+    }
+
+    /// [`Reconcile::Listing`]: [`Reconcile::Touched`] without keys, and every pod whose
+    /// shim is not found alive, that shares its pid namespace or that holds a `created`
+    /// container (from one light query and the registry of live shims); each pod checked
+    /// once.
+    pub fn reconcile_listing(&self) -> Report {
+        let mut report = Report::default();
+        let facts = self.db.pod_listing_facts().map_err(|e| {
+            report
+                .warnings
+                .push(format!("reconcile: reading the store: {e}"))
+        });
+        if let (Some(mut ids), Ok(facts)) = (self.touched_pods(&[], &mut report), facts) {
+            let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+            ids.extend(
+                facts
+                    .into_iter()
+                    .filter_map(|(id, share_pid, has_created)| {
+                        let settled = live.as_ref().is_some_and(|l| l.holds(&id))
+                            && !share_pid
+                            && !has_created;
+                        (!settled).then_some(id)
+                    }),
+            );
+            dedup(&mut ids);
+            self.check_pods(&ids, &mut report);
+        }
+        self.reconcile_rm_guards(&mut report);
+        crate::hooks::step("reconciled");
+        report
+    }
+
+    /// The pods interrupted operations left and those `keys` name (containers or pods);
+    /// `None`, with a warning in `report`, when the store cannot be read.
+    fn touched_pods(&self, keys: &[String], report: &mut Report) -> Option<Vec<String>> {
         let mut ids: Vec<String> = match self.db.pods_needing_attention() {
             Ok(p) => p.into_iter().map(|p| p.id).collect(),
             Err(e) => {
                 report
                     .warnings
                     .push(format!("reconcile: reading the store: {e}"));
-                return report;
+                return None;
             }
         };
         for k in keys {
@@ -198,59 +241,36 @@ impl Engine {
                 ids.push(p.id);
             }
         }
-        let mut seen = HashSet::new();
-        ids.retain(|id| seen.insert(id.clone()));
-        self.shim_deadline_ms.store(
-            RECONCILE_SHIM_DEADLINE.as_millis() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        for id in &ids {
-            let (Ok(pod), Ok(containers)) = (self.db.find_pod(id), self.db.containers(Some(id)))
-            else {
-                continue;
-            };
-            let cs: Vec<&ContainerRow> = containers.iter().collect();
-            self.check_pod(&pod, &cs, &mut report);
-        }
-        self.shim_deadline_ms
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-        self.reconcile_rm_guards(&mut report);
-        crate::hooks::step("reconciled");
-        report
+        Some(ids)
     }
 
-    /// [`Reconcile::Listing`].
-    pub fn reconcile_listing(&self) -> Report {
-        let mut report = self.reconcile_touched(&[]);
-        let facts = match self.db.pod_listing_facts() {
-            Ok(f) => f,
-            Err(e) => {
-                report
-                    .warnings
-                    .push(format!("reconcile: reading the store: {e}"));
-                return report;
+    /// [`Engine::check_pod`] for each of pods `ids`, read afresh (gone ones are skipped),
+    /// under the reconcile's shim deadline.
+    fn check_pods(&self, ids: &[String], report: &mut Report) {
+        self.with_reconcile_deadline(|| {
+            for id in ids {
+                let (Ok(pod), Ok(containers)) =
+                    (self.db.find_pod(id), self.db.containers(Some(id)))
+                else {
+                    continue;
+                };
+                let cs: Vec<&ContainerRow> = containers.iter().collect();
+                self.check_pod(&pod, &cs, report);
             }
-        };
-        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+        });
+    }
+
+    /// Run `f` with shim requests limited to [`RECONCILE_SHIM_DEADLINE`]: repairs talk to
+    /// shims, and a stuck one gets a short deadline and a warning while the command goes
+    /// on (its own requests to that shim fail with a clear error).
+    fn with_reconcile_deadline(&self, f: impl FnOnce()) {
         self.shim_deadline_ms.store(
             RECONCILE_SHIM_DEADLINE.as_millis() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        for (id, share_pid, has_created) in facts {
-            let settled = live.as_ref().is_some_and(|l| l.holds(&id)) && !share_pid && !has_created;
-            if settled {
-                continue;
-            }
-            let (Ok(pod), Ok(containers)) = (self.db.find_pod(&id), self.db.containers(Some(&id)))
-            else {
-                continue;
-            };
-            let cs: Vec<&ContainerRow> = containers.iter().collect();
-            self.check_pod(&pod, &cs, &mut report);
-        }
+        f();
         self.shim_deadline_ms
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        report
     }
 
     /// Repair the pod if it looks wrong, saying so in `report`.
