@@ -271,14 +271,7 @@ fn rm_f_with_an_exec_running_and_a_stuck_shim_block_nothing() {
     // A shim that stops answering (SIGSTOP): other pods' commands go on.
     w.ok(&["run", "-d", "--name", "d", &busybox(), "sleep", "1000"]);
     let pod = w.inspect("d")["PodId"].as_str().unwrap().to_string();
-    let pid_file = w.run_dir().join("pods").join(&pod).join("shim/shim.pid");
-    let shim: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let shim = w.shim_pid(&pod);
     // SAFETY: stopping (and below resuming) the shim of this test's own pod.
     unsafe { libc::kill(shim, libc::SIGSTOP) };
     let t = Instant::now();

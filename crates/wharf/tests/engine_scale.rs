@@ -108,14 +108,7 @@ fn a_killed_shim_is_found_by_listings_without_a_mark() {
     w.ok(&["ps"]);
     let pod = pod_of(&w, "c");
     assert!(!marks(&w).iter().any(|m| m.starts_with(&pod)));
-    let pid_file = w.run_dir().join("pods").join(&pod).join("shim/shim.pid");
-    let shim: i32 = std::fs::read_to_string(pid_file)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let shim = w.shim_pid(&pod);
     // SAFETY: killing this test's own pod's shim.
     unsafe { libc::kill(shim, libc::SIGKILL) };
     assert!(wait_until(Duration::from_secs(10), || {

@@ -541,16 +541,7 @@ spec:
     w.ok(&["pod", "rm", "-f", &first[0]]);
     // Its shim killed (the pod dies with it): replaced.
     let id = w.ok(&["pod", "inspect", "--format", "{{.Id}}", &first[1]]);
-    let pid_file = w
-        .run_dir()
-        .join(format!("pods/{}/shim/shim.pid", id.trim()));
-    let shim: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let shim = w.shim_pid(id.trim());
     // SAFETY: a signal to the test's own pod's shim.
     unsafe { libc::kill(shim, libc::SIGKILL) };
     assert!(

@@ -165,6 +165,21 @@ impl Wharf {
             .collect()
     }
 
+    /// The pid of pod `pod_id`'s shim, from its pid file.
+    pub fn shim_pid(&self, pod_id: &str) -> i32 {
+        let file = self
+            .run_dir()
+            .join("pods")
+            .join(pod_id)
+            .join("shim/shim.pid");
+        std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no pid", file.display()))
+    }
+
     /// Pull the fixture busybox into this engine's store (so `run` prints no progress).
     pub fn pull_busybox(&self) {
         self.ok(&["pull", "-q", &busybox()]);
