@@ -240,33 +240,7 @@ pub fn run_ok(cmd: &mut Command, what: &str) {
 /// A private containerd (own root under `dir`, state under `state`, socket; the CRI
 /// plugin off), and its socket.
 pub fn start_containerd(dir: &std::path::Path, state: &std::path::Path) -> (Child, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let sock = dir.join("containerd.sock");
-    let config = format!(
-        "version = 2\nroot = \"{d}/root\"\nstate = \"{st}\"\n\
-         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-         [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
-        d = dir.display(),
-        st = state.display(),
-        s = sock.display()
-    );
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    let child = Command::new("containerd")
-        .arg("--config")
-        .arg(dir.join("config.toml"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
-        .spawn()
-        .expect("containerd");
-    let t = std::time::Instant::now();
-    while !sock.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "containerd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, sock)
+    wharf_testbed::start_containerd(dir, state).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A private podman: its argv up to the subcommand (state under `work/podman` and

@@ -270,23 +270,7 @@ struct Containerd {
 impl Containerd {
     fn start(work: &Path) -> Result<Containerd, String> {
         let dir = work.join("containerd");
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let sock = dir.join("containerd.sock");
-        let cfg = format!(
-            "version = 2\nroot = \"{0}/root\"\nstate = \"{0}/state\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = \"{1}\"\n[ttrpc]\n  address = \"{1}.ttrpc\"\n",
-            dir.display(),
-            sock.display()
-        );
-        std::fs::write(dir.join("config.toml"), cfg).map_err(|e| e.to_string())?;
-        let child = Command::new("containerd")
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
-            .spawn()
-            .map_err(|e| format!("start containerd: {e}"))?;
+        let (child, sock) = wharf_testbed::start_containerd(&dir, &dir.join("state"))?;
         let c = Containerd { child, sock };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {

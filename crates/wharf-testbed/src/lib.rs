@@ -348,3 +348,41 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// A private containerd for tests and benchmarks: its root under `dir`, its state under
+/// `state`, its sockets and log (`containerd.log`) in `dir`, the CRI plugin off. Returns
+/// once its socket exists (callers that need it answering ask it, e.g. `ctr version`).
+pub fn start_containerd(
+    dir: &Path,
+    state: &Path,
+) -> Result<(std::process::Child, PathBuf), String> {
+    use std::process::{Command, Stdio};
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let sock = dir.join("containerd.sock");
+    let config = format!(
+        "version = 2\nroot = \"{d}/root\"\nstate = \"{st}\"\n\
+         disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+         [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
+        d = dir.display(),
+        st = state.display(),
+        s = sock.display()
+    );
+    let config_file = dir.join("config.toml");
+    std::fs::write(&config_file, config)
+        .map_err(|e| format!("write {}: {e}", config_file.display()))?;
+    let log = std::fs::File::create(dir.join("containerd.log"))
+        .map_err(|e| format!("create {}: {e}", dir.join("containerd.log").display()))?;
+    let mut child = Command::new("containerd")
+        .arg("--config")
+        .arg(&config_file)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("start containerd: {e}"))?;
+    if !wait_until(Duration::from_secs(20), || sock.exists()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("containerd did not start".into());
+    }
+    Ok((child, sock))
+}

@@ -19,27 +19,8 @@ struct Containerd {
 impl Containerd {
     fn start(env: &Env) -> Containerd {
         let dir = env.path().join("containerd");
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("containerd.sock");
-        let config = format!(
-            "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n[debug]\n  address = \"\"\n",
-            d = dir.display(),
-            s = sock.display()
-        );
-        std::fs::write(dir.join("config.toml"), config).unwrap();
-        let child = Command::new("containerd")
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap())
-            .spawn()
-            .expect("containerd not found: install Debian's containerd (the test command does)");
-        assert!(
-            wait_until(Duration::from_secs(20), || sock.exists()),
-            "containerd did not start"
-        );
+        let (child, sock) = wharf_testbed::start_containerd(&dir, &dir.join("state"))
+            .unwrap_or_else(|e| panic!("{e} (install Debian's containerd: the test command does)"));
         // Containers' cgroups are /<namespace>/<id>: use the Env's cgroup parent as namespace
         // so the Env removes them.
         let namespace = env.cgroup_parent.trim_start_matches('/').to_string();
