@@ -16,6 +16,15 @@ pub fn median(samples: &mut [Duration]) -> Duration {
     }
 }
 
+/// The sample at quantile `q` (between 0 and 1, nearest rank) of a set of samples (sorted
+/// in place): `quantile(s, 0.99)` is the p99.
+pub fn quantile(samples: &mut [Duration], q: f64) -> Duration {
+    assert!(!samples.is_empty(), "no samples");
+    samples.sort();
+    let rank = (q * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
 /// Milliseconds with three decimals, for reports.
 pub fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)

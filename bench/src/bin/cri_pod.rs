@@ -29,11 +29,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tonic::transport::Channel;
-use wharf_bench::{Proc, median, ms, processes, remove_cgroup_tree, unmount_below};
+use wharf_bench::{Proc, median, ms, processes, quantile, remove_cgroup_tree, unmount_below};
 use wharf_cri::api::image_service_client::ImageServiceClient;
 use wharf_cri::api::runtime_service_client::RuntimeServiceClient;
 use wharf_cri::api::*;
@@ -45,6 +47,22 @@ const PAUSE_IMAGE: &str = "wharf.bench/pause:1";
 const PAUSE_ARGS: [&str; 3] = ["/bin/busybox", "sleep", "infinity"];
 /// The pods' container.
 const SLEEP: [&str; 2] = ["sleep", "3600"];
+/// How many clients start the pods of the scale phase at once.
+const CLIENTS: usize = 10;
+/// How many times each listing and stats call is timed with the pods running.
+const LIST_ROUNDS: usize = 30;
+/// The listing and stats calls timed (see [`time_listings`]), and Version: the round trip
+/// of a call that does no work.
+const LISTINGS: [&str; 8] = [
+    "Version",
+    "ListContainers",
+    "ListPodSandbox",
+    "ListContainerStats",
+    "ListPodSandboxStats",
+    "ListPodSandboxMetrics",
+    "ContainerStats",
+    "PodSandboxStats",
+];
 
 /// Directories containerd makes outside its root and state whatever its configuration
 /// (libcni's result cache, the shims' sockets), children first.
@@ -56,6 +74,7 @@ const OUTSIDE_DIRS: [&str; 4] = [
 ];
 
 /// What every engine's pods share.
+#[derive(Clone)]
 struct Bench {
     image: String,
     work: PathBuf,
@@ -183,6 +202,20 @@ struct Memory {
     shims: (usize, Usage),
     /// containerd's pause processes: how many, and their sum.
     pause: (usize, Usage),
+    /// The daemon right after a round of every listing and stats call, and again after
+    /// three quiet seconds.
+    listed: Usage,
+    listed_quiet: Usage,
+}
+
+/// The pods of the memory phase started at once, and kubelet's listings with them running.
+struct Scale {
+    /// From the first RunPodSandbox to the last pod running.
+    total: Duration,
+    /// Each pod's ready time.
+    ready: Vec<Duration>,
+    /// Each listing and stats call's durations (None: not implemented).
+    calls: Vec<(&'static str, Option<Vec<Duration>>)>,
 }
 
 /// A pod made and not yet removed, and its container once made.
@@ -202,6 +235,7 @@ struct Engine {
     pods: Vec<Pod>,
     samples: Samples,
     memory: Option<Memory>,
+    scale: Option<Scale>,
     fresh: Usage,
     /// StopPodSandbox of the warm-up pod, its container still running.
     stop_running: Duration,
@@ -217,73 +251,8 @@ impl Engine {
     /// RunPodSandbox + CreateContainer + StartContainer, then ContainerStatus until
     /// running; the three steps' durations (the last includes the status polls).
     async fn pod_up(&mut self, b: &Bench, name: &str) -> Result<[Duration; 3], String> {
-        let config = pod_config(b, self.short, name)?;
-        let container = container_config(&b.image);
-        let engine = self.name;
-        let t0 = Instant::now();
-        let pod = self
-            .cri()?
-            .rt
-            .run_pod_sandbox(RunPodSandboxRequest {
-                config: Some(config.clone()),
-                runtime_handler: String::new(),
-            })
-            .await
-            .map_err(|e| format!("{engine}: RunPodSandbox {name}: {e}"))?
-            .into_inner()
-            .pod_sandbox_id;
-        let t1 = Instant::now();
-        self.pods.push(Pod {
-            id: pod.clone(),
-            container: None,
-        });
-        let rt = &mut self.cri()?.rt;
-        let id = rt
-            .create_container(CreateContainerRequest {
-                pod_sandbox_id: pod,
-                config: Some(container),
-                sandbox_config: Some(config),
-            })
-            .await
-            .map_err(|e| format!("{engine}: CreateContainer in {name}: {e}"))?
-            .into_inner()
-            .container_id;
-        let t2 = Instant::now();
-        if let Some(p) = self.pods.last_mut() {
-            p.container = Some(id.clone());
-        }
-        let rt = &mut self.cri()?.rt;
-        rt.start_container(StartContainerRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .map_err(|e| format!("{engine}: StartContainer in {name}: {e}"))?;
-        loop {
-            let st = rt
-                .container_status(ContainerStatusRequest {
-                    container_id: id.clone(),
-                    verbose: false,
-                })
-                .await
-                .map_err(|e| format!("{engine}: ContainerStatus in {name}: {e}"))?
-                .into_inner()
-                .status
-                .ok_or_else(|| format!("{engine}: ContainerStatus in {name}: no status"))?;
-            if st.state == ContainerState::ContainerRunning as i32 {
-                break;
-            }
-            if st.state == ContainerState::ContainerExited as i32 {
-                return Err(format!(
-                    "{engine}: the container of {name} exited: {} {}",
-                    st.reason, st.message
-                ));
-            }
-            if t2.elapsed() > Duration::from_secs(30) {
-                return Err(format!("{engine}: the container of {name} never ran"));
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        Ok([t1 - t0, t2 - t1, t2.elapsed()])
+        let mut rt = self.cri()?.rt.clone();
+        pod_up(&mut rt, b, (self.name, self.short), name, &mut self.pods).await
     }
 
     /// As kubelet removes a pod: StopContainer (here with no grace period; skipped when
@@ -413,6 +382,191 @@ async fn connect(sock: &Path) -> Result<Cri, String> {
         rt: RuntimeServiceClient::new(channel.clone()),
         img: ImageServiceClient::new(channel),
     })
+}
+
+/// RunPodSandbox + CreateContainer + StartContainer through `rt`, then ContainerStatus
+/// until running; the three steps' durations (the last includes the status polls). The
+/// pod is added to `made` as soon as it exists (and its container once made), for cleanup.
+async fn pod_up(
+    rt: &mut RuntimeServiceClient<Channel>,
+    b: &Bench,
+    (engine, short): (&str, &str),
+    name: &str,
+    made: &mut Vec<Pod>,
+) -> Result<[Duration; 3], String> {
+    let config = pod_config(b, short, name)?;
+    let container = container_config(&b.image);
+    let t0 = Instant::now();
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .map_err(|e| format!("{engine}: RunPodSandbox {name}: {e}"))?
+        .into_inner()
+        .pod_sandbox_id;
+    let t1 = Instant::now();
+    made.push(Pod {
+        id: pod.clone(),
+        container: None,
+    });
+    let id = rt
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod,
+            config: Some(container),
+            sandbox_config: Some(config),
+        })
+        .await
+        .map_err(|e| format!("{engine}: CreateContainer in {name}: {e}"))?
+        .into_inner()
+        .container_id;
+    let t2 = Instant::now();
+    if let Some(p) = made.last_mut() {
+        p.container = Some(id.clone());
+    }
+    rt.start_container(StartContainerRequest {
+        container_id: id.clone(),
+    })
+    .await
+    .map_err(|e| format!("{engine}: StartContainer in {name}: {e}"))?;
+    loop {
+        let st = rt
+            .container_status(ContainerStatusRequest {
+                container_id: id.clone(),
+                verbose: false,
+            })
+            .await
+            .map_err(|e| format!("{engine}: ContainerStatus in {name}: {e}"))?
+            .into_inner()
+            .status
+            .ok_or_else(|| format!("{engine}: ContainerStatus in {name}: no status"))?;
+        if st.state == ContainerState::ContainerRunning as i32 {
+            break;
+        }
+        if st.state == ContainerState::ContainerExited as i32 {
+            return Err(format!(
+                "{engine}: the container of {name} exited: {} {}",
+                st.reason, st.message
+            ));
+        }
+        if t2.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{engine}: the container of {name} never ran"));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok([t1 - t0, t2 - t1, t2.elapsed()])
+}
+
+/// `pods` pods started by `clients` concurrent clients, each on a connection of its own
+/// taking the next pod as it finishes one (kubelet's pod workers); the time from the
+/// first RunPodSandbox to the last pod running, and each pod's ready time.
+async fn start_concurrently(
+    e: &mut Engine,
+    b: &Bench,
+    pods: usize,
+    clients: usize,
+) -> Result<(Duration, Vec<Duration>), String> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::new(b.clone());
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(connect(&e.daemon.sock).await?.rt);
+    }
+    let t = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for mut rt in conns {
+        let (next, b, names) = (next.clone(), shared.clone(), (e.name, e.short));
+        set.spawn(async move {
+            let (mut made, mut ready) = (Vec::new(), Vec::<Duration>::new());
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= pods {
+                    return (made, ready, None);
+                }
+                match pod_up(&mut rt, &b, names, &format!("scale{i}"), &mut made).await {
+                    Ok(steps) => ready.push(steps.iter().sum()),
+                    Err(err) => return (made, ready, Some(err)),
+                }
+            }
+        });
+    }
+    let (mut ready, mut failed) = (Vec::new(), None);
+    while let Some(done) = set.join_next().await {
+        let (made, r, err) = done.map_err(|err| format!("{}: a client failed: {err}", e.name))?;
+        e.pods.extend(made);
+        ready.extend(r);
+        failed = failed.or(err);
+    }
+    match failed {
+        Some(err) => Err(err),
+        None => Ok((t.elapsed(), ready)),
+    }
+}
+
+/// Every listing and stats call kubelet makes (its PLEG, its metrics), `rounds` times
+/// each, interleaved; each call's durations, or None where the daemon does not implement
+/// it.
+async fn time_listings(
+    e: &mut Engine,
+    rounds: usize,
+) -> Result<Vec<(&'static str, Option<Vec<Duration>>)>, String> {
+    let name = e.name;
+    let mut rt = e.cri()?.rt.clone();
+    let pod = e.pods.first().map(|p| p.id.clone()).unwrap_or_default();
+    let container = e.pods.first().and_then(|p| p.container.clone());
+    let container = container.unwrap_or_default();
+    let mut calls: Vec<(&'static str, Option<Vec<Duration>>)> =
+        LISTINGS.iter().map(|c| (*c, Some(Vec::new()))).collect();
+    for _ in 0..rounds {
+        for (call, slot) in calls.iter_mut() {
+            let Some(samples) = slot.as_mut() else {
+                continue;
+            };
+            let t = Instant::now();
+            let r = match *call {
+                "Version" => rt.version(VersionRequest::default()).await.map(drop),
+                "ListContainers" => rt
+                    .list_containers(ListContainersRequest::default())
+                    .await
+                    .map(drop),
+                "ListPodSandbox" => rt
+                    .list_pod_sandbox(ListPodSandboxRequest::default())
+                    .await
+                    .map(drop),
+                "ListContainerStats" => rt
+                    .list_container_stats(ListContainerStatsRequest::default())
+                    .await
+                    .map(drop),
+                "ListPodSandboxStats" => rt
+                    .list_pod_sandbox_stats(ListPodSandboxStatsRequest::default())
+                    .await
+                    .map(drop),
+                "ListPodSandboxMetrics" => rt
+                    .list_pod_sandbox_metrics(ListPodSandboxMetricsRequest::default())
+                    .await
+                    .map(drop),
+                "ContainerStats" => rt
+                    .container_stats(ContainerStatsRequest {
+                        container_id: container.clone(),
+                    })
+                    .await
+                    .map(drop),
+                _ => rt
+                    .pod_sandbox_stats(PodSandboxStatsRequest {
+                        pod_sandbox_id: pod.clone(),
+                    })
+                    .await
+                    .map(drop),
+            };
+            match r {
+                Ok(()) => samples.push(t.elapsed()),
+                Err(s) if s.code() == tonic::Code::Unimplemented => *slot = None,
+                Err(s) => return Err(format!("{name}: {call}: {s}")),
+            }
+        }
+    }
+    Ok(calls)
 }
 
 /// Connect, then wait until the runtime and its network say they are ready.
@@ -806,6 +960,7 @@ fn main() {
                 pods: Vec::new(),
                 samples: Samples::default(),
                 memory: None,
+                scale: None,
                 fresh: Usage::default(),
                 stop_running: Duration::ZERO,
             });
@@ -932,21 +1087,30 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         // trims its memory after two and a half).
         std::thread::sleep(Duration::from_secs(3));
         let idle = daemon_usage(e)?;
-        for j in 0..pods {
-            rt.block_on(e.pod_up(b, &format!("mem{j}")))?;
-        }
+        let (total, ready) = rt.block_on(start_concurrently(e, b, pods, CLIENTS))?;
         // Let the shims settle (Wharf's trims its memory once it has been quiet for 200 ms).
         std::thread::sleep(Duration::from_secs(2));
         let loaded = daemon_usage(e)?;
         let (shims, pause) = e.helpers(b, &processes());
         let shims = sum(&shims)?;
         let pause = sum(&pause)?;
+        let calls = rt.block_on(time_listings(e, LIST_ROUNDS))?;
+        let listed = daemon_usage(e)?;
+        std::thread::sleep(Duration::from_secs(3));
+        let listed_quiet = daemon_usage(e)?;
         e.memory = Some(Memory {
             fresh: e.fresh,
             idle,
             loaded,
             shims,
             pause,
+            listed,
+            listed_quiet,
+        });
+        e.scale = Some(Scale {
+            total,
+            ready,
+            calls,
         });
         let ids: Vec<String> = e.pods.iter().map(|p| p.id.clone()).collect();
         for id in ids {
@@ -1008,6 +1172,52 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
         println!("    {:<12} {:>11}", e.name, ms(e.stop_running));
     }
 
+    println!("{pods} pods started by {CLIENTS} concurrent clients:");
+    let mut totals = Vec::new();
+    for e in engines.iter_mut() {
+        let Some(sc) = &mut e.scale else { continue };
+        let p50 = median(&mut sc.ready);
+        let p99 = quantile(&mut sc.ready, 0.99);
+        println!(
+            "    {:<12} all running after {}   pod ready p50 {}, p99 {} (p99 / p50 = {:.2})",
+            e.name,
+            ms(sc.total),
+            ms(p50),
+            ms(p99),
+            ratio(p99, p50)
+        );
+        totals.push(sc.total);
+    }
+    if let [w, c] = totals[..] {
+        println!("    wharf / containerd (all running) = {:.2}", ratio(w, c));
+    }
+    println!("listing and stats calls with {pods} pods running, {LIST_ROUNDS} each (median, p99):");
+    for (i, call) in LISTINGS.iter().enumerate() {
+        let mut medians = Vec::new();
+        let mut cells = Vec::new();
+        for e in engines.iter_mut() {
+            let Some(sc) = &mut e.scale else { continue };
+            match &mut sc.calls[i].1 {
+                Some(samples) if !samples.is_empty() => {
+                    let m = median(samples);
+                    medians.push(m);
+                    cells.push(format!(
+                        "{} {} / {}",
+                        e.name,
+                        ms(m),
+                        ms(quantile(samples, 0.99))
+                    ));
+                }
+                _ => cells.push(format!("{} not implemented", e.name)),
+            }
+        }
+        let r = match medians[..] {
+            [w, c] => format!("   wharf / containerd = {:.2}", ratio(w, c)),
+            _ => String::new(),
+        };
+        println!("    {call:<22} {}{r}", cells.join(", "));
+    }
+
     println!("memory with {pods} pods running, kB (RSS / PSS):");
     let kb = |u: Usage| format!("{} / {}", u.rss, u.pss);
     let per_pod = |u: Usage| format!("{} / {}", u.rss / pods as u64, u.pss / pods as u64);
@@ -1025,6 +1235,11 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
             kb(m.idle),
             kb(m.loaded),
             per_pod(growth)
+        );
+        println!(
+            "    daemon after a round of every listing and stats call: {}, three seconds later {}",
+            kb(m.listed),
+            kb(m.listed_quiet)
         );
         println!(
             "    shims: {} processes, {} ({} per pod)",

@@ -34,6 +34,7 @@ use wharf_engine::model::{ContainerSpec, ContainerState, SeccompMode, VolumeMoun
 use wharf_engine::{Engine, Error, PodChoice};
 
 use crate::api::*;
+use crate::listings::{Listed, Listings};
 use crate::meta;
 use crate::status::from_engine;
 
@@ -474,30 +475,45 @@ pub fn container(row: &ContainerRow) -> Container {
     }
 }
 
-/// The containers a CRI filter selects (id or prefix, state, sandbox, labels); the CLI's
-/// containers are left out.
-pub fn rows(e: &Engine, f: &ContainerFilter) -> Result<Vec<ContainerRow>, Status> {
-    let filter = wharf_engine::ContainerFilter {
-        all: true,
-        id_prefix: Some(f.id.clone()).filter(|s| !s.is_empty()),
-        ..Default::default()
-    };
-    Ok(e.list_containers(&filter)
-        .map_err(from_engine)?
-        .into_iter()
-        .map(|c| c.row)
-        .filter(|r| meta::is_cri(&r.spec.labels))
-        .filter(|r| f.pod_sandbox_id.is_empty() || r.pod_id.starts_with(&f.pod_sandbox_id))
-        .filter(|r| f.state.as_ref().is_none_or(|s| s.state == state(r.state)))
-        .filter(|r| meta::selected(&meta::user_labels(&r.spec.labels), &f.label_selector))
+/// What `take` makes of each container a CRI filter selects (id or prefix, state,
+/// sandbox, labels), from the kept listing; the CLI's containers are left out.
+fn select<T>(
+    e: &Engine,
+    listings: &Listings,
+    f: &ContainerFilter,
+    take: impl Fn(&Listed<ContainerRow, Container>) -> T,
+) -> Result<Vec<T>, Status> {
+    Ok(listings
+        .containers(e)?
+        .iter()
+        .filter(|c| {
+            c.cri.id.starts_with(&f.id)
+                && c.cri.pod_sandbox_id.starts_with(&f.pod_sandbox_id)
+                && f.state.as_ref().is_none_or(|s| s.state == c.cri.state)
+                && meta::selected(&c.cri.labels, &f.label_selector)
+        })
+        .map(take)
         .collect())
 }
 
+/// The rows of the containers a CRI filter selects.
+pub fn rows(
+    e: &Engine,
+    listings: &Listings,
+    f: &ContainerFilter,
+) -> Result<Vec<ContainerRow>, Status> {
+    select(e, listings, f, |c| c.row.clone())
+}
+
 /// ListContainers.
-pub fn list(e: &Engine, req: ListContainersRequest) -> Result<ListContainersResponse, Status> {
+pub fn list(
+    e: &Engine,
+    listings: &Listings,
+    req: ListContainersRequest,
+) -> Result<ListContainersResponse, Status> {
     let f = req.filter.unwrap_or_default();
     Ok(ListContainersResponse {
-        containers: rows(e, &f)?.iter().map(container).collect(),
+        containers: select(e, listings, &f, |c| c.cri.clone())?,
     })
 }
 

@@ -173,8 +173,13 @@ async fn serve(
         log(Level::Info, "serving metrics", &[("address", &local)]);
         tokio::spawn(crate::metrics::serve(l, engines.clone()));
     }
-    // After the engine threads' keep-alive (2 s), so that what they held is given back too.
-    tokio::spawn(crate::idle::trimmer(std::time::Duration::from_millis(2500)));
+    // Half a second after a burst (kubelet's calls for one pod come closer together than
+    // that, its relists a second apart), and again after the engine threads' keep-alive
+    // (2 s), so that what they held is given back too.
+    tokio::spawn(crate::idle::trimmer(vec![
+        std::time::Duration::from_millis(500),
+        std::time::Duration::from_millis(2500),
+    ]));
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }

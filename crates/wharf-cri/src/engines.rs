@@ -21,6 +21,8 @@ pub struct Engines {
     /// The options engines are opened with, and their generation (a reload makes a new
     /// one, and each thread opens its engine again at its next call).
     opts: Arc<RwLock<(u64, Arc<EngineOptions>)>>,
+    /// The listings kept between calls (see [`crate::listings`]).
+    listings: Arc<crate::listings::Listings>,
 }
 
 impl Engines {
@@ -28,12 +30,18 @@ impl Engines {
     pub fn new(opts: EngineOptions) -> Engines {
         Engines {
             opts: Arc::new(RwLock::new((0, Arc::new(opts)))),
+            listings: Default::default(),
         }
     }
 
     fn current(&self) -> (u64, Arc<EngineOptions>) {
         let g = self.opts.read().unwrap_or_else(|e| e.into_inner());
         (g.0, g.1.clone())
+    }
+
+    /// The listings kept between calls.
+    pub fn listings(&self) -> Arc<crate::listings::Listings> {
+        self.listings.clone()
     }
 
     /// The options engines are opened with.

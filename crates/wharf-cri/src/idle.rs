@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the epoch of the last request (0: none since the last trim).
+/// Milliseconds since the epoch of the last request.
 static LAST: AtomicU64 = AtomicU64::new(1);
 
 fn now_ms() -> u64 {
@@ -20,31 +20,36 @@ pub fn touch() {
     LAST.store(now_ms().max(1), Ordering::Relaxed);
 }
 
-/// Trim once `quiet` has passed without requests, once per busy spell, until the daemon
-/// stops. It sleeps until the last request's time plus `quiet` (not in fixed steps, which
-/// would trim anywhere between one and two `quiet`s after the last request).
-pub async fn trimmer(quiet: Duration) {
-    let quiet_ms = quiet.as_millis() as u64;
+/// Trim once each of `stages` (ascending) has passed without requests, once per busy
+/// spell, until the daemon stops. It sleeps until the last request's time plus the next
+/// stage (not in fixed steps, which would trim anywhere between one and two stages after
+/// the last request). The first stage drops the code a burst of calls ran once the burst
+/// is over; a later one gives back what the engine threads held once they have gone.
+pub async fn trimmer(stages: Vec<Duration>) {
+    let (mut seen, mut done) = (LAST.load(Ordering::Relaxed), 0);
     loop {
         let last = LAST.load(Ordering::Relaxed);
-        let wait = if last == 0 {
-            // Trimmed, and no request since: look again a `quiet` later.
-            quiet_ms
-        } else {
-            let since = now_ms().saturating_sub(last);
-            if since >= quiet_ms {
-                LAST.store(0, Ordering::Relaxed);
-                let _ = tokio::task::spawn_blocking(trim).await;
-                continue;
-            }
-            quiet_ms - since
+        if last != seen {
+            (seen, done) = (last, 0);
+        }
+        let Some(stage) = stages.get(done) else {
+            // Trimmed at every stage, and no request since: look again a stage later.
+            tokio::time::sleep(stages.first().copied().unwrap_or(Duration::from_secs(1))).await;
+            continue;
         };
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let since = now_ms().saturating_sub(last);
+        let stage_ms = stage.as_millis() as u64;
+        if since >= stage_ms {
+            let _ = tokio::task::spawn_blocking(trim).await;
+            done += 1;
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(stage_ms - since)).await;
     }
 }
 
-/// The executable's code mappings (r-xp, private, backed by the binary itself).
-fn code_ranges() -> Vec<(usize, usize)> {
+/// The executable's mappings with permissions `perms` (private, backed by the binary).
+fn exe_ranges(perms_wanted: &str) -> Vec<(usize, usize)> {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     maps.lines()
@@ -52,7 +57,7 @@ fn code_ranges() -> Vec<(usize, usize)> {
             let mut f = l.split_whitespace();
             let (range, perms) = (f.next()?, f.next()?);
             let path = f.nth(3)?;
-            if perms != "r-xp" || std::path::Path::new(path) != exe {
+            if perms != perms_wanted || std::path::Path::new(path) != exe {
                 return None;
             }
             let (lo, hi) = range.split_once('-')?;
@@ -73,6 +78,11 @@ fn code_ranges() -> Vec<(usize, usize)> {
 pub fn few_arenas() {
     // SAFETY: mallopt only sets an allocator parameter.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+}
+
+/// The executable's code mappings (r-xp).
+fn code_ranges() -> Vec<(usize, usize)> {
+    exe_ranges("r-xp")
 }
 
 #[allow(unsafe_code)]
@@ -98,6 +108,6 @@ mod tests {
         // Code dropped above runs again.
         assert!(!code_ranges().is_empty() && now_ms() > 0);
         touch();
-        assert_ne!(LAST.load(Ordering::Relaxed), 0);
+        assert!(LAST.load(Ordering::Relaxed) > 1);
     }
 }

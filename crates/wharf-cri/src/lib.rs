@@ -21,6 +21,7 @@ mod exec_sync;
 pub mod grpc_probe;
 mod idle;
 mod images;
+mod listings;
 pub mod log;
 mod meta;
 mod metrics;

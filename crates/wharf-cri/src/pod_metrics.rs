@@ -21,6 +21,7 @@ use wharf_engine::model::ContainerState;
 use wharf_engine::stats::{Limits, Stats};
 
 use crate::api::*;
+use crate::listings::Listings;
 use crate::meta;
 use crate::status::from_engine;
 
@@ -362,7 +363,7 @@ impl Sink {
 const NANOS: u64 = 1_000_000_000;
 
 /// ListPodSandboxMetrics: every ready pod, with its running containers.
-pub fn list(e: &Engine) -> Result<Vec<PodSandboxMetrics>, Status> {
+pub fn list(e: &Engine, listings: &Listings) -> Result<Vec<PodSandboxMetrics>, Status> {
     let ready = PodSandboxFilter {
         state: Some(PodSandboxStateValue {
             state: PodSandboxState::SandboxReady as i32,
@@ -370,7 +371,7 @@ pub fn list(e: &Engine) -> Result<Vec<PodSandboxMetrics>, Status> {
         ..Default::default()
     };
     let mut out = Vec::new();
-    for pod in crate::sandboxes::rows(e, &ready)? {
+    for pod in crate::sandboxes::rows(e, listings, &ready)? {
         match pod_metrics(e, &pod) {
             Ok(m) => out.push(m),
             // Removed meanwhile: left out.

@@ -267,8 +267,11 @@ impl RuntimeService for Runtime {
         request: Request<ListPodSandboxRequest>,
     ) -> Result<Response<ListPodSandboxResponse>, Status> {
         let req = request.into_inner();
-        self.call("ListPodSandbox", move |e| crate::sandboxes::list(e, req))
-            .await
+        let l = self.engines.listings();
+        self.call("ListPodSandbox", move |e| {
+            crate::sandboxes::list(e, &l, req)
+        })
+        .await
     }
     async fn create_container(
         &self,
@@ -316,8 +319,11 @@ impl RuntimeService for Runtime {
         request: Request<ListContainersRequest>,
     ) -> Result<Response<ListContainersResponse>, Status> {
         let req = request.into_inner();
-        self.call("ListContainers", move |e| crate::containers::list(e, req))
-            .await
+        let l = self.engines.listings();
+        self.call("ListContainers", move |e| {
+            crate::containers::list(e, &l, req)
+        })
+        .await
     }
     async fn container_status(
         &self,
@@ -445,9 +451,10 @@ impl RuntimeService for Runtime {
         request: Request<ListContainerStatsRequest>,
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
+        let l = self.engines.listings();
         self.call("ListContainerStats", move |e| {
             Ok(ListContainerStatsResponse {
-                stats: crate::stats::list_containers(e, f)?,
+                stats: crate::stats::list_containers(e, &l, f)?,
             })
         })
         .await
@@ -470,9 +477,10 @@ impl RuntimeService for Runtime {
         request: Request<ListPodSandboxStatsRequest>,
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
+        let l = self.engines.listings();
         self.call("ListPodSandboxStats", move |e| {
             Ok(ListPodSandboxStatsResponse {
-                stats: crate::stats::list_pods(e, f)?,
+                stats: crate::stats::list_pods(e, &l, f)?,
             })
         })
         .await
@@ -500,9 +508,10 @@ impl RuntimeService for Runtime {
         request: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
         let _ = request;
-        self.call("ListPodSandboxMetrics", |e| {
+        let l = self.engines.listings();
+        self.call("ListPodSandboxMetrics", move |e| {
             Ok(ListPodSandboxMetricsResponse {
-                pod_metrics: crate::pod_metrics::list(e)?,
+                pod_metrics: crate::pod_metrics::list(e, &l)?,
             })
         })
         .await
@@ -525,9 +534,10 @@ impl RuntimeService for Runtime {
         let req = ListPodSandboxRequest {
             filter: request.into_inner().filter,
         };
+        let l = self.engines.listings();
         let r = self
             .call("StreamPodSandboxes", move |e| {
-                crate::sandboxes::list(e, req)
+                crate::sandboxes::list(e, &l, req)
             })
             .await?
             .into_inner();
@@ -544,8 +554,11 @@ impl RuntimeService for Runtime {
         let req = ListContainersRequest {
             filter: request.into_inner().filter,
         };
+        let l = self.engines.listings();
         let r = self
-            .call("StreamContainers", move |e| crate::containers::list(e, req))
+            .call("StreamContainers", move |e| {
+                crate::containers::list(e, &l, req)
+            })
             .await?
             .into_inner();
         Ok(one(StreamContainersResponse {
@@ -559,9 +572,10 @@ impl RuntimeService for Runtime {
         request: Request<StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
+        let l = self.engines.listings();
         let stats = self
             .call("StreamContainerStats", move |e| {
-                crate::stats::list_containers(e, f)
+                crate::stats::list_containers(e, &l, f)
             })
             .await?
             .into_inner();
@@ -576,9 +590,10 @@ impl RuntimeService for Runtime {
         request: Request<StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
+        let l = self.engines.listings();
         let stats = self
             .call("StreamPodSandboxStats", move |e| {
-                crate::stats::list_pods(e, f)
+                crate::stats::list_pods(e, &l, f)
             })
             .await?
             .into_inner();
@@ -604,8 +619,11 @@ impl RuntimeService for Runtime {
         &self,
         _request: Request<StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
+        let l = self.engines.listings();
         let metrics = self
-            .call("StreamPodSandboxMetrics", crate::pod_metrics::list)
+            .call("StreamPodSandboxMetrics", move |e| {
+                crate::pod_metrics::list(e, &l)
+            })
             .await?
             .into_inner();
         Ok(one(StreamPodSandboxMetricsResponse {

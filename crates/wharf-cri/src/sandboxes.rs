@@ -20,6 +20,7 @@ use wharf_engine::model::{DnsConfig, NetworkMode, PodSpec, PodState, PortMapping
 use wharf_engine::{Engine, Error};
 
 use crate::api::*;
+use crate::listings::{Listed, Listings};
 use crate::meta;
 use crate::status::from_engine;
 
@@ -271,27 +272,43 @@ pub fn status(
     })
 }
 
-/// The pods a CRI filter selects (id or id prefix, state, labels); pods made by the CLI are
-/// not kubelet's and are left out.
-pub fn rows(e: &Engine, f: &PodSandboxFilter) -> Result<Vec<wharf_engine::db::PodRow>, Status> {
-    let filter = wharf_engine::PodFilter {
-        id_prefix: Some(f.id.clone()).filter(|s| !s.is_empty()),
-        ..Default::default()
-    };
-    Ok(e.list_pods(&filter)
-        .map_err(from_engine)?
-        .into_iter()
-        .map(|p| p.row)
-        .filter(|p| meta::is_cri(&p.spec.labels))
-        .filter(|p| f.state.as_ref().is_none_or(|st| st.state == state(p.state)))
-        .filter(|p| meta::selected(&meta::user_labels(&p.spec.labels), &f.label_selector))
+/// What `take` makes of each pod a CRI filter selects (id or prefix, state, labels), from
+/// the kept listing; the CLI's pods are left out.
+fn select<T>(
+    e: &Engine,
+    listings: &Listings,
+    f: &PodSandboxFilter,
+    take: impl Fn(&Listed<wharf_engine::db::PodRow, PodSandbox>) -> T,
+) -> Result<Vec<T>, Status> {
+    Ok(listings
+        .pods(e)?
+        .iter()
+        .filter(|p| {
+            p.cri.id.starts_with(&f.id)
+                && f.state.as_ref().is_none_or(|st| st.state == p.cri.state)
+                && meta::selected(&p.cri.labels, &f.label_selector)
+        })
+        .map(take)
         .collect())
 }
 
+/// The rows of the pods a CRI filter selects.
+pub fn rows(
+    e: &Engine,
+    listings: &Listings,
+    f: &PodSandboxFilter,
+) -> Result<Vec<wharf_engine::db::PodRow>, Status> {
+    select(e, listings, f, |p| p.row.clone())
+}
+
 /// ListPodSandbox.
-pub fn list(e: &Engine, req: ListPodSandboxRequest) -> Result<ListPodSandboxResponse, Status> {
+pub fn list(
+    e: &Engine,
+    listings: &Listings,
+    req: ListPodSandboxRequest,
+) -> Result<ListPodSandboxResponse, Status> {
     let f = req.filter.unwrap_or_default();
     Ok(ListPodSandboxResponse {
-        items: rows(e, &f)?.iter().map(sandbox).collect(),
+        items: select(e, listings, &f, |p| p.cri.clone())?,
     })
 }

@@ -8,6 +8,7 @@ use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::model::ContainerState;
 
 use crate::api::*;
+use crate::listings::Listings;
 use crate::meta;
 use crate::status::from_engine;
 
@@ -172,7 +173,11 @@ fn gone<T>(r: &Result<T, Status>) -> bool {
 }
 
 /// Stats of the running containers a filter selects (ListContainerStats and its stream).
-pub fn list_containers(e: &Engine, f: ContainerStatsFilter) -> Result<Vec<ContainerStats>, Status> {
+pub fn list_containers(
+    e: &Engine,
+    listings: &Listings,
+    f: ContainerStatsFilter,
+) -> Result<Vec<ContainerStats>, Status> {
     let filter = ContainerFilter {
         id: f.id,
         pod_sandbox_id: f.pod_sandbox_id,
@@ -181,7 +186,7 @@ pub fn list_containers(e: &Engine, f: ContainerStatsFilter) -> Result<Vec<Contai
             state: crate::api::ContainerState::ContainerRunning as i32,
         }),
     };
-    crate::containers::rows(e, &filter)?
+    crate::containers::rows(e, listings, &filter)?
         .iter()
         .map(|row| container_stats(e, row))
         .filter(|r| !gone(r))
@@ -189,7 +194,11 @@ pub fn list_containers(e: &Engine, f: ContainerStatsFilter) -> Result<Vec<Contai
 }
 
 /// Stats of the ready pods a filter selects (ListPodSandboxStats and its stream).
-pub fn list_pods(e: &Engine, f: PodSandboxStatsFilter) -> Result<Vec<PodSandboxStats>, Status> {
+pub fn list_pods(
+    e: &Engine,
+    listings: &Listings,
+    f: PodSandboxStatsFilter,
+) -> Result<Vec<PodSandboxStats>, Status> {
     let filter = PodSandboxFilter {
         id: f.id,
         label_selector: f.label_selector,
@@ -197,7 +206,7 @@ pub fn list_pods(e: &Engine, f: PodSandboxStatsFilter) -> Result<Vec<PodSandboxS
             state: PodSandboxState::SandboxReady as i32,
         }),
     };
-    crate::sandboxes::rows(e, &filter)?
+    crate::sandboxes::rows(e, listings, &filter)?
         .iter()
         .map(|pod| pod_stats(e, pod))
         .filter(|r| !gone(r))

@@ -355,6 +355,16 @@ impl Db {
         })
     }
 
+    /// SQLite's data version: it changes whenever another connection commits (this
+    /// connection's own commits do not change it), so a connection that never writes sees
+    /// every change to the store as a new value.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?)
+    }
+
     /// SQLite's integrity check of the whole file (`["ok"]` when sound).
     pub fn integrity_check(&self) -> Result<Vec<String>> {
         let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;

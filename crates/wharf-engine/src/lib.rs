@@ -22,6 +22,7 @@ pub mod host;
 pub mod image_volumes;
 pub mod images;
 pub mod ledger;
+pub mod listing_watch;
 pub mod model;
 pub mod named_volumes;
 mod network_connect;

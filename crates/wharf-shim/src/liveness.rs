@@ -137,6 +137,15 @@ pub fn changes(registry: &Path) -> Option<Changes> {
     Some(Changes { dir, by_pod })
 }
 
+/// Whether any pod is marked changed (a claimed mark counts too: its reader has not
+/// settled it yet). One directory read; an unreadable directory counts as marked.
+pub fn any_changes(registry: &Path) -> bool {
+    match std::fs::read_dir(registry.with_file_name(CHANGED_DIR)) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
 /// Pods marked changed (see [`changes`]).
 #[derive(Debug, Clone, Default)]
 pub struct Changes {

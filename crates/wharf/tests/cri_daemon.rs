@@ -784,6 +784,175 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     stop_and_check_clean(d).await;
 }
 
+/// Each container's (state, pod) as ListContainers answers `filter`.
+async fn listed(
+    rt: &RuntimeServiceClient<Channel>,
+    filter: ContainerFilter,
+) -> std::collections::BTreeMap<String, (i32, String)> {
+    rt.clone()
+        .list_containers(ListContainersRequest {
+            filter: Some(filter),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| (c.id, (c.state, c.pod_sandbox_id)))
+        .collect()
+}
+
+/// Each pod's state as ListPodSandbox answers.
+async fn listed_pods(
+    rt: &RuntimeServiceClient<Channel>,
+) -> std::collections::BTreeMap<String, i32> {
+    rt.clone()
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+        .into_iter()
+        .map(|p| (p.id, p.state))
+        .collect()
+}
+
+/// The daemon keeps its listings in memory between calls: every way a listing can change
+/// must show in the next one. A container exiting (only its shim knows: it marks the
+/// change), a shim killed (it marks nothing: its lock goes), and a change another process
+/// commits to the store (the CLI).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_listings_show_exits_dead_shims_and_other_processes_changes() {
+    let d = Daemon::start("cri-kept");
+    let mut rt = runtime_with_busybox(&d).await;
+    let mut ids = Vec::new();
+    for (name, script) in [
+        ("p0", "exec sleep 1000"),
+        ("p1", "exec sleep 1000"),
+        // Exits 3 a second after it is told to (so that a listing in between shows it
+        // still running, and the exit reaches the daemon through the shim alone).
+        (
+            "p2",
+            "while [ ! -e /tmp/go ]; do sleep 0.05; done; sleep 1; exit 3",
+        ),
+    ] {
+        let mut cfg = container_config("c", script);
+        cfg.linux = None;
+        ids.push(run_pod_with(&mut rt, &d, name, cfg).await);
+    }
+    let running = ContainerState::ContainerRunning as i32;
+    let exited = ContainerState::ContainerExited as i32;
+    let all = listed(&rt, ContainerFilter::default()).await;
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(all.values().all(|(s, _)| *s == running), "{all:?}");
+    // Filters apply to the kept listing: by pod, by state, by id prefix, by label.
+    let (p1, c1) = &ids[1];
+    let tier = |v: &str| [("tier".to_string(), v.to_string())].into();
+    for (filter, want) in [
+        (
+            ContainerFilter {
+                pod_sandbox_id: p1.clone(),
+                ..Default::default()
+            },
+            vec![c1],
+        ),
+        (
+            ContainerFilter {
+                id: c1[..12].to_string(),
+                ..Default::default()
+            },
+            vec![c1],
+        ),
+        (
+            ContainerFilter {
+                label_selector: tier("back"),
+                ..Default::default()
+            },
+            vec![],
+        ),
+        (
+            ContainerFilter {
+                pod_sandbox_id: p1.clone(),
+                label_selector: tier("front"),
+                ..Default::default()
+            },
+            vec![c1],
+        ),
+    ] {
+        let got = listed(&rt, filter.clone()).await;
+        assert_eq!(got.keys().collect::<Vec<_>>(), want, "{filter:?}: {got:?}");
+    }
+    let pods = listed_pods(&rt).await;
+    let ready = PodSandboxState::SandboxReady as i32;
+    assert!(
+        pods.len() == 3 && pods.values().all(|s| *s == ready),
+        "{pods:?}"
+    );
+
+    // The container of p2 exits: its shim marks the change, nobody else writes.
+    let (_, c2) = &ids[2];
+    let out = d.wharf(&["exec", c2, "touch", "/tmp/go"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(listed(&rt, ContainerFilter::default()).await[c2].0, running);
+    let mut seen = None;
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        let now = listed(&rt, ContainerFilter::default()).await[c2].0;
+        if now == exited {
+            seen = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen,
+        Some(exited),
+        "the exit never showed in ListContainers"
+    );
+    let only_running = listed(
+        &rt,
+        ContainerFilter {
+            state: Some(ContainerStateValue { state: running }),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(only_running.len(), 2, "{only_running:?}");
+
+    // p0's shim killed: no mark, only its lock goes.
+    let (p0, c0) = &ids[0];
+    let shim = d.w.shim_pid(p0);
+    // SAFETY: kill(2) of the shim of a pod this test made.
+    unsafe { libc::kill(shim, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !Path::new(
+        &format!("/proc/{shim}")
+    )
+    .exists()));
+    let mut state = running;
+    let t = std::time::Instant::now();
+    while state == running && t.elapsed() < Duration::from_secs(10) {
+        state = listed(&rt, ContainerFilter::default()).await[c0].0;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        state, exited,
+        "a dead shim's container still listed running"
+    );
+
+    // Another process commits: the CLI removes p1's container.
+    let out = d.wharf(&["rm", "-f", c1]);
+    assert!(out.status.success(), "{out:?}");
+    let after = listed(&rt, ContainerFilter::default()).await;
+    assert!(!after.contains_key(c1), "{after:?}");
+
+    for (pod, _) in &ids {
+        stop_and_remove_pod(&mut rt, pod).await;
+    }
+    assert!(listed_pods(&rt).await.is_empty());
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it_missed() {
     let mut d = Daemon::start("cri-kill9");
