@@ -10,9 +10,11 @@
 //!   StopPodSandbox + RemovePodSandbox; and once per engine, StopPodSandbox with the
 //!   container still running (the CRI says it is then killed);
 //!
-//! then memory: each daemon's RSS and PSS idle and with N pods running, and the engine's
-//! cost per pod (the daemon's growth plus the pods' shims; containerd's pause processes are
-//! shown apart).
+//! then kubelet's load and memory, one engine at a time: N pods started by 10 concurrent
+//! clients (all running after how long, each pod's ready time at p50 and p99), every
+//! listing and stats call timed with them running, each daemon's RSS and PSS idle, with the
+//! N pods and after the listings, and the engine's cost per pod (the daemon's growth plus
+//! the pods' shims; containerd's pause processes are shown apart).
 //!
 //! Every engine gets private state under a work directory: its root on disk, its runtime
 //! state on a tmpfs mounted there (where hosts keep /run), pods' cgroups below
