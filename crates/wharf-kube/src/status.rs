@@ -169,7 +169,12 @@ fn container_status(
     has_kube: bool,
 ) -> ContainerStatus {
     let rec: Option<ContainerRecord> = records.status(id).ok().flatten();
-    let exit = records.exit(id).ok().flatten();
+    // The last exit shows only for a container that exited or restarted: a running one,
+    // never restarted (every container of a node's listing, as a rule), needs no read.
+    let exit = rec
+        .as_ref()
+        .filter(|r| r.status == Status::Exited || r.restart_count > 0)
+        .and_then(|_| records.exit(id).ok().flatten());
     let kube: Option<KubeState> = if has_kube {
         records.kube_state(id).ok().flatten()
     } else {
