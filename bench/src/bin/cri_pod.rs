@@ -912,8 +912,15 @@ fn threads() -> usize {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let iterations: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
-    let pods: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    // At least one of each: the report takes medians (and cleanup follows it).
+    let mut count = |default: usize| {
+        args.next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(default)
+            .max(1)
+    };
+    let iterations = count(30);
+    let pods = count(100);
     // SAFETY: geteuid has no preconditions.
     assert!(unsafe { libc::geteuid() } == 0, "run as root");
     let pid = std::process::id();

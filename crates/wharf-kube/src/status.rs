@@ -120,7 +120,7 @@ impl ContainerState {
 /// The status of the pod `view` shows (a container removed meanwhile is shown as not
 /// created).
 pub fn pod_status(view: &PodView) -> PodStatus {
-    let records = StateDir::new(&view.row.sandbox.shim_dir);
+    let records = StateDir::for_reading(&view.row.sandbox.shim_dir);
     let pod_record = records.pod().ok().flatten();
     // App containers not started while init containers are not done (or failed for
     // good) wait for them: PodInitializing, as kubelet says.

@@ -86,6 +86,8 @@ pub struct StateDir {
     /// The node's registry of live shims and this pod's id: what the shim marks changed
     /// after each record it writes (see [`crate::liveness::mark_changed`]).
     marks: Option<(PathBuf, String)>,
+    /// The directory, open, when reads go through it (see [`StateDir::for_reading`]).
+    dir: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 impl StateDir {
@@ -94,7 +96,38 @@ impl StateDir {
         StateDir {
             root: root.into(),
             marks: None,
+            dir: None,
         }
+    }
+
+    /// The state directory at `root`, opened once for the reads that follow: each record
+    /// is then opened relative to it, a path of three components or one instead of ten
+    /// (a listing of a thousand pods opened two thousand records, and their path walks
+    /// were a quarter of `pod ls`). A directory that cannot be opened is read by path.
+    pub fn for_reading(root: impl Into<PathBuf>) -> Self {
+        use rustix::fs::{Mode, OFlags};
+        let mut d = Self::new(root);
+        d.dir = rustix::fs::open(
+            &d.root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .map(std::sync::Arc::new);
+        d
+    }
+
+    /// Record `rel` (a path below the directory), parsed.
+    fn read<T: DeserializeOwned>(&self, rel: &Path) -> Result<Option<T>> {
+        match &self.dir {
+            Some(dir) => read_json_at(dir, rel, &self.root.join(rel)),
+            None => read_json(&self.root.join(rel)),
+        }
+    }
+
+    /// `containers/<id>/<name>`, relative to the directory.
+    fn container_record(id: &str, name: &str) -> PathBuf {
+        Path::new(CONTAINERS).join(id).join(name)
     }
 
     /// The shim's own: each record written marks pod `pod`'s records changed beside
@@ -144,7 +177,7 @@ impl StateDir {
 
     /// The last exit of container `id`, if recorded.
     pub fn exit(&self, id: &str) -> Result<Option<ExitRecord>> {
-        read_json(&self.container(id).join("exit.json"))
+        self.read(&Self::container_record(id, "exit.json"))
     }
 
     /// Record the exit of container `id` (durably).
@@ -191,7 +224,7 @@ impl StateDir {
 
     /// The probe and hook state of container `id`, if it has probes or hooks and ran.
     pub fn kube_state(&self, id: &str) -> Result<Option<KubeState>> {
-        read_json(&self.container(id).join("probes.json"))
+        self.read(&Self::container_record(id, "probes.json"))
     }
 
     /// Write the probe and hook state of container `id` (replaced whole, not synced: the
@@ -206,7 +239,7 @@ impl StateDir {
 
     /// The status record of container `id`.
     pub fn status(&self, id: &str) -> Result<Option<ContainerRecord>> {
-        read_json(&self.container(id).join("status.json"))
+        self.read(&Self::container_record(id, "status.json"))
     }
 
     /// Write the status record of container `id` (durably).
@@ -240,7 +273,7 @@ impl StateDir {
 
     /// The pod record.
     pub fn pod(&self) -> Result<Option<PodRecord>> {
-        read_json(&self.root.join(POD))
+        self.read(Path::new(POD))
     }
 
     /// Write the pod record (durably).
@@ -284,15 +317,47 @@ pub fn create_dir(dir: &Path) -> Result<()> {
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    // Records are small: a buffer sized for them saves the size lookup `fs::read` makes
-    // (listings read thousands of them).
-    let read = |path: &Path| -> std::io::Result<Vec<u8>> {
-        use std::io::Read;
-        let mut data = Vec::with_capacity(4096);
-        std::fs::File::open(path)?.read_to_end(&mut data)?;
-        Ok(data)
-    };
-    match read(path) {
+    parse(std::fs::File::open(path).and_then(read_all), path)
+}
+
+/// Record `rel` below the open directory `dir` (`path` names it in errors).
+fn read_json_at<T: DeserializeOwned>(
+    dir: &std::os::fd::OwnedFd,
+    rel: &Path,
+    path: &Path,
+) -> Result<Option<T>> {
+    use rustix::fs::{Mode, OFlags};
+    let opened = rustix::fs::openat(dir, rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map(std::fs::File::from)
+        .map_err(std::io::Error::from);
+    parse(opened.and_then(read_all), path)
+}
+
+/// All of a record. Records are small: a buffer sized for them, filled by plain reads,
+/// saves the size and position lookups `read_to_end` makes on a file (listings read
+/// thousands of records).
+fn read_all(mut file: std::fs::File) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == data.len() {
+            data.resize(len * 2, 0);
+        }
+        match file.read(&mut data[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    data.truncate(len);
+    Ok(data)
+}
+
+/// A record read (or not found) from `path`, parsed.
+fn parse<T: DeserializeOwned>(read: std::io::Result<Vec<u8>>, path: &Path) -> Result<Option<T>> {
+    match read {
         Ok(data) => serde_json::from_slice(&data)
             .map(Some)
             .map_err(|e| ShimError::Corrupt(format!("{}: {e}", path.display()))),
@@ -338,6 +403,49 @@ mod tests {
         assert_eq!(sd.container_ids().unwrap(), vec!["c1".to_string()]);
         std::fs::write(sd.container("c1").join("exit.json"), "{").unwrap();
         assert!(matches!(sd.exit("c1"), Err(ShimError::Corrupt(_))));
+    }
+
+    #[test]
+    fn records_read_through_the_open_directory_match_those_read_by_path() {
+        let t = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(t.path());
+        create_dir(&sd.container("c1")).unwrap();
+        let rec = ExitRecord {
+            exit_code: 3,
+            signal: None,
+            started_at: None,
+            finished_at: "2026-12-03T21:00:00.000000001Z".into(),
+            oom_killed: false,
+            reason: "Error".into(),
+            message: Some("x".repeat(10_000)),
+        };
+        sd.write_exit("c1", &rec).unwrap();
+        let opened = StateDir::for_reading(t.path());
+        assert!(opened.dir.is_some());
+        // Larger than the first buffer: read whole.
+        assert_eq!(opened.exit("c1").unwrap(), Some(rec));
+        assert_eq!(opened.exit("c2").unwrap(), None);
+        assert_eq!(opened.pod().unwrap(), None);
+        std::fs::write(sd.container("c1").join("exit.json"), "{").unwrap();
+        // The error names the record's whole path.
+        match opened.exit("c1") {
+            Err(ShimError::Corrupt(msg)) => {
+                assert!(
+                    msg.contains(
+                        &t.path()
+                            .join("containers/c1/exit.json")
+                            .display()
+                            .to_string()
+                    ),
+                    "{msg}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // A directory that cannot be opened is read by path (and has nothing).
+        let gone = StateDir::for_reading(t.path().join("missing"));
+        assert!(gone.dir.is_none());
+        assert_eq!(gone.exit("c1").unwrap(), None);
     }
 
     #[test]
