@@ -939,6 +939,30 @@ async fn kept_listings_show_exits_dead_shims_and_other_processes_changes() {
         "a dead shim's container still listed running"
     );
 
+    // The pod itself stays ready (its pinned namespaces outlive the shim), and that is
+    // honest: kubelet's next container in it starts, with a new shim, and is listed.
+    assert_eq!(listed_pods(&rt).await[p0], ready);
+    let mut cfg = container_config("again", "exec sleep 1000");
+    cfg.linux = None;
+    let again = rt
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: p0.clone(),
+            config: Some(cfg),
+            sandbox_config: Some(pod_config(&d, "p0")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    rt.start_container(StartContainerRequest {
+        container_id: again.clone(),
+    })
+    .await
+    .unwrap();
+    let now = listed(&rt, ContainerFilter::default()).await;
+    assert_eq!(now[&again], (running, p0.clone()), "{now:?}");
+    assert_eq!(now[c0].0, exited, "{now:?}");
+
     // Another process commits: the CLI removes p1's container.
     let out = d.wharf(&["rm", "-f", c1]);
     assert!(out.status.success(), "{out:?}");
