@@ -48,8 +48,8 @@ pub async fn trimmer(stages: Vec<Duration>) {
     }
 }
 
-/// The executable's mappings with permissions `perms` (private, backed by the binary).
-fn exe_ranges(perms_wanted: &str) -> Vec<(usize, usize)> {
+/// The executable's code mappings (r-xp, private, backed by the binary itself).
+fn code_ranges() -> Vec<(usize, usize)> {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     maps.lines()
@@ -57,7 +57,7 @@ fn exe_ranges(perms_wanted: &str) -> Vec<(usize, usize)> {
             let mut f = l.split_whitespace();
             let (range, perms) = (f.next()?, f.next()?);
             let path = f.nth(3)?;
-            if perms != perms_wanted || std::path::Path::new(path) != exe {
+            if perms != "r-xp" || std::path::Path::new(path) != exe {
                 return None;
             }
             let (lo, hi) = range.split_once('-')?;
@@ -78,11 +78,6 @@ fn exe_ranges(perms_wanted: &str) -> Vec<(usize, usize)> {
 pub fn few_arenas() {
     // SAFETY: mallopt only sets an allocator parameter.
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
-}
-
-/// The executable's code mappings (r-xp).
-fn code_ranges() -> Vec<(usize, usize)> {
-    exe_ranges("r-xp")
 }
 
 #[allow(unsafe_code)]

@@ -209,7 +209,7 @@ impl StateDir {
 
     /// The health of container `id`, if it has a health check that has begun.
     pub fn health(&self, id: &str) -> Result<Option<HealthState>> {
-        read_json(&self.container(id).join("health.json"))
+        self.read(&Self::container_record(id, "health.json"))
     }
 
     /// Write the health of container `id` (replaced whole; not synced: it is rebuilt by
@@ -251,7 +251,7 @@ impl StateDir {
 
     /// The spec container `id` was created from.
     pub fn spec(&self, id: &str) -> Result<Option<ContainerSpec>> {
-        read_json(&self.container(id).join("spec.json"))
+        self.read(&Self::container_record(id, "spec.json"))
     }
 
     /// Make the container's directory and store its spec.

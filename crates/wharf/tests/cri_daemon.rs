@@ -290,9 +290,21 @@ async fn run_pod_with(
         .unwrap()
         .into_inner()
         .pod_sandbox_id;
+    let ctr = start_in_pod(rt, &pod, config, cfg).await;
+    (pod, ctr)
+}
+
+/// Create a container of config `cfg` in pod `pod` (made from `config`) and start it; its
+/// id.
+async fn start_in_pod(
+    rt: &mut RuntimeServiceClient<Channel>,
+    pod: &str,
+    config: PodSandboxConfig,
+    cfg: ContainerConfig,
+) -> String {
     let ctr = rt
         .create_container(CreateContainerRequest {
-            pod_sandbox_id: pod.clone(),
+            pod_sandbox_id: pod.to_string(),
             config: Some(cfg),
             sandbox_config: Some(config),
         })
@@ -305,7 +317,7 @@ async fn run_pod_with(
     })
     .await
     .unwrap();
-    (pod, ctr)
+    ctr
 }
 
 /// StopPodSandbox then RemovePodSandbox, as kubelet ends a pod.
@@ -944,21 +956,7 @@ async fn kept_listings_show_exits_dead_shims_and_other_processes_changes() {
     assert_eq!(listed_pods(&rt).await[p0], ready);
     let mut cfg = container_config("again", "exec sleep 1000");
     cfg.linux = None;
-    let again = rt
-        .create_container(CreateContainerRequest {
-            pod_sandbox_id: p0.clone(),
-            config: Some(cfg),
-            sandbox_config: Some(pod_config(&d, "p0")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    rt.start_container(StartContainerRequest {
-        container_id: again.clone(),
-    })
-    .await
-    .unwrap();
+    let again = start_in_pod(&mut rt, p0, pod_config(&d, "p0"), cfg).await;
     let now = listed(&rt, ContainerFilter::default()).await;
     assert_eq!(now[&again], (running, p0.clone()), "{now:?}");
     assert_eq!(now[c0].0, exited, "{now:?}");
@@ -1774,21 +1772,7 @@ async fn exec_and_port_forward_stream_over_spdy() {
         }),
         ..Default::default()
     });
-    let debugger = rt
-        .create_container(CreateContainerRequest {
-            pod_sandbox_id: pod.clone(),
-            config: Some(debug),
-            sandbox_config: Some(pod_config(&d, "sp")),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
-    rt.start_container(StartContainerRequest {
-        container_id: debugger.clone(),
-    })
-    .await
-    .unwrap();
+    let debugger = start_in_pod(&mut rt, &pod, pod_config(&d, "sp"), debug).await;
     let seen = rt
         .exec_sync(ExecSyncRequest {
             container_id: debugger,
