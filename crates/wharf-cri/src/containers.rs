@@ -153,7 +153,7 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         mounts: config
             .mounts
             .iter()
-            .map(|mnt| mount(mnt, name))
+            .map(|mnt| mount(mnt, name, pod.spec.userns.as_ref()))
             .collect::<Result<_, _>>()?,
         memory: (res.memory_limit_in_bytes > 0).then_some(res.memory_limit_in_bytes),
         memory_swap: (res.memory_swap_limit_in_bytes > 0).then_some(res.memory_swap_limit_in_bytes),
@@ -296,7 +296,11 @@ fn apparmor(sc: &LinuxContainerSecurityContext, name: &str) -> Result<Option<Str
     Ok(Some(profile))
 }
 
-fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
+fn mount(
+    m: &Mount,
+    name: &str,
+    userns: Option<&wharf_engine::model::UserNamespace>,
+) -> Result<VolumeMount, Status> {
     use wharf_engine::image_volumes;
     if let Some(img) = m.image.as_ref().filter(|i| !i.image.is_empty()) {
         if !m.container_path.starts_with('/') {
@@ -340,10 +344,35 @@ fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
             ));
         }
     }
-    if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
-        return Err(Status::unimplemented(format!(
-            "container {name}: id-mapped mounts are not supported yet"
-        )));
+    // Id-mapped (kubelet gives a user-namespaced pod's volumes its maps): the engine maps
+    // them with the pod's, which these must be.
+    let idmap = !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty();
+    if idmap {
+        let same = |ids: &[crate::api::IdMapping], map: &[wharf_engine::model::IdRange]| {
+            ids.len() == map.len()
+                && ids.iter().zip(map).all(|(i, r)| {
+                    (i.container_id, i.host_id, i.length) == (r.container_id, r.host_id, r.size)
+                })
+        };
+        match userns {
+            Some(u) if same(&m.uid_mappings, &u.uid_map) && same(&m.gid_mappings, &u.gid_map) => {}
+            Some(_) => {
+                return Err(Status::unimplemented(format!(
+                    "container {name}: mount of {:?}: id maps other than the pod's are not \
+                     supported",
+                    m.container_path
+                )));
+            }
+            None => {
+                return Err(invalid(
+                    name,
+                    format!(
+                        "mount of {:?} has id maps, but the pod has no user namespace",
+                        m.container_path
+                    ),
+                ));
+            }
+        }
     }
     let host = PathBuf::from(&m.host_path);
     if !host.is_absolute() || !m.container_path.starts_with('/') {
@@ -377,6 +406,7 @@ fn mount(m: &Mount, name: &str) -> Result<VolumeMount, Status> {
         options: propagation
             .into_iter()
             .chain(m.recursive_read_only.then_some("rro"))
+            .chain(idmap.then_some("idmap"))
             .map(String::from)
             .collect(),
     })

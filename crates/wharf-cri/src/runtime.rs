@@ -190,9 +190,10 @@ impl RuntimeService for Runtime {
                 name: String::new(),
                 // Recursive read-only mounts: the runtime's "rro" (mount_setattr, which
                 // every kernel Wharf runs on has).
+                // User namespaces: pods with their own (mode POD), their volumes id-mapped.
                 features: Some(RuntimeHandlerFeatures {
                     recursive_read_only_mounts: true,
-                    user_namespaces: false,
+                    user_namespaces: true,
                 }),
             }],
             features: Some(RuntimeFeatures {

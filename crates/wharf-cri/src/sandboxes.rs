@@ -8,7 +8,8 @@
 //!   (`linux.resources` and `overhead` are kubelet's to apply there, and are not applied
 //!   twice);
 //! - namespace options: network NODE is the host's network; pid NODE the host's, POD one
-//!   shared by the pod's containers, CONTAINER one each; ipc NODE the host's;
+//!   shared by the pod's containers, CONTAINER one each; ipc NODE the host's; user POD
+//!   the pod's own user namespace with the maps kubelet chose (NODE: the host's);
 //! - `dns_config`, `port_mappings` (host port 0: none), `hostname`, `sysctls`, labels and
 //!   annotations (returned as given).
 
@@ -16,7 +17,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tonic::Status;
-use wharf_engine::model::{DnsConfig, NetworkMode, PodSpec, PodState, PortMapping};
+use wharf_engine::model::{
+    DnsConfig, IdRange, NetworkMode, PodSpec, PodState, PortMapping, UserNamespace,
+};
 use wharf_engine::{Engine, Error};
 
 use crate::api::*;
@@ -70,6 +73,7 @@ pub fn pod_spec(config: &PodSandboxConfig, handler: &str) -> Result<PodSpec, Sta
         .map(|p| port(p, &m.name))
         .collect::<Result<Vec<_>, _>>()?;
     let dns = config.dns_config.clone().unwrap_or_default();
+    let userns = user_namespace(&ns, &m.name)?;
     let cgroup_parent = Some(linux.cgroup_parent.clone()).filter(|p| !p.is_empty());
     Ok(PodSpec {
         name: Some(meta::pod_name(m)),
@@ -106,7 +110,59 @@ pub fn pod_spec(config: &PodSandboxConfig, handler: &str) -> Result<PodSpec, Sta
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         sysctls: linux.sysctls.into_iter().collect(),
+        userns,
         ..Default::default()
+    })
+}
+
+/// The pod's user namespace: mode POD with kubelet's maps, NODE (or none) the host's.
+fn user_namespace(ns: &NamespaceOption, pod: &str) -> Result<Option<UserNamespace>, Status> {
+    let Some(u) = &ns.userns_options else {
+        return Ok(None);
+    };
+    let map = |ids: &[IdMapping]| {
+        ids.iter()
+            .map(|m| IdRange {
+                container_id: m.container_id,
+                host_id: m.host_id,
+                size: m.length,
+            })
+            .collect()
+    };
+    match NamespaceMode::try_from(u.mode) {
+        Ok(NamespaceMode::Node) => Ok(None),
+        Ok(NamespaceMode::Pod) => Ok(Some(UserNamespace {
+            uid_map: map(&u.uids),
+            gid_map: map(&u.gids),
+        })),
+        _ => Err(Status::invalid_argument(format!(
+            "pod {pod}: user namespace mode {} is not supported (POD or NODE)",
+            u.mode
+        ))),
+    }
+}
+
+/// A pod's user namespace as the CRI reports it.
+fn userns_options(spec: &PodSpec) -> Option<crate::api::UserNamespace> {
+    let map = |ids: &[IdRange]| {
+        ids.iter()
+            .map(|r| IdMapping {
+                host_id: r.host_id,
+                container_id: r.container_id,
+                length: r.size,
+            })
+            .collect()
+    };
+    Some(match &spec.userns {
+        Some(u) => crate::api::UserNamespace {
+            mode: NamespaceMode::Pod as i32,
+            uids: map(&u.uid_map),
+            gids: map(&u.gid_map),
+        },
+        None => crate::api::UserNamespace {
+            mode: NamespaceMode::Node as i32,
+            ..Default::default()
+        },
     })
 }
 
@@ -181,6 +237,7 @@ fn namespace_options(spec: &PodSpec) -> NamespaceOption {
         network: mode(spec.network == NetworkMode::Host, true),
         pid: mode(spec.host_pid, spec.share_pid),
         ipc: mode(spec.host_ipc, true),
+        userns_options: userns_options(spec),
         ..Default::default()
     }
 }

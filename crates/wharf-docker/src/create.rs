@@ -382,6 +382,20 @@ fn host_mode(what: &str, v: &str) -> Result<bool> {
     }
 }
 
+/// The user namespace of `--userns` / `UsernsMode` (podman's values): "" or `host` for
+/// the host's, `auto` for one of the pod's own with a range of host ids the engine
+/// chooses.
+pub fn userns_mode(v: &str) -> Result<Option<wharf_engine::model::UserNamespace>> {
+    match v {
+        "" | "host" => Ok(None),
+        "auto" => Ok(Some(Default::default())),
+        other => Err(Invalid(format!(
+            "invalid UsernsMode (--userns) {other:?}: host, or auto (a user namespace of the \
+             container's own, with host ids the engine chooses)"
+        ))),
+    }
+}
+
 /// A docker duration in nanoseconds as milliseconds, `default` for 0.
 fn ns_to_ms(ns: i64, default: u64) -> u64 {
     if ns <= 0 {
@@ -819,6 +833,7 @@ impl CreateRequest {
             share_pid: hc.init.unwrap_or(false),
             host_pid: host_mode("PidMode", &hc.pid_mode)?,
             host_ipc: host_mode("IpcMode", &hc.ipc_mode)?,
+            userns: userns_mode(&hc.userns_mode)?,
             log_max_size,
             log_max_files,
             ..Default::default()
@@ -852,11 +867,6 @@ impl CreateRequest {
             ),
             "Runtime",
             "Wharf runs containers with its own runtime",
-        )?;
-        unsupported(
-            !matches!(hc.userns_mode.as_str(), "" | "host"),
-            "UsernsMode",
-            "user namespaces are not available yet",
         )?;
         unsupported(
             !matches!(hc.uts_mode.as_str(), ""),
@@ -928,6 +938,7 @@ impl CreateRequest {
             ),
             ("PidMode (--pid)", !hc.pid_mode.is_empty()),
             ("IpcMode (--ipc)", !hc.ipc_mode.is_empty()),
+            ("UsernsMode (--userns)", !hc.userns_mode.is_empty()),
             (
                 "RestartPolicy (--restart)",
                 hc.restart_policy

@@ -173,6 +173,8 @@ pub fn volume(s: &str) -> Result<VolumeMount> {
             p @ ("private" | "rprivate" | "slave" | "rslave" | "shared" | "rshared") => {
                 options.push(p.to_string())
             }
+            // podman's: the volume id-mapped with the pod's user namespace.
+            "idmap" if !named => options.push("idmap".into()),
             other => invalid!("invalid volume option {other:?} in {s:?}"),
         }
     }

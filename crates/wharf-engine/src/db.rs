@@ -53,7 +53,35 @@ CREATE TABLE IF NOT EXISTS engine_events (
 );
 -- The last exit of an object (a wait that comes after a --rm container is gone).
 CREATE INDEX IF NOT EXISTS engine_events_by_object ON engine_events(id, type);
+-- The host ids of pods' own user namespaces (PodSpec::userns), kept from their specs by
+-- triggers: a pod whose range overlaps another pod's is not inserted, so no two pods ever
+-- share an id, whichever process made them, and a restored store gets its ranges back.
+CREATE TABLE IF NOT EXISTS engine_userns_ranges (
+    pod_id TEXT NOT NULL,
+    kind TEXT NOT NULL,              -- uid | gid
+    host_start INTEGER NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_userns_ranges_by_start ON engine_userns_ranges(kind, host_start);
+CREATE TRIGGER IF NOT EXISTS engine_userns_overlap BEFORE INSERT ON engine_userns_ranges
+    WHEN EXISTS (SELECT 1 FROM engine_userns_ranges r WHERE r.kind = NEW.kind
+        AND r.pod_id != NEW.pod_id AND r.host_start < NEW.host_start + NEW.size
+        AND NEW.host_start < r.host_start + r.size)
+    BEGIN SELECT RAISE(ABORT, 'wharf: user namespace id range in use'); END;
+CREATE TRIGGER IF NOT EXISTS engine_userns_claimed AFTER INSERT ON engine_pods
+    WHEN json_extract(NEW.spec, '$.userns') IS NOT NULL
+    BEGIN
+        INSERT INTO engine_userns_ranges SELECT NEW.id, 'uid', json_extract(value, '$.host_id'),
+            json_extract(value, '$.size') FROM json_each(NEW.spec, '$.userns.uid_map');
+        INSERT INTO engine_userns_ranges SELECT NEW.id, 'gid', json_extract(value, '$.host_id'),
+            json_extract(value, '$.size') FROM json_each(NEW.spec, '$.userns.gid_map');
+    END;
+CREATE TRIGGER IF NOT EXISTS engine_userns_released AFTER DELETE ON engine_pods
+    BEGIN DELETE FROM engine_userns_ranges WHERE pod_id = OLD.id; END;
 ";
+
+/// What the overlap trigger of [`SCHEMA`] says.
+pub(crate) const RANGE_IN_USE: &str = "wharf: user namespace id range in use";
 
 /// Standalone pods (`wharf run`'s) holding no container, kept by triggers: a run killed
 /// between its pod and its container, or an rm between its container and its pod, leaves
@@ -87,6 +115,10 @@ pub struct Sandbox {
     pub ipcns: Option<String>,
     /// Pinned UTS namespace.
     pub utsns: Option<String>,
+    /// Pinned user namespace (a pod with its own, [`PodSpec::userns`]), which owns its
+    /// network, IPC and UTS namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userns: Option<String>,
     /// The pod's /dev/shm (a tmpfs mount point).
     pub shm: Option<String>,
     /// Network the pod is attached to ("" when none).
@@ -385,6 +417,13 @@ impl Db {
         name: &str,
         find: impl FnOnce() -> Option<String>,
     ) -> Error {
+        if let rusqlite::Error::SqliteFailure(_, Some(msg)) = &e
+            && msg.contains(RANGE_IN_USE)
+        {
+            return Error::Exists(format!(
+                "{kind} {name}: its user namespace's host ids overlap another pod's"
+            ));
+        }
         if let rusqlite::Error::SqliteFailure(f, _) = &e
             && f.code == rusqlite::ErrorCode::ConstraintViolation
         {
@@ -434,6 +473,17 @@ impl Db {
             params![id, json(spec), json(sandbox)],
         )?;
         Ok(())
+    }
+
+    /// The host ranges of every pod's user namespace of `kind` ("uid" or "gid"), by start.
+    pub fn userns_ranges(&self, kind: &str) -> Result<Vec<(u64, u64)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT host_start, size FROM engine_userns_ranges WHERE kind = ?1 ORDER BY host_start",
+        )?;
+        let rows = st.query_map([kind], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Remove a pod row (its containers must be gone).

@@ -200,12 +200,19 @@ impl Engine {
         crate::validate::pod_spec(spec)?;
         let mut spec = spec.clone();
         self.assign_host_ports(&mut spec)?;
-        let spec = &spec;
         let id = paths::new_id();
         let name = match &spec.name {
             Some(n) => n.clone(),
             None => paths::generated_name("pod"),
         };
+        crate::userns::check_pod(&name, &spec)?;
+        let auto_userns = spec.userns.as_ref().is_some_and(|u| u.uid_map.is_empty());
+        match &spec.userns {
+            Some(_) if auto_userns => spec.userns = Some(crate::userns::choose(&self.db)?),
+            Some(u) => crate::userns::validate(&name, u)?,
+            None => {}
+        }
+        let spec = &spec;
         let mut row = PodRow {
             id: id.clone(),
             name,
@@ -219,10 +226,22 @@ impl Engine {
         self.locks.hold(&id)?;
         // The name is reserved first: a concurrent create with the same name fails here,
         // before anything exists.
-        if let Err(e) = self.db.insert_pod(&row) {
+        let mut inserted = self.db.insert_pod(&row);
+        // Another process took the chosen id range meanwhile: choose again.
+        for _ in 0..8 {
+            match &inserted {
+                Err(Error::Exists(_)) if auto_userns => {
+                    row.spec.userns = Some(crate::userns::choose(&self.db)?);
+                    inserted = self.db.insert_pod(&row);
+                }
+                _ => break,
+            }
+        }
+        if let Err(e) = inserted {
             self.locks.forget(&id);
             return Err(e);
         }
+        let spec = &row.spec.clone();
         crate::hooks::step("pod row inserted");
         match sandbox::create(&self.setup(), &id, &row.name, spec) {
             Ok(sb) => {
@@ -454,7 +473,15 @@ impl Engine {
             self.images.prepare_container(image, &row.id)?
         };
         if !wharf_image::snapshot::is_mountpoint(&rootfs_dir) {
-            rootfs.mount(&rootfs_dir)?;
+            match (&pod.spec.userns, &pod.sandbox.userns) {
+                (Some(ns), Some(pin)) => crate::userns::mount_rootfs(
+                    &rootfs,
+                    &rootfs_dir,
+                    ns,
+                    std::path::Path::new(pin),
+                )?,
+                _ => rootfs.mount(&rootfs_dir)?,
+            }
         }
         let runtime_spec = self.bind_image_volumes(&crate::pod_ip::given(&row.spec, pod))?;
         let runtime_spec = self.bind_sub_paths(&pod.id, &row.id, &runtime_spec)?;

@@ -51,6 +51,9 @@ mod supervisor;
 pub mod system;
 pub mod tree;
 pub mod user_networks;
+// Clones a child into the pod's new user namespace (a process with threads cannot enter one).
+#[allow(unsafe_code)]
+pub mod userns;
 pub mod validate;
 
 pub use engine::{Engine, EngineOptions};

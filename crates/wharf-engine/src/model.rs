@@ -66,6 +66,48 @@ pub enum RestartPolicy {
     Never,
 }
 
+/// One contiguous range of a user namespace's id map: `size` ids from `container_id` in
+/// the pod are `host_id..` on the host (a line of /proc/PID/uid_map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRange {
+    /// First id inside the user namespace.
+    pub container_id: u32,
+    /// The host id it maps to.
+    pub host_id: u32,
+    /// How many ids.
+    pub size: u32,
+}
+
+/// A pod's own user namespace (Kubernetes' `hostUsers: false`, `--userns=auto`): its
+/// root is an unprivileged host id. Empty maps ask the engine to choose a range of
+/// [`crate::userns::RANGE_SIZE`] ids no other pod has, which it records in their place.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserNamespace {
+    /// Uid map (at most 340 lines, as the kernel takes).
+    #[serde(default)]
+    pub uid_map: Vec<IdRange>,
+    /// Gid map.
+    #[serde(default)]
+    pub gid_map: Vec<IdRange>,
+}
+
+impl UserNamespace {
+    /// The host id that `id` inside maps to through `map`, if any.
+    pub fn to_host(map: &[IdRange], id: u32) -> Option<u32> {
+        map.iter()
+            .find(|r| id >= r.container_id && id - r.container_id < r.size)
+            .map(|r| r.host_id + (id - r.container_id))
+    }
+
+    /// The host uid and gid of the pod's root (0 inside).
+    pub fn root(&self) -> Option<(u32, u32)> {
+        Some((
+            Self::to_host(&self.uid_map, 0)?,
+            Self::to_host(&self.gid_map, 0)?,
+        ))
+    }
+}
+
 /// A pod: the sandbox its containers share.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodSpec {
@@ -128,6 +170,9 @@ pub struct PodSpec {
     /// Keep this many of its log files (`--log-opt max-file`; default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_max_files: Option<u32>,
+    /// The pod's own user namespace, which all its containers share (None: the host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userns: Option<UserNamespace>,
 }
 
 /// A user network a pod joins besides its first: docker's second and later endpoints. The

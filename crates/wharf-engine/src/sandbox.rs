@@ -4,6 +4,7 @@
 //! containers'. Every step is undone when a later one fails, and teardown is idempotent.
 
 use std::ffi::CString;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -256,20 +257,45 @@ fn create_steps(
         wharf_runtime::cgroups::apply_resources(&cg, res)?;
     }
     crate::hooks::step("cgroup");
-    // IPC and UTS namespaces, pinned.
+    // IPC and UTS namespaces, pinned; with the pod's own user namespace, which owns them
+    // and its network namespace.
     let ipc = (!spec.host_ipc).then(|| run.join("ns/ipc"));
     let uts = run.join("ns/uts");
-    let flags = libc::CLONE_NEWUTS | if ipc.is_some() { libc::CLONE_NEWIPC } else { 0 };
-    pin_namespaces(flags, ipc.as_deref(), Some(&uts), &hostname)?;
+    let mut userns_net = None;
+    if let Some(userns) = &spec.userns {
+        let user = run.join("ns/user");
+        sb.userns = Some(user.display().to_string());
+        let pins = crate::userns::Pins {
+            user: &user,
+            ipc: ipc.as_deref(),
+            uts: &uts,
+        };
+        let own_net = spec.network != NetworkMode::Host;
+        userns_net = crate::userns::create_namespaces(userns, &pins, &hostname, own_net)?;
+    } else {
+        let flags = libc::CLONE_NEWUTS | if ipc.is_some() { libc::CLONE_NEWIPC } else { 0 };
+        pin_namespaces(flags, ipc.as_deref(), Some(&uts), &hostname)?;
+    }
     crate::hooks::step("pinned ipc/uts");
     sb.ipcns = ipc.map(|p| p.display().to_string());
     sb.utsns = Some(uts.display().to_string());
+    // The files the pod's root must own: its host uid and gid (0 without a user namespace).
+    let (root_uid, root_gid) = spec
+        .userns
+        .as_ref()
+        .and_then(|u| u.root())
+        .unwrap_or((0, 0));
+    let owner = if spec.userns.is_some() {
+        format!(",uid={root_uid},gid={root_gid}")
+    } else {
+        String::new()
+    };
     // /dev/shm of the pod.
     if !spec.host_ipc {
         let shm = run.join("shm");
         std::fs::create_dir_all(&shm).ctx(|| format!("create {}", shm.display()))?;
         let size = spec.shm_size.unwrap_or(64 << 20);
-        let data = CString::new(format!("mode=1777,size={size}")).unwrap();
+        let data = CString::new(format!("mode=1777,size={size}{owner}")).unwrap();
         wharf_runtime::sys::mount(
             Some(c"shm"),
             &cstr(&shm),
@@ -284,7 +310,11 @@ fn create_steps(
     // Network.
     let mut ips = Vec::new();
     if spec.network != NetworkMode::Host {
-        let ns = wharf_net::netns::create(&s.paths.run, id)?;
+        let ns = match &userns_net {
+            Some(fd) => wharf_net::netns::pin_existing(&s.paths.run, id, fd.0.as_fd())?,
+            None => wharf_net::netns::create(&s.paths.run, id)?,
+        };
+        drop(userns_net.take());
         sb.netns = Some(ns.path.display().to_string());
         crate::hooks::step("netns");
         if let Some(net) = network(s.paths, s.net, &spec.network)? {
@@ -360,7 +390,7 @@ fn create_steps(
     // read-write binds, as docker's are), and what they write must neither fill the host's
     // /run nor grow what the engine reads back.
     let etc = s.paths.pod_etc(id);
-    mount_etc(&etc)?;
+    mount_etc(&etc, &owner)?;
     crate::hooks::step("etc tmpfs");
     let mut names = wharf_net::dns::PodNames::new(hostname, ips);
     if sb.dns_upstream.is_some() {
@@ -392,6 +422,9 @@ fn create_steps(
         }
     }
     wharf_net::dns::write_files(&etc, &names)?;
+    if spec.userns.is_some() {
+        chown_files(&etc, root_uid, root_gid)?;
+    }
     crate::hooks::step("dns files");
     sb.etc_dir = Some(etc.display().to_string());
     Ok(())
@@ -402,10 +435,21 @@ fn create_steps(
 /// (past it, ENOSPC inside the container and nowhere else).
 pub const ETC_SIZE: u64 = 1 << 20;
 
-/// Mount the pod's name-file tmpfs at `etc` (made first).
-fn mount_etc(etc: &Path) -> Result<()> {
+/// Give the files of directory `dir` (the pod's name files) to the pod's root.
+fn chown_files(dir: &Path, uid: u32, gid: u32) -> Result<()> {
+    for e in std::fs::read_dir(dir).ctx(|| format!("read {}", dir.display()))? {
+        let path = e.ctx(|| format!("read {}", dir.display()))?.path();
+        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+            .ctx(|| format!("give {} to the pod's root", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Mount the pod's name-file tmpfs at `etc` (made first); `owner` adds the `uid=`/`gid=`
+/// options of a pod with its own user namespace.
+fn mount_etc(etc: &Path, owner: &str) -> Result<()> {
     std::fs::create_dir_all(etc).ctx(|| format!("create {}", etc.display()))?;
-    let data = CString::new(format!("mode=0755,size={ETC_SIZE},nr_inodes=64")).unwrap();
+    let data = CString::new(format!("mode=0755,size={ETC_SIZE},nr_inodes=64{owner}")).unwrap();
     wharf_runtime::sys::mount(
         Some(c"wharf-etc"),
         &cstr(etc),
@@ -492,7 +536,12 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         }
     };
     let run = s.paths.pod_run(id);
-    for p in [run.join("ns/ipc"), run.join("ns/uts"), run.join("ns/pid")] {
+    for p in [
+        run.join("ns/ipc"),
+        run.join("ns/uts"),
+        run.join("ns/pid"),
+        run.join("ns/user"),
+    ] {
         keep(unpin(&p.display().to_string()));
     }
     for tmpfs in [run.join("shm"), s.paths.pod_etc(id)] {

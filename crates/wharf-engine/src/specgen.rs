@@ -345,6 +345,12 @@ const PROPAGATIONS: [&str; 6] = [
 pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     let spec = i.spec;
     let name = spec.name.as_deref().unwrap_or(i.id);
+    if spec.privileged && i.pod.userns.is_some() {
+        return Err(Error::Invalid(format!(
+            "container {name}: a privileged container cannot run in a pod with its own user \
+             namespace"
+        )));
+    }
     let cfg = i.image.config().clone().unwrap_or_default();
     let args = args(spec, i.image)?;
     let user = spec
@@ -625,7 +631,11 @@ fn mounts(i: &Inputs<'_>) -> Result<Vec<Mount>> {
                 }
                 options.push(if v.readonly { "ro" } else { "rw" });
                 options.extend(extra);
-                mount(&v.destination, "bind", &v.source, &options)
+                let mut m = mount(&v.destination, "bind", &v.source, &options);
+                if v.options.iter().any(|o| o == "idmap" || o == "ridmap") {
+                    idmap(&mut m, i.pod, name)?;
+                }
+                m
             }
             // e.g. a manifest's volume mount that was not resolved to a host path.
             kind => {
@@ -639,6 +649,33 @@ fn mounts(i: &Inputs<'_>) -> Result<Vec<Mount>> {
         mounts.push(m);
     }
     Ok(mounts)
+}
+
+/// Give bind mount `m` the id maps of the pod's user namespace (option `idmap`): files
+/// keep on the host the owners they show inside, so that the pod's root owns what the
+/// host's root owns, without a chown.
+fn idmap(m: &mut Mount, pod: &crate::model::PodSpec, name: &str) -> Result<()> {
+    let Some(ns) = &pod.userns else {
+        return Err(Error::Invalid(format!(
+            "container {name}: volume {} asks for an id-mapped mount (idmap), which needs              a pod with its own user namespace (--userns=auto)",
+            m.destination().display()
+        )));
+    };
+    let lines = |map: &[crate::model::IdRange]| {
+        map.iter()
+            .map(|r| {
+                oci_spec::runtime::LinuxIdMappingBuilder::default()
+                    .container_id(r.container_id)
+                    .host_id(r.host_id)
+                    .size(r.size)
+                    .build()
+                    .expect("all fields set")
+            })
+            .collect::<Vec<_>>()
+    };
+    m.set_uid_mappings(Some(lines(&ns.uid_map)));
+    m.set_gid_mappings(Some(lines(&ns.gid_map)));
+    Ok(())
 }
 
 fn namespace(typ: LinuxNamespaceType, path: Option<&String>) -> LinuxNamespace {
@@ -661,6 +698,9 @@ fn namespaces(i: &Inputs<'_>) -> Result<Vec<LinuxNamespace>> {
         out.push(namespace(T::Ipc, sb.ipcns.as_ref()));
     }
     out.push(namespace(T::Uts, sb.utsns.as_ref()));
+    if let Some(user) = &sb.userns {
+        out.push(namespace(T::User, Some(user)));
+    }
     if let Some(target) = i.pid_ns {
         out.push(namespace(T::Pid, Some(&target.to_string())));
     } else if !i.pod.host_pid {

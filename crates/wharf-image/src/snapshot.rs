@@ -458,7 +458,16 @@ fn mount_overlay_fsconfig(
     } else {
         MountAttrFlags::empty()
     };
-    let mnt = rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?;
+    mount_at(&fs, attrs, target)
+}
+
+/// Make the mount of the filesystem created in `fs` and attach it at `target`.
+fn mount_at(
+    fs: &std::os::fd::OwnedFd,
+    attrs: MountAttrFlags,
+    target: &Path,
+) -> std::io::Result<()> {
+    let mnt = rustix::mount::fsmount(fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)?;
     rustix::mount::move_mount(
         mnt.as_fd(),
         "",
@@ -467,6 +476,38 @@ fn mount_overlay_fsconfig(
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )?;
     Ok(())
+}
+
+/// Mount a writable overlay at `target` whose lower layers are the detached mounts
+/// `lowers` (top first; e.g. id-mapped copies of the layer directories, for a container
+/// in a user namespace), with `upper` and `work` given by path. Needs a kernel whose
+/// overlayfs takes layers by file descriptor (6.13+).
+pub fn mount_overlay_from_fds(
+    lowers: &[std::os::fd::OwnedFd],
+    upper: &Path,
+    work: &Path,
+    target: &Path,
+) -> Result<()> {
+    let what = || format!("mounting an id-mapped overlay at {}", target.display());
+    let fs = rustix::mount::fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC).ctx(what)?;
+    rustix::mount::fsconfig_set_string(&fs, "source", "wharf").ctx(what)?;
+    for l in lowers {
+        rustix::mount::fsconfig_set_fd(&fs, "lowerdir+", l).map_err(|e| {
+            Error::io(
+                format!(
+                    "{}: this kernel's overlayfs does not take layers by file descriptor \
+                     (Linux 6.13 or later is needed for user namespaces)",
+                    what()
+                ),
+                std::io::Error::from(e),
+            )
+        })?;
+    }
+    rustix::mount::fsconfig_set_string(&fs, "upperdir", upper).ctx(what)?;
+    rustix::mount::fsconfig_set_string(&fs, "workdir", work).ctx(what)?;
+    let _ = rustix::mount::fsconfig_set_string(&fs, "index", "off");
+    rustix::mount::fsconfig_create(&fs).ctx(what)?;
+    mount_at(&fs, MountAttrFlags::empty(), target).ctx(what)
 }
 
 fn mount_overlay_legacy(

@@ -153,6 +153,8 @@ pub(crate) struct PodSpec {
     pub host_ipc: bool,
     #[serde(default, deserialize_with = "nullable")]
     pub share_process_namespace: bool,
+    /// `false`: the pod gets its own user namespace (its root is an unprivileged host id).
+    pub host_users: Option<bool>,
     pub hostname: Option<String>,
     pub subdomain: Option<String>,
     pub dns_policy: Option<String>,

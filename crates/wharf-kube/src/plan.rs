@@ -433,6 +433,13 @@ impl<'a> Planner<'a> {
             info.node_memory,
         ));
         spec.mounts = volumes::mounts(c, path, volumes, &env, spec.privileged)?;
+        if self.pp.pod.spec.host_users == Some(false) {
+            // As kubelet asks of the runtime: every volume id-mapped with the pod's maps,
+            // so the pod's root owns what the host's root owns.
+            for m in spec.mounts.iter_mut().filter(|m| m.kind != "tmpfs") {
+                m.options.push("idmap".into());
+            }
+        }
         spec.env = env;
         spec.labels = BTreeMap::from([
             (LABEL_POD_NAME.to_string(), self.pp.name.clone()),
@@ -778,6 +785,9 @@ impl<'a> Planner<'a> {
             extra_networks: Vec::new(),
             log_max_size: None,
             log_max_files: None,
+            // hostUsers: false: a range of host ids the engine chooses, as kubelet does.
+            userns: (spec.host_users == Some(false))
+                .then(wharf_engine::model::UserNamespace::default),
         };
         // The engine's own check of every name, before anything is made.
         wharf_engine::validate::pod_spec(&pod).map_err(|e| invalid(e.to_string()))?;

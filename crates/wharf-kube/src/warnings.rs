@@ -44,7 +44,6 @@ fn reason(field: &str) -> Option<&'static str> {
         "windowsOptions" => "this is a Linux host",
         "runtimeClassName" => "Wharf is the only runtime",
         "activeDeadlineSeconds" => "pods are not stopped after a deadline",
-        "hostUsers" => "user namespaces are not used",
         "setHostnameAsFQDN" => "the hostname is the short name",
         "ephemeralContainers" => "ephemeral containers are not supported",
         "resizePolicy" => "resources are not resized in place",

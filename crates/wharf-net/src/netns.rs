@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Error, Result};
@@ -54,24 +54,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 /// An existing name is an error (never reused: it may belong to a live pod). On failure
 /// nothing is left behind.
 pub fn create(run_dir: &Path, name: &str) -> Result<NetNs> {
-    validate_name(name)?;
-    let dir = dir(run_dir);
-    ensure_shared_dir(run_dir, &dir)?;
-    let path = dir.join(name);
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::Conflict(format!(
-                "network namespace {name:?} already exists at {}",
-                path.display()
-            )));
-        }
-        Err(e) => return Err(Error::os(format!("create {}", path.display()), e)),
-    }
+    let path = new_pin_file(run_dir, name)?;
     let pin = || -> Result<()> {
         std::thread::scope(|s| {
             s.spawn(|| -> Result<()> {
@@ -91,6 +74,49 @@ pub fn create(run_dir: &Path, name: &str) -> Result<NetNs> {
         return Err(e);
     }
     Ok(NetNs { path })
+}
+
+/// Pin an existing network namespace (`ns`, opened; made by the caller, e.g. owned by a
+/// pod's user namespace) as `<run>/netns/<name>`, with its loopback up, as [`create`]
+/// leaves a new one. On error nothing is left.
+pub fn pin_existing(run_dir: &Path, name: &str, ns: BorrowedFd<'_>) -> Result<NetNs> {
+    let path = new_pin_file(run_dir, name)?;
+    let pin = || -> Result<()> {
+        let src = PathBuf::from(format!("/proc/self/fd/{}", ns.as_raw_fd()));
+        sys::bind_mount(&src, &path, false)
+            .ctx(|| format!("bind-mount the namespace onto {}", path.display()))?;
+        run_in(Some(ns), || -> Result<()> {
+            let mut nl = Netlink::open().ctx(|| "open netlink in the namespace".into())?;
+            nl.set_up(1).map_err(|e| e.ctx("bring up lo"))
+        })
+    };
+    if let Err(e) = pin() {
+        let _ = sys::umount_detach(&path);
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok(NetNs { path })
+}
+
+/// The empty file `<run>/netns/<name>` a namespace is pinned on, made anew (an existing
+/// name is an error: it may belong to a live pod).
+fn new_pin_file(run_dir: &Path, name: &str) -> Result<PathBuf> {
+    validate_name(name)?;
+    let dir = dir(run_dir);
+    ensure_shared_dir(run_dir, &dir)?;
+    let path = dir.join(name);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(_) => Ok(path),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::Conflict(format!(
+            "network namespace {name:?} already exists at {}",
+            path.display()
+        ))),
+        Err(e) => Err(Error::os(format!("create {}", path.display()), e)),
+    }
 }
 
 /// Make `<run>/netns` a mount point with shared propagation (once), like `ip netns`: an

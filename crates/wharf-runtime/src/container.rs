@@ -339,6 +339,7 @@ impl Runtime {
         opts: &CreateOptions,
         rollback: &mut Rollback<'_>,
     ) -> Result<(i32, OwnedFd, bool)> {
+        let idmapped = crate::mount_sources::prepare(&bundle.spec, &bundle.dir)?;
         // Namespaces that apply to children only are entered by the runtime just around the
         // clone, then left again.
         let _restore_pid = match &plan.join_pid {
@@ -378,6 +379,22 @@ impl Runtime {
         } else {
             plan.clone_flags
         };
+        // An init in a user namespace finds its rootfs as its working directory (see
+        // RootfsOptions::from_cwd): the runtime is in it for the clone, and back after.
+        let user_ns = crate::spec::namespaces(&bundle.spec)
+            .iter()
+            .any(|n| n.typ() == LinuxNamespaceType::User);
+        let mount_ns = crate::spec::namespaces(&bundle.spec)
+            .iter()
+            .any(|n| n.typ() == LinuxNamespaceType::Mount && n.path().is_none());
+        let _back = if user_ns && mount_ns {
+            Some(
+                crate::sys::CwdGuard::enter(&bundle.rootfs)
+                    .ctx(|| format!("enter the rootfs {}", crate::error::p(&bundle.rootfs)))?,
+            )
+        } else {
+            None
+        };
         // SAFETY: as above.
         let forked = unsafe { sys::clone_process(flags, cgroup_fd) }
             .ctx(|| "clone the container's init".into())?;
@@ -406,6 +423,7 @@ impl Runtime {
                     preserve_fds: opts.preserve_fds,
                     seccomp: filter,
                     dmz: crate::dmz::memfd().unwrap_or_else(|_| sys::exit_now(1)),
+                    idmapped: &idmapped,
                 })
             }
             (Forked::Parent { pid, pidfd }, placed) => {

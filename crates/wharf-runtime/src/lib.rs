@@ -21,6 +21,7 @@ mod init;
 mod intermediate;
 pub mod log;
 pub mod lsm;
+pub mod mount_sources;
 pub mod mounts;
 pub mod namespaces;
 mod process_attrs;

@@ -200,6 +200,22 @@ pub fn bind_fd(src: BorrowedFd<'_>, target: BorrowedFd<'_>) -> std::io::Result<(
     }
 }
 
+/// Attach mount `m` prepared by the runtime before the clone (id-mapped,
+/// [`crate::idmap`]) where it goes inside the root.
+pub fn attach_prepared(
+    ctx: &MountContext<'_>,
+    m: &Mount,
+    prep: &crate::mount_sources::PreparedMount,
+) -> Result<()> {
+    let dest = m.destination();
+    let opts = parse_options(m.options().as_deref().unwrap_or(&[]));
+    let target = safe_path::ensure(ctx.root, dest, prep.is_dir)
+        .ctx(|| format!("create mount point {}", p(dest)))?;
+    sys::move_mount(prep.tree.as_fd(), target.as_fd())
+        .ctx(|| format!("attach the id-mapped mount {}", p(dest)))?;
+    finish(ctx, dest, &opts)
+}
+
 /// Perform one config.json mount inside the root.
 pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     let dest = m.destination();
@@ -207,8 +223,9 @@ pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     let opts = parse_options(m.options().as_deref().unwrap_or(&[]));
     let what = |verb: &str| format!("{verb} {} on {}", display_source(m), p(dest));
     if opts.idmap.is_some() || m.uid_mappings().is_some() || m.gid_mappings().is_some() {
+        // Prepared by the runtime before the clone, and attached by attach_prepared.
         return Err(Error::Unsupported(format!(
-            "mount {}: id-mapped mounts are not supported by this runtime yet",
+            "mount {}: an id-mapped mount can only be made when the container is created",
             p(dest)
         )));
     }

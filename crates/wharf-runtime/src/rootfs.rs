@@ -31,6 +31,12 @@ pub struct RootfsOptions<'a> {
     pub net_ns: bool,
     /// MS_MOVE + chroot instead of pivot_root.
     pub no_pivot: bool,
+    /// The rootfs is the working directory the init was born with, rather than its path:
+    /// an init in a user namespace cannot look up the engine's owner-only directories
+    /// above it (the runtime changed into it for the clone; see `container.rs`).
+    pub from_cwd: bool,
+    /// The mounts the runtime prepared before the clone.
+    pub idmapped: &'a crate::mount_sources::Prepared,
     /// The mount namespace is not the container's own (absent from the config, so the
     /// runtime's, or joined by path): the rootfs is prepared in it, entered with chroot
     /// (pivot_root would move the root of every process there) and its propagation is
@@ -108,21 +114,43 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         }
     }
     let rootfs_c = crate::mounts::path_cstr(o.rootfs);
-    sys::mount(
-        Some(&rootfs_c),
-        &rootfs_c,
-        None,
-        libc::MS_BIND | libc::MS_REC,
-        None,
-    )
-    .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
+    let root = if o.from_cwd {
+        // The rootfs bound onto itself through the working directory, and entered.
+        let cwd = rustix::fs::open(
+            ".",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ctx(|| format!("open rootfs {} (the working directory)", p(o.rootfs)))?;
+        let tree = sys::clone_tree(cwd.as_fd(), true)
+            .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
+        sys::move_mount(tree.as_fd(), cwd.as_fd())
+            .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
+        rustix::process::fchdir(&tree).ctx(|| "chdir to the rootfs".into())?;
+        tree
+    } else {
+        sys::mount(
+            Some(&rootfs_c),
+            &rootfs_c,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )
+        .ctx(|| format!("bind mount rootfs {}", p(o.rootfs)))?;
+        open_root(o.rootfs)?
+    };
     if root_flag & libc::MS_SHARED != 0 && !o.shared_mount_ns {
         // pivot_root refuses a shared parent mount; make the rootfs's own mount private now
         // and shared again once it is the root.
-        sys::mount(None, &rootfs_c, None, libc::MS_PRIVATE, None)
-            .ctx(|| "make the rootfs mount private".into())?;
+        sys::mount(
+            None,
+            &safe_path::proc_fd_path(&root),
+            None,
+            libc::MS_PRIVATE,
+            None,
+        )
+        .ctx(|| "make the rootfs mount private".into())?;
     }
-    let root = open_root(o.rootfs)?;
     let ctx = MountContext {
         root: root.as_fd(),
         bundle: o.bundle,
@@ -133,8 +161,11 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         net_ns: o.net_ns,
     };
     let config_mounts = spec.mounts().clone().unwrap_or_default();
-    for m in &config_mounts {
-        mounts::mount_one(&ctx, m)?;
+    for (i, m) in config_mounts.iter().enumerate() {
+        match o.idmapped.get(i) {
+            Some(prep) => mounts::attach_prepared(&ctx, m, prep)?,
+            None => mounts::mount_one(&ctx, m)?,
+        }
     }
     // Devices: the default set (unless /dev is bound from the host) and linux.devices.
     let dev_bound = config_mounts.iter().any(|m| {
@@ -207,10 +238,12 @@ pub fn enter(_spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         return rustix::process::chdir("/").ctx(|| "chdir /".into());
     }
     if o.no_pivot {
-        return move_root(o.rootfs);
+        return move_root(o.rootfs, o.from_cwd);
     }
+    // The rootfs: its path, or the working directory prepare left the init in.
+    let at: &Path = if o.from_cwd { Path::new(".") } else { o.rootfs };
     let new_root = rustix::fs::open(
-        o.rootfs,
+        at,
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
@@ -234,8 +267,10 @@ pub fn enter(_spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     Ok(())
 }
 
-fn move_root(rootfs: &Path) -> Result<()> {
-    rustix::process::chdir(rootfs).ctx(|| format!("chdir to {}", p(rootfs)))?;
+fn move_root(rootfs: &Path, in_it: bool) -> Result<()> {
+    if !in_it {
+        rustix::process::chdir(rootfs).ctx(|| format!("chdir to {}", p(rootfs)))?;
+    }
     sys::mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
         .ctx(|| format!("move {} to / (--no-pivot)", p(rootfs)))?;
     rustix::process::chroot(".").ctx(|| "chroot .".into())?;

@@ -330,6 +330,78 @@ pub fn clone_mount(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
+/// A detached copy of the mount at `fd` (recursive: with its submounts), as a bind mount
+/// made without a path.
+pub fn clone_tree(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+    let rec = if recursive {
+        libc::AT_RECURSIVE as u32
+    } else {
+        0
+    };
+    // SAFETY: empty path with AT_EMPTY_PATH; returns a new fd or -1.
+    let ret = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as u32 | rec,
+        )
+    })?;
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// The process's working directory moved into a directory, and moved back when dropped.
+pub struct CwdGuard(OwnedFd);
+
+impl CwdGuard {
+    /// chdir into `dir`, remembering where the process was.
+    pub fn enter(dir: &std::path::Path) -> io::Result<CwdGuard> {
+        let here = rustix::fs::open(
+            ".",
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        rustix::process::chdir(dir)?;
+        Ok(CwdGuard(here))
+    }
+}
+
+impl Drop for CwdGuard {
+    fn drop(&mut self) {
+        let _ = rustix::process::fchdir(&self.0);
+    }
+}
+
+/// MOUNT_ATTR_IDMAP of mount_setattr(2).
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// A detached copy of the mount tree at `fd` (recursive: with its submounts) whose ids are
+/// mapped through user namespace `userns`: a file owned by id N on disk shows as owned by
+/// the host id that N maps to in `userns`, and the reverse for what is written through
+/// it. Must be made by a process with CAP_SYS_ADMIN in the host's user namespace (the
+/// runtime or the engine, never the container's init). EINVAL: the filesystem cannot be
+/// id-mapped.
+pub fn idmapped_tree(
+    fd: BorrowedFd<'_>,
+    userns: BorrowedFd<'_>,
+    recursive: bool,
+) -> io::Result<OwnedFd> {
+    let rec = if recursive {
+        libc::AT_RECURSIVE as u32
+    } else {
+        0
+    };
+    let tree = clone_tree(fd, recursive)?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        userns_fd: userns.as_raw_fd() as u64,
+        ..Default::default()
+    };
+    mount_setattr(std::os::fd::AsFd::as_fd(&tree), rec, &attr)?;
+    Ok(tree)
+}
+
 /// move_mount(from, "", to, "", F_EMPTY_PATH | T_EMPTY_PATH): attach the detached mount
 /// `from` onto the file or directory `to` refers to.
 pub fn move_mount(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {

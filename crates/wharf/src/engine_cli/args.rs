@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// IPC namespace: host, or the pod's own (private, shareable: the default).
     #[arg(long = "ipc")]
     pub ipc: Option<String>,
+    /// User namespace: host (the default), or auto: one of the container's own, whose
+    /// root is an unprivileged host id from a range the engine chooses.
+    #[arg(long = "userns")]
+    pub userns: Option<String>,
     /// Network: default (bridge), none, host, a user network (`network create`), a CNI
     /// network, `container:NAME` or `pod:NAME` (join that pod).
     #[arg(long, alias = "net", default_value = "default")]
@@ -495,6 +499,10 @@ pub enum PodCmd {
         /// Share one PID namespace between the pod's containers.
         #[arg(long = "share-pid")]
         share_pid: bool,
+        /// User namespace: host (the default), or auto: one of the pod's own, whose root
+        /// is an unprivileged host id from a range the engine chooses.
+        #[arg(long = "userns")]
+        userns: Option<String>,
         /// Restart policy of its containers.
         #[arg(long, default_value = "no")]
         restart: String,

@@ -350,6 +350,7 @@ pub fn create_request(a: &RunArgs) -> Result<CreateRequest> {
             extra_hosts: Some(a.add_host.clone()),
             group_add: Some(a.group_add.clone()),
             ipc_mode: a.ipc.clone().unwrap_or_default(),
+            userns_mode: a.userns.clone().unwrap_or_default(),
             oom_score_adj: a.oom_score_adj.map(oom_score_adj).transpose()?.unwrap_or(0),
             pid_mode: a.pid.clone().unwrap_or_default(),
             privileged: a.privileged,

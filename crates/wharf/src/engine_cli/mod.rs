@@ -815,6 +815,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
             network,
             publish,
             share_pid,
+            userns,
             restart,
         } => {
             let (restart, max_restarts) = convert::restart(restart)?;
@@ -830,6 +831,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                     .flatten()
                     .collect(),
                 share_pid: *share_pid,
+                userns: wharf_docker::create::userns_mode(userns.as_deref().unwrap_or(""))?,
                 restart,
                 max_restarts,
                 ..Default::default()

@@ -1,0 +1,215 @@
+//! Pods with their own user namespace (`--userns=auto`), through the real CLI: the
+//! container's root is an unprivileged host uid from a range no other pod has; the image,
+//! the pod's name files and id-mapped volumes show the right owners inside; what the
+//! namespace rules out is refused; and what it must not reach on the host, it cannot.
+
+mod engine_support;
+
+use std::os::unix::fs::MetadataExt;
+
+use engine_support::{Wharf, busybox};
+
+/// A host id's line of /proc/PID/status (`Uid:` or `Gid:`): real, effective, saved, fs.
+fn status_ids(pid: i32, field: &str) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+/// The first host uid of a container's map (`uid_map`'s first line: inside, host, size).
+fn host_root(w: &Wharf, container: &str) -> (u32, u32) {
+    let map = w.ok(&["exec", container, "cat", "/proc/self/uid_map"]);
+    let f: Vec<u32> = map.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(f.len(), 3, "one line of map: {map:?}");
+    assert_eq!(f[0], 0, "the map starts at the pod's root: {map:?}");
+    (f[1], f[2])
+}
+
+/// `wharf run -d --userns=auto` of a sleeping busybox named `name`.
+fn run_detached(w: &Wharf, name: &str) {
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "none",
+        "--userns=auto",
+        &busybox(),
+        "sleep",
+        "600",
+    ]);
+}
+
+#[test]
+fn userns_auto_runs_root_as_an_unprivileged_host_uid_with_its_files_owned() {
+    let w = Wharf::new("userns-auto");
+    w.pull_busybox();
+    let out = w.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--userns=auto",
+        &busybox(),
+        "sh",
+        "-c",
+        "id -u; stat -c %u /bin /etc/hosts /etc/resolv.conf /etc/hostname /dev/shm; \
+         echo hi > /new && stat -c %u /new; echo 1.2.3.4 x >> /etc/hosts && echo hosts-ok; \
+         touch /dev/shm/s && echo shm-ok",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "0", "root inside: {out}");
+    // The image's files (host root on disk), the name files and /dev/shm are the pod
+    // root's; what it writes is its own.
+    assert!(
+        lines[1..7].iter().all(|l| *l == "0"),
+        "owners inside: {out}"
+    );
+    assert!(out.contains("hosts-ok") && out.contains("shm-ok"), "{out}");
+
+    run_detached(&w, "c1");
+    let (start, size) = host_root(&w, "c1");
+    assert!(start >= 65536, "above the host's own ids: {start}");
+    assert_eq!(size, 65536);
+    // The host sees the container's root as the first id of its range.
+    let pid = w.pids("c1")[0];
+    assert_eq!(status_ids(pid, "Uid:"), vec![start; 4]);
+    assert_eq!(status_ids(pid, "Gid:"), vec![start; 4]);
+    // A file it writes to its own layer is stored with that host id.
+    w.ok(&["exec", "c1", "touch", "/written"]);
+    let upper_file = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" overlay ") && l.contains(w.root().to_str().unwrap()))
+        .find_map(|l| {
+            let upper = l.split("upperdir=").nth(1)?.split(',').next()?;
+            let f = std::path::Path::new(upper).join("written");
+            f.exists().then_some(f)
+        })
+        .expect("the container's upper layer holds the file");
+    assert_eq!(std::fs::metadata(&upper_file).unwrap().uid(), start);
+
+    // A second pod gets a range of its own.
+    run_detached(&w, "c2");
+    let (start2, _) = host_root(&w, "c2");
+    assert!(
+        start2 >= start + size || start2 + size <= start,
+        "disjoint ranges: {start} and {start2}"
+    );
+    w.ok(&["rm", "-f", "c1", "c2"]);
+    w.assert_clean();
+}
+
+#[test]
+fn userns_volumes_plain_binds_keep_host_ids_and_idmap_shows_host_owners() {
+    let w = Wharf::new("userns-volumes");
+    w.pull_busybox();
+    let plain = w.path("plain");
+    let mapped = w.path("mapped");
+    for d in [&plain, &mapped] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+    std::fs::write(mapped.join("from-host"), "x").unwrap();
+    let secret = w.path("secret");
+    std::fs::write(&secret, "host secret").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "v",
+        "--network",
+        "none",
+        "--userns=auto",
+        "-v",
+        &format!("{}:/plain", plain.display()),
+        "-v",
+        &format!("{}:/mapped:idmap", mapped.display()),
+        "-v",
+        &format!("{}:/secret:ro", secret.display()),
+        &busybox(),
+        "sleep",
+        "600",
+    ]);
+    let (start, _) = host_root(&w, "v");
+    // Plain bind: what the container's root writes is owned by its host uid on the host,
+    // and by root inside.
+    w.ok(&[
+        "exec",
+        "v",
+        "sh",
+        "-c",
+        "echo a > /plain/f; chown 1000:1000 /plain/f",
+    ]);
+    let m = std::fs::metadata(plain.join("f")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (start + 1000, start + 1000));
+    // Id-mapped: the host root's file is root's inside, and the container's ids are the
+    // same numbers on the host.
+    let inside = w.ok(&["exec", "v", "stat", "-c", "%u:%g", "/mapped/from-host"]);
+    assert_eq!(inside.trim(), "0:0");
+    w.ok(&[
+        "exec",
+        "v",
+        "sh",
+        "-c",
+        "echo b > /mapped/g; chown 1000:1001 /mapped/g",
+    ]);
+    let m = std::fs::metadata(mapped.join("g")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (1000, 1001));
+    // The container's root cannot read a root-only host file bound in read-only.
+    let out = w.run(&["exec", "v", "cat", "/secret"]);
+    assert_ne!(out.code, 0, "read the host's secret: {out:?}");
+    assert!(!out.stdout.contains("host secret"));
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    w.ok(&["rm", "-f", "v"]);
+    w.assert_clean();
+}
+
+#[test]
+fn userns_refuses_what_it_rules_out_and_idmap_without_it() {
+    let w = Wharf::new("userns-refused");
+    w.pull_busybox();
+    for (flag, want) in [
+        ("--network=host", "host's network namespace"),
+        ("--pid=host", "host's PID namespace"),
+        ("--ipc=host", "host's IPC namespace"),
+        ("--privileged", "privileged container"),
+    ] {
+        let err = w.fails(
+            125,
+            &["run", "--rm", "--userns=auto", flag, &busybox(), "true"],
+        );
+        assert!(err.contains(want), "{flag}: {err}");
+        assert_eq!(err.matches(want).count(), 1, "said once: {err}");
+    }
+    let dir = w.path("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = w.fails(
+        125,
+        &[
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/d:idmap", dir.display()),
+            &busybox(),
+            "true",
+        ],
+    );
+    assert!(
+        err.contains("idmap") && err.contains("user namespace"),
+        "{err}"
+    );
+    let err = w.fails(125, &["run", "--rm", "--userns=keep", &busybox(), "true"]);
+    assert!(err.contains("--userns") && err.contains("keep"), "{err}");
+    w.assert_clean();
+}
