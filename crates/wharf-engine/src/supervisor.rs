@@ -155,6 +155,7 @@ impl Engine {
             network: pod.sandbox.netns.as_ref().map(PathBuf::from),
             ipc: pod.sandbox.ipcns.as_ref().map(PathBuf::from),
             uts: pod.sandbox.utsns.as_ref().map(PathBuf::from),
+            user: pod.sandbox.userns.as_ref().map(PathBuf::from),
             pin_pid: Some(pin.clone()),
         })?;
         pod.sandbox.pause_pid = Some(pid);

@@ -139,9 +139,6 @@ pub fn check_pod(name: &str, spec: &PodSpec) -> Result<()> {
     if spec.host_ipc {
         return refuse("the host's IPC namespace (host IPC)");
     }
-    if spec.share_pid {
-        return refuse("one PID namespace shared by its containers (not supported yet)");
-    }
     Ok(())
 }
 

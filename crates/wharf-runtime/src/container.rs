@@ -207,16 +207,16 @@ impl Runtime {
             channel
                 .send(&Msg::Go)
                 .ctx(|| "start the intermediate process".into())?;
-            let init = loop {
-                match channel.recv() {
-                    Ok(Some(Msg::MapIds)) => {
+            let (init, init_pidfd) = loop {
+                match channel.recv_with_fd() {
+                    Ok(Some((Msg::MapIds, _))) => {
                         write_maps(pid)?;
                         channel
                             .send(&Msg::IdsMapped)
                             .ctx(|| "resume the intermediate process".into())?;
                     }
-                    Ok(Some(Msg::Pid(init))) => break init,
-                    Ok(Some(Msg::Failed(text))) => return Err(Error::Init(text)),
+                    Ok(Some((Msg::Pid(init), fd))) => break (init, fd),
+                    Ok(Some((Msg::Failed(text), _))) => return Err(Error::Init(text)),
                     Ok(other) => {
                         return Err(Error::Init(format!(
                             "the intermediate process stopped without creating the init ({other:?})"
@@ -227,13 +227,25 @@ impl Runtime {
             };
             // SAFETY: reap the intermediate process, our child, which has exited.
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            // The init's pid as this process sees it, from its pidfd (the intermediate's
+            // number is its own pid namespace's).
+            let (init, fd) = match init_pidfd {
+                Some(fd) => (
+                    sys::pidfd_pid(fd.as_fd()).ctx(|| "read the init's pid".into())?,
+                    fd,
+                ),
+                None => {
+                    let fd = rustix::process::pidfd_open(
+                        rustix::process::Pid::from_raw(init).expect("positive pid"),
+                        rustix::process::PidfdFlags::empty(),
+                    )
+                    .ctx(|| format!("open pidfd of the init {init}"))?;
+                    (init, fd)
+                }
+            };
             rollback.child = Some(init);
             pid = init;
-            pidfd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(init).expect("positive pid"),
-                rustix::process::PidfdFlags::empty(),
-            )
-            .ctx(|| format!("open pidfd of the init {init}"))?;
+            pidfd = fd;
         } else if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
             write_maps(pid)?;
             cg.add_pid(pid, placed)?;

@@ -6,6 +6,8 @@
 //! CLONE_PARENT, so the init is the runtime's child exactly as on the fast path. Then it
 //! exits. The init finds its namespaces ready.
 
+use std::os::fd::AsFd;
+
 use crate::error::{Context, Error, Result};
 use crate::namespaces::{self, Plan};
 use crate::sync::{Channel, Msg};
@@ -49,8 +51,11 @@ pub fn run(channel: &Channel, plan: &Plan) -> Result<()> {
         .ctx(|| "clone the container's init".into())?;
     match forked {
         (Forked::Child, _) => Ok(()),
-        (Forked::Parent { pid, .. }, _) => {
-            let _ = channel.send(&Msg::Pid(pid));
+        (Forked::Parent { pid, pidfd }, _) => {
+            // The pid is this process's view: in a pid namespace joined before the clone
+            // (a pod's shared one) it is not the runtime's. The pidfd says which process
+            // it is wherever it is read.
+            let _ = channel.send_with_fd(&Msg::Pid(pid), pidfd.as_fd());
             sys::exit_now(0)
         }
     }

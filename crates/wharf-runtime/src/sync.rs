@@ -104,6 +104,56 @@ impl Channel {
         }
     }
 
+    /// Send one message with a file descriptor (SCM_RIGHTS).
+    pub fn send_with_fd(&self, msg: &Msg, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        use std::mem::MaybeUninit;
+        let buf = msg.encode();
+        let fds = [fd];
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut anc = rustix::net::SendAncillaryBuffer::new(&mut space);
+        anc.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+        loop {
+            match rustix::net::sendmsg(
+                &self.fd,
+                &[io::IoSlice::new(&buf)],
+                &mut anc,
+                SendFlags::NOSIGNAL,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => return r.map(|_| ()).map_err(Into::into),
+            }
+        }
+    }
+
+    /// Receive one message and the file descriptor it may carry; `None` when the peer
+    /// closed its end.
+    pub fn recv_with_fd(&self) -> io::Result<Option<(Msg, Option<std::os::fd::OwnedFd>)>> {
+        use std::mem::MaybeUninit;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        loop {
+            let mut anc = rustix::net::RecvAncillaryBuffer::new(&mut space);
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            match rustix::net::recvmsg(&self.fd, &mut iov, &mut anc, RecvFlags::CMSG_CLOEXEC) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(r) if r.bytes == 0 => return Ok(None),
+                Ok(r) => {
+                    let mut fd = None;
+                    for m in anc.drain() {
+                        if let rustix::net::RecvAncillaryMessage::ScmRights(mut fds) = m {
+                            fd = fds.next();
+                        }
+                    }
+                    let n = r.bytes;
+                    return Msg::decode(&buf[..n])
+                        .map(|m| Some((m, fd)))
+                        .ok_or_else(|| io::Error::other("unknown message on the sync socket"));
+                }
+            }
+        }
+    }
+
     /// Receive one message; `None` when the peer closed its end (it exited or died).
     pub fn recv(&self) -> io::Result<Option<Msg>> {
         let mut buf = vec![0u8; 64 * 1024];

@@ -373,6 +373,17 @@ impl Drop for CwdGuard {
     }
 }
 
+/// The pid of the process a pidfd refers to, in the caller's pid namespace (fdinfo's
+/// `Pid:`).
+pub fn pidfd_pid(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|p| *p > 0)
+        .ok_or_else(|| io::Error::other("no live pid in the pidfd's fdinfo"))
+}
+
 /// MOUNT_ATTR_IDMAP of mount_setattr(2).
 pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 

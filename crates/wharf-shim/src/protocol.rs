@@ -564,6 +564,10 @@ pub struct PauseSpec {
     /// UTS namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uts: Option<PathBuf>,
+    /// The pod's own user namespace, which must own the init's pid namespace (else the
+    /// pod's containers could not mount their /proc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<PathBuf>,
     /// Where to pin the init's pid namespace (a file the shim bind-mounts it on), so
     /// containers join it by that path, never by the init's pid.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -2407,3 +2407,200 @@ async fn two_thousand_idle_connections_leave_cri_calls_and_exec_working() {
     stop_and_remove_pod(&mut rt, &pod).await;
     stop_and_check_clean(d).await;
 }
+
+/// A pod config of `d` with its own user namespace mapping `0..65536` to `host..`.
+fn userns_pod_config(d: &Daemon, name: &str, host: u32) -> PodSandboxConfig {
+    let mut config = pod_config(d, name);
+    let map = vec![IdMapping {
+        host_id: host,
+        container_id: 0,
+        length: 65536,
+    }];
+    let ns = config
+        .linux
+        .as_mut()
+        .and_then(|l| l.security_context.as_mut())
+        .and_then(|s| s.namespace_options.as_mut())
+        .unwrap();
+    ns.userns_options = Some(UserNamespace {
+        mode: NamespaceMode::Pod as i32,
+        uids: map.clone(),
+        gids: map,
+    });
+    config
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn user_namespaced_pods_run_with_kubelets_maps_and_id_mapped_volumes() {
+    let d = Daemon::start("cri-userns");
+    let mut rt = runtime_with_busybox(&d).await;
+    let features = rt
+        .status(StatusRequest { verbose: false })
+        .await
+        .unwrap()
+        .into_inner()
+        .runtime_handlers[0]
+        .features
+        .unwrap();
+    assert!(features.user_namespaces, "kubelet admits hostUsers: false");
+
+    // A volume as kubelet gives a user-namespaced pod: id-mapped with the pod's maps.
+    let host = 300_000;
+    let vol = d.w.path("vol");
+    std::fs::create_dir_all(&vol).unwrap();
+    std::fs::write(vol.join("from-host"), "x").unwrap();
+    let config = userns_pod_config(&d, "uns", host);
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let mut cfg = container_config(
+        "c",
+        "cat /proc/self/uid_map; id -u; stat -c %u /vol/from-host; touch /vol/made; \
+         ip addr add 10.99.0.1/32 dev lo && echo netadmin-ok; sleep 600",
+    );
+    let sc = cfg
+        .linux
+        .as_mut()
+        .unwrap()
+        .security_context
+        .as_mut()
+        .unwrap();
+    sc.run_as_user = Some(Int64Value { value: 0 });
+    sc.run_as_group = Some(Int64Value { value: 0 });
+    sc.readonly_rootfs = false;
+    // CAP_NET_ADMIN, which the pod's root holds over its own network only.
+    sc.capabilities = Some(Capability {
+        add_capabilities: vec!["NET_ADMIN".into()],
+        ..Default::default()
+    });
+    sc.namespace_options = config
+        .linux
+        .as_ref()
+        .unwrap()
+        .security_context
+        .as_ref()
+        .unwrap()
+        .namespace_options
+        .clone();
+    let ns_map = sc
+        .namespace_options
+        .as_ref()
+        .unwrap()
+        .userns_options
+        .clone()
+        .unwrap();
+    cfg.mounts = vec![Mount {
+        container_path: "/vol".into(),
+        host_path: vol.display().to_string(),
+        uid_mappings: ns_map.uids.clone(),
+        gid_mappings: ns_map.gids.clone(),
+        ..Default::default()
+    }];
+    let ctr = start_in_pod(&mut rt, &pod, config.clone(), cfg).await;
+    let log = d.w.path("logs/uns/c/0.log");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let done = wait_until(Duration::from_secs(20), || read().contains("netadmin-ok"));
+    let text = read();
+    assert!(done, "{text}");
+    assert!(
+        text.contains(&format!("0     {host}      65536")) || text.contains(&format!(" 0 {host} ")),
+        "{text}"
+    );
+    let stdout: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.splitn(4, ' ').nth(3))
+        .collect();
+    assert_eq!(
+        stdout[1..3],
+        ["0", "0"],
+        "root inside, the host root's file is root's: {text}"
+    );
+    // What the pod's root made in the volume is the host's root's on disk.
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(vol.join("made")).unwrap()),
+        0
+    );
+    // The host sees the container's root as the mapped id.
+    let status = rt
+        .container_status(ContainerStatusRequest {
+            container_id: ctr.clone(),
+            verbose: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let pid = serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"]
+        .as_i64()
+        .unwrap();
+    let uid_line = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .unwrap()
+        .to_string();
+    assert!(uid_line.contains(&host.to_string()), "{uid_line}");
+    // The sandbox reports its maps.
+    let st = rt
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap();
+    let u = st
+        .linux
+        .unwrap()
+        .namespaces
+        .unwrap()
+        .options
+        .unwrap()
+        .userns_options
+        .unwrap();
+    assert_eq!(u.mode, NamespaceMode::Pod as i32);
+    assert_eq!(u.uids[0].host_id, host);
+
+    // A second pod whose range overlaps the first's is refused, naming the cause; one of
+    // its own runs.
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(userns_pod_config(&d, "overlap", host + 100)),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    assert!(e.message().contains("overlap"), "{e:?}");
+    // Maps kubelet would never send are refused: root unmapped, host root mapped in.
+    for (name, container, host_id) in [("noroot", 1, 400_000), ("hostroot", 0, 0)] {
+        let mut c = userns_pod_config(&d, name, 400_000);
+        let ns = c
+            .linux
+            .as_mut()
+            .and_then(|l| l.security_context.as_mut())
+            .and_then(|s| s.namespace_options.as_mut())
+            .and_then(|n| n.userns_options.as_mut())
+            .unwrap();
+        ns.uids[0].container_id = container;
+        ns.uids[0].host_id = host_id;
+        let e = rt
+            .run_pod_sandbox(RunPodSandboxRequest {
+                config: Some(c),
+                runtime_handler: String::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{name}: {e:?}");
+        assert!(e.message().contains("uid map"), "{name}: {e:?}");
+    }
+    stop_and_remove_pod(&mut rt, &pod).await;
+    stop_and_check_clean(d).await;
+}

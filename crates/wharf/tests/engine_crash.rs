@@ -1239,3 +1239,48 @@ fn a_foreground_rm_container_whose_cli_died_is_removed_once_it_exits() {
     assert!(w.pods().is_empty());
     w.assert_clean();
 }
+
+/// A container with its own user namespace after a reboot: restore makes its pod's user
+/// namespace again with the same host ids (recorded with the pod), and a new pod made
+/// afterwards still gets a range of its own.
+#[test]
+fn after_a_reboot_restore_gives_a_user_namespaced_pod_its_range_again() {
+    let w = World::new("crash-userns");
+    let uid_map = |name: &str| w.ok(&["exec", name, "cat", "/proc/self/uid_map"]);
+    let run = |name: &str, restart: &str| {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--restart",
+            restart,
+            "--network",
+            "none",
+            "--userns=auto",
+            &w.image,
+            "sleep",
+            "1000",
+        ])
+    };
+    run("u", "always");
+    let before = uid_map("u");
+    w.reboot();
+    assert_eq!(w.restore(), ["u"]);
+    assert_eq!(uid_map("u"), before);
+    run("v", "no");
+    let host = |map: &str| {
+        map.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(
+        host(&uid_map("v")).abs_diff(host(&before)) >= 65536,
+        "{before} {}",
+        uid_map("v")
+    );
+    w.ok(&["rm", "-f", "u", "v"]);
+    w.assert_clean();
+}

@@ -213,3 +213,117 @@ fn userns_refuses_what_it_rules_out_and_idmap_without_it() {
     assert!(err.contains("--userns") && err.contains("keep"), "{err}");
     w.assert_clean();
 }
+
+#[test]
+fn a_pod_with_its_own_user_namespace_shares_it_and_its_pid_namespace() {
+    let w = Wharf::new("userns-pod");
+    w.pull_busybox();
+    w.ok(&[
+        "pod",
+        "create",
+        "--name",
+        "p",
+        "--network",
+        "none",
+        "--share-pid",
+        "--userns=auto",
+    ]);
+    // a holds CAP_SYS_ADMIN: over its pod's namespaces only.
+    for (name, cap) in [("a", "SYS_ADMIN"), ("b", "CHOWN")] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--pod",
+            "p",
+            "--name",
+            name,
+            "--cap-add",
+            cap,
+            &busybox(),
+            "sleep",
+            "600",
+        ]);
+    }
+    // One user namespace, one map, for both; one pid namespace, whose /proc each mounted.
+    let (start, _) = host_root(&w, "a");
+    assert_eq!(host_root(&w, "b").0, start);
+    let ps = w.ok(&["exec", "b", "ps", "-o", "pid,args"]);
+    assert_eq!(ps.matches("sleep 600").count(), 2, "{ps}");
+    for name in ["a", "b"] {
+        let pid = w.pids(name)[0];
+        assert_eq!(status_ids(pid, "Uid:")[0], start);
+    }
+    // The pod's hostname is a's to set (the pod's user namespace owns its UTS namespace);
+    // the host's is not, nor may a mount what the host's root may.
+    let host_name = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    w.ok(&["exec", "a", "hostname", "renamed"]);
+    assert_eq!(w.ok(&["exec", "b", "hostname"]).trim(), "renamed");
+    assert_eq!(
+        rustix::system::uname().nodename().to_string_lossy(),
+        host_name
+    );
+    let out = w.run(&["exec", "a", "mknod", "/tmp/disk", "b", "8", "0"]);
+    assert_ne!(out.code, 0, "a host block device made: {out:?}");
+    w.ok(&["pod", "rm", "-f", "p"]);
+    w.assert_clean();
+}
+
+#[test]
+fn a_played_pod_with_host_users_false_runs_as_an_unprivileged_host_uid() {
+    let w = Wharf::new("userns-play");
+    w.pull_busybox();
+    let host_dir = w.path("shared");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(host_dir.join("from-host"), "x").unwrap();
+    let manifest = w.path("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1
+kind: Pod
+metadata: {{name: uns}}
+spec:
+  hostUsers: false
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: c
+    image: {image}
+    command: [sh, -c, 'id -u; stat -c %u /shared/from-host /scratch; touch /scratch/made /shared/made; sleep 600']
+    volumeMounts:
+    - {{name: shared, mountPath: /shared}}
+    - {{name: scratch, mountPath: /scratch}}
+  volumes:
+  - {{name: shared, hostPath: {{path: {host}, type: Directory}}}}
+  - {{name: scratch, emptyDir: {{}}}}
+",
+            image = busybox(),
+            host = host_dir.display()
+        ),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    let out = w.run(&["play", "--network", "none", m]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stderr.contains("hostUsers"),
+        "no longer ignored: {out:?}"
+    );
+    assert!(engine_support::wait_until(
+        std::time::Duration::from_secs(20),
+        || std::fs::metadata(host_dir.join("made")).is_ok()
+    ));
+    // Root inside; the volumes id-mapped: the host root's files are root's inside, and
+    // what the pod's root writes is the host root's on disk.
+    assert_eq!(w.ok(&["logs", "uns-c"]), "0\n0\n0\n");
+    assert_eq!(std::fs::metadata(host_dir.join("made")).unwrap().uid(), 0);
+    // The host sees its root as an unprivileged id of a range of its own.
+    let pid = w.pids("uns-c")[0];
+    let uid = status_ids(pid, "Uid:")[0];
+    assert!(uid >= 65536, "{uid}");
+    w.ok(&["play", "--down", m]);
+    w.assert_clean();
+}

@@ -42,12 +42,23 @@ pub fn spawn(spec: &PauseSpec) -> Result<i32, String> {
     }
     let dmz = wharf_runtime::dmz::memfd().map_err(|e| format!("the exec helper: {e}"))?;
     let (sync_r, sync_w) = super::sys::pipe().map_err(|e| format!("pipe: {e}"))?;
-    // SAFETY: the shim is single-threaded; the child only makes plain syscalls.
-    let forked = unsafe { wharf_runtime::sys::clone_process(libc::CLONE_NEWPID as u64, None) }
-        .map_err(|e| format!("clone the pod's init into a new pid namespace: {e}"))?;
-    match forked.0 {
-        wharf_runtime::sys::Forked::Child => run(&joins, dmz.as_raw_fd(), sync_w),
-        wharf_runtime::sys::Forked::Parent { pid, .. } => {
+    // The init's pid in the shim, None in the init.
+    let forked = match &spec.user {
+        None => {
+            // SAFETY: the shim is single-threaded; the child only makes plain syscalls.
+            match unsafe { wharf_runtime::sys::clone_process(libc::CLONE_NEWPID as u64, None) }
+                .map_err(|e| format!("clone the pod's init into a new pid namespace: {e}"))?
+                .0
+            {
+                wharf_runtime::sys::Forked::Child => None,
+                wharf_runtime::sys::Forked::Parent { pid, .. } => Some(pid),
+            }
+        }
+        Some(user) => clone_in_user_namespace(user)?,
+    };
+    match forked {
+        None => run(&joins, dmz.as_raw_fd(), sync_w),
+        Some(pid) => {
             drop(sync_w);
             // The child reports a failed step (text) or closes the pipe when it execs.
             let mut b = [0u8; 256];
@@ -67,6 +78,62 @@ pub fn spawn(spec: &PauseSpec) -> Result<i32, String> {
             Ok(pid)
         }
     }
+}
+
+/// Clone the init into a new pid namespace owned by the pod's user namespace `user`: a
+/// helper child joins the user namespace (only a single-threaded process may) and clones
+/// the init as the shim's own child (CLONE_PARENT), tells its pid and exits. In the init
+/// this returns None; in the shim, the init's pid.
+fn clone_in_user_namespace(user: &Path) -> Result<Option<i32>, String> {
+    let userns = rustix::fs::open(
+        user,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| format!("open the pod's user namespace {}: {e}", user.display()))?;
+    let (pid_r, pid_w) = super::sys::pipe().map_err(|e| format!("pipe: {e}"))?;
+    // SAFETY: the shim is single-threaded; the helper makes plain syscalls and exits.
+    let helper = unsafe { wharf_runtime::sys::clone_process(0, None) }
+        .map_err(|e| format!("fork a helper for the pod's init: {e}"))?
+        .0;
+    let helper_pid = match helper {
+        wharf_runtime::sys::Forked::Child => {
+            drop(pid_r);
+            // SAFETY: plain syscalls in the freshly forked, single-threaded helper.
+            if unsafe { libc::setns(userns.as_raw_fd(), libc::CLONE_NEWUSER) } != 0 {
+                // SAFETY: leave without the shim's destructors; the shim reads EOF.
+                unsafe { libc::_exit(1) };
+            }
+            let flags = (libc::CLONE_NEWPID | libc::CLONE_PARENT) as u64;
+            // SAFETY: as above.
+            match unsafe { wharf_runtime::sys::clone_process(flags, None) } {
+                Ok((wharf_runtime::sys::Forked::Child, _)) => return Ok(None),
+                Ok((wharf_runtime::sys::Forked::Parent { pid, .. }, _)) => {
+                    let b = pid.to_ne_bytes();
+                    // SAFETY: write to our pipe, then leave without destructors.
+                    unsafe {
+                        libc::write(pid_w.as_raw_fd(), b.as_ptr().cast(), b.len());
+                        libc::_exit(0)
+                    }
+                }
+                // SAFETY: as above.
+                Err(_) => unsafe { libc::_exit(1) },
+            }
+        }
+        wharf_runtime::sys::Forked::Parent { pid, .. } => pid,
+    };
+    drop(pid_w);
+    let mut b = [0u8; 4];
+    let n = rustix::io::read(&pid_r, &mut b).unwrap_or(0);
+    super::sys::reap(helper_pid);
+    if n != 4 {
+        return Err(format!(
+            "clone the pod's init into a new pid namespace of its user namespace {}: the \
+             helper failed",
+            user.display()
+        ));
+    }
+    Ok(Some(i32::from_ne_bytes(b)))
 }
 
 /// Bind-mount the init's pid namespace at `pin`. The init is our child and not reaped yet,
