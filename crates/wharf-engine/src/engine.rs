@@ -222,8 +222,10 @@ impl Engine {
             state: PodState::Creating,
         };
         // Locked (until the caller releases it) before the row exists: no other process
-        // takes the pod for the leftover of a crash while it is being made.
-        self.locks.hold(&id)?;
+        // takes the pod for the leftover of a crash while it is being made. The mark finds
+        // the lock if this process dies before the row is written.
+        let mark = self.locks.hold_new(&id)?;
+        crate::hooks::step("pod locked, no row yet");
         // The name is reserved first: a concurrent create with the same name fails here,
         // before anything exists.
         let mut inserted = self.db.insert_pod(&row);
@@ -231,8 +233,10 @@ impl Engine {
         for _ in 0..8 {
             match &inserted {
                 Err(Error::Exists(_)) if auto_userns => {
-                    row.spec.userns = Some(crate::userns::choose(&self.db)?);
-                    inserted = self.db.insert_pod(&row);
+                    inserted = crate::userns::choose(&self.db).and_then(|ns| {
+                        row.spec.userns = Some(ns);
+                        self.db.insert_pod(&row)
+                    });
                 }
                 _ => break,
             }
@@ -241,6 +245,7 @@ impl Engine {
             self.locks.forget(&id);
             return Err(e);
         }
+        drop(mark);
         let spec = &row.spec.clone();
         crate::hooks::step("pod row inserted");
         match sandbox::create(&self.setup(), &id, &row.name, spec) {

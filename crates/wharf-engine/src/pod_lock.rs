@@ -9,6 +9,12 @@
 //!
 //! A lock file is unlinked (while held) when its pod is removed; a process that was waiting
 //! on it then finds the path gone or replaced, and locks the path anew.
+//!
+//! A new pod's lock is taken before its row exists, so a process killed in between leaves
+//! a lock file no row names. A mark beside it, `<run>/locks.new/<pod id>`, flock'ed by its
+//! creator until the row is written, finds these without a look at every pod: the
+//! directory holds only pods being made, and a mark nobody holds is such a leftover
+//! ([`PodLocks::clean_unrecorded`], which every reconcile runs).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -23,6 +29,8 @@ use crate::error::{Error, Result};
 /// The pod locks one engine holds.
 pub(crate) struct PodLocks {
     dir: PathBuf,
+    /// The marks of pods being made (`<locks>.new`).
+    new_dir: PathBuf,
     held: Mutex<HashMap<String, OwnedFd>>,
 }
 
@@ -42,11 +50,26 @@ impl Drop for PodLock<'_> {
     }
 }
 
+/// A new pod's mark (see the module's doc), removed when dropped.
+pub(crate) struct NewPodMark {
+    path: PathBuf,
+    _fd: OwnedFd,
+}
+
+impl Drop for NewPodMark {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl PodLocks {
     /// Locks under `dir` (created on first use).
     pub(crate) fn new(dir: PathBuf) -> PodLocks {
+        let mut new_dir = dir.clone().into_os_string();
+        new_dir.push(".new");
         PodLocks {
             dir,
+            new_dir: new_dir.into(),
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -79,6 +102,53 @@ impl PodLocks {
         let mut g = self.lock(id)?;
         g.taken = false;
         Ok(())
+    }
+
+    /// Lock new pod `id` (see [`PodLocks::hold`]) under a mark that says it has no row
+    /// yet; the mark goes when the returned guard is dropped (the row written, or the
+    /// creation given up).
+    pub(crate) fn hold_new(&self, id: &str) -> Result<NewPodMark> {
+        let dir = &self.new_dir;
+        std::fs::create_dir_all(dir).map_err(|e| Error::Os {
+            what: format!("create {}", dir.display()),
+            err: e,
+        })?;
+        let path = dir.join(id);
+        let fd = open(&path)
+            .and_then(|fd| rustix::fs::flock(&fd, FlockOperation::LockExclusive).map(|()| fd))
+            .map_err(|e| Error::Os {
+                what: format!("mark the new pod {}", path.display()),
+                err: e.into(),
+            })?;
+        let mark = NewPodMark { path, _fd: fd };
+        self.hold(id)?;
+        Ok(mark)
+    }
+
+    /// Remove the lock files of new pods whose creator died before writing their row
+    /// (`recorded` says whether a pod has one), and the marks of creators that died at all.
+    /// Costs one read of a directory that holds only pods being made.
+    pub(crate) fn clean_unrecorded(&self, recorded: impl Fn(&str) -> bool) {
+        let dir = &self.new_dir;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let Ok(id) = e.file_name().into_string() else {
+                continue;
+            };
+            let path = dir.join(&id);
+            let Ok(fd) = open(&path) else { continue };
+            if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+                continue; // its creator is at work
+            }
+            if !recorded(&id)
+                && let Ok(Some(_lock)) = self.try_lock(&id)
+            {
+                self.forget(&id);
+            }
+            let _ = std::fs::remove_file(&path);
+        }
     }
 
     /// Release every lock this engine holds.
@@ -162,6 +232,40 @@ fn open(path: &Path) -> rustix::io::Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unrecorded_new_pods_of_dead_creators_lose_their_locks_and_live_ones_keep_them() {
+        let t = tempfile::tempdir().unwrap();
+        let locks = t.path().join("locks");
+        let a = PodLocks::new(locks.clone());
+        let b = PodLocks::new(locks.clone());
+        // What a creator killed before its row leaves: a lock file and a mark, unheld.
+        for id in ["dead", "dead-recorded"] {
+            std::fs::create_dir_all(t.path().join("locks.new")).unwrap();
+            std::fs::create_dir_all(&locks).unwrap();
+            std::fs::write(locks.join(id), "").unwrap();
+            std::fs::write(t.path().join("locks.new").join(id), "").unwrap();
+        }
+        // A creator at work.
+        let mark = a.hold_new("alive").unwrap();
+        b.clean_unrecorded(|id| id == "dead-recorded");
+        let names = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&locks), ["alive", "dead-recorded"]);
+        assert_eq!(names(&t.path().join("locks.new")), ["alive"]);
+        assert!(
+            b.try_lock("alive").unwrap().is_none(),
+            "still its creator's"
+        );
+        drop(mark);
+        assert!(names(&t.path().join("locks.new")).is_empty());
+    }
 
     #[test]
     fn locks_exclude_other_holders_and_are_reentrant() {

@@ -171,6 +171,7 @@ impl Engine {
             }
         });
         self.reconcile_rm_guards(&mut report);
+        self.clean_unrecorded_pods();
         let known: HashSet<&str> = pods.iter().map(|p| p.id.as_str()).collect();
         self.remove_stale_locks(&known);
         crate::hooks::step("reconciled");
@@ -187,6 +188,7 @@ impl Engine {
             self.check_pods(&ids, &mut report);
         }
         self.reconcile_rm_guards(&mut report);
+        self.clean_unrecorded_pods();
         crate::hooks::step("reconciled");
         report
     }
@@ -218,6 +220,7 @@ impl Engine {
             self.check_pods(&ids, &mut report);
         }
         self.reconcile_rm_guards(&mut report);
+        self.clean_unrecorded_pods();
         crate::hooks::step("reconciled");
         report
     }
@@ -497,6 +500,13 @@ impl Engine {
             sb.cgroup = crate::sandbox::pod_cgroup(&self.opts.cgroup_parent, &pod.spec, &pod.id);
         }
         sb
+    }
+
+    /// The locks of new pods whose creator died before writing their row (one read of a
+    /// directory of the pods being made; see `pod_lock.rs`).
+    fn clean_unrecorded_pods(&self) {
+        self.locks
+            .clean_unrecorded(|id| !matches!(self.db.find_pod(id), Err(Error::NotFound { .. })));
     }
 
     /// Lock files of pods that no longer exist (left by a process killed between taking

@@ -1284,3 +1284,19 @@ fn after_a_reboot_restore_gives_a_user_namespaced_pod_its_range_again() {
     w.ok(&["rm", "-f", "u", "v"]);
     w.assert_clean();
 }
+
+/// A CLI killed after locking a new pod and before writing its row leaves a lock file that
+/// no row names; the next command's reconcile (not only a full one) removes it.
+#[test]
+fn a_cli_killed_between_a_new_pods_lock_and_its_row_leaves_no_lock_behind() {
+    let w = World::new("crash-lock");
+    w.crash_at(
+        "pod locked, no row yet",
+        &["run", "-d", "--name", "x", &w.image, "sleep", "1000"],
+    );
+    assert_eq!(read_dir(&w.run.join("locks")).len(), 1, "the lock is left");
+    assert!(w.ps().is_empty());
+    assert_eq!(read_dir(&w.run.join("locks")), Vec::<PathBuf>::new());
+    assert_eq!(read_dir(&w.run.join("locks.new")), Vec::<PathBuf>::new());
+    w.assert_clean();
+}

@@ -209,6 +209,40 @@ fn userns_refuses_what_it_rules_out_and_idmap_without_it() {
         err.contains("idmap") && err.contains("user namespace"),
         "{err}"
     );
+    // A volume on a filesystem that cannot be id-mapped (overlayfs) is refused, naming it.
+    for d in ["lo", "up", "wk", "ov"] {
+        std::fs::create_dir_all(w.path(d)).unwrap();
+    }
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        w.path("lo").display(),
+        w.path("up").display(),
+        w.path("wk").display()
+    );
+    let ov = w.path("ov");
+    let st = std::process::Command::new("mount")
+        .args(["-t", "overlay", "ov", "-o", &opts, ov.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = w.run(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--userns=auto",
+        "-v",
+        &format!("{}:/ov:idmap", ov.display()),
+        &busybox(),
+        "true",
+    ]);
+    let _ = std::process::Command::new("umount").arg(&ov).status();
+    assert_ne!(out.code, 0, "{out:?}");
+    let want = format!(
+        "mount /ov: the filesystem of {} cannot be id-mapped",
+        ov.display()
+    );
+    assert_eq!(out.stderr.matches(&want).count(), 1, "{out:?}");
     let err = w.fails(125, &["run", "--rm", "--userns=keep", &busybox(), "true"]);
     assert!(err.contains("--userns") && err.contains("keep"), "{err}");
     w.assert_clean();
