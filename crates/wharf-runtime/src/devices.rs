@@ -1,7 +1,7 @@
 //! Device nodes in the container's /dev: the default set every OCI container gets, the
 //! config's `linux.devices`, and the standard symlinks.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
@@ -102,14 +102,9 @@ pub fn create(root: BorrowedFd<'_>, node: &Node, bind_from_host: bool) -> Result
         .ctx(|| format!("create directory for device {}", p(&node.path)))?;
     let dir = safe_path::reopen_dir(&dir).ctx(|| format!("open parent of {}", p(&node.path)))?;
     if bind_from_host {
-        // The host's node, opened without following links; the mount point a plain file
-        // of our own, never whatever the image put there (a symlink into /proc).
-        let host = rustix::fs::open(
-            &node.path,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ctx(|| format!("open the host's device {}", p(&node.path)))?;
+        // The host's node of the same device; the mount point a plain file of our own,
+        // never whatever the image put there (a symlink into /proc).
+        let host = host_node(node)?;
         let target = safe_path::plain_file_at(dir.as_fd(), name)
             .ctx(|| format!("create mount point for device {}", p(&node.path)))?;
         return crate::mounts::bind_fd(host.as_fd(), target.as_fd())
@@ -141,6 +136,58 @@ pub fn create(root: BorrowedFd<'_>, node: &Node, bind_from_host: bool) -> Result
         rustix::fs::AtFlags::empty(),
     )
     .ctx(|| format!("chmod {}", p(&node.path)))
+}
+
+/// The host's node of `node`'s device, to bind where no node can be made (in a user
+/// namespace): at the same path when that is the same device (opened without following
+/// links), else udev's `/dev/char|block/MAJOR:MINOR`, else any node of it in /dev. The
+/// config names a device by its numbers, and a container path (`--device
+/// /dev/zero:/dev/given`) need not exist on the host.
+fn host_node(node: &Node) -> Result<OwnedFd> {
+    let (ft, dir) = match node.kind {
+        'b' => (FileType::BlockDevice, "block"),
+        'p' => (FileType::Fifo, ""),
+        _ => (FileType::CharacterDevice, "char"),
+    };
+    let want = rustix::fs::makedev(node.major as u32, node.minor as u32);
+    let is_it = |fd: &OwnedFd| {
+        rustix::fs::fstat(fd).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == ft
+                && (ft == FileType::Fifo || st.st_rdev == want)
+        })
+    };
+    let open = |path: &Path, follow: bool| {
+        let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        if !follow {
+            flags |= rustix::fs::OFlags::NOFOLLOW;
+        }
+        rustix::fs::open(path, flags, Mode::empty()).ok()
+    };
+    if let Some(fd) = open(&node.path, false).filter(is_it) {
+        return Ok(fd);
+    }
+    if ft != FileType::Fifo {
+        let by_number = format!("/dev/{dir}/{}:{}", node.major, node.minor);
+        if let Some(fd) = open(Path::new(&by_number), true).filter(is_it) {
+            return Ok(fd);
+        }
+        let found = std::fs::read_dir("/dev")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|e| open(&e.path(), false).filter(is_it));
+        if let Some(fd) = found {
+            return Ok(fd);
+        }
+    }
+    Err(Error::Config(format!(
+        "device {} ({} {}:{}): the host has no node of it to bind (a user namespace cannot \
+         make device nodes)",
+        p(&node.path),
+        node.kind,
+        node.major,
+        node.minor
+    )))
 }
 
 /// /dev/fd, /dev/stdin, /dev/stdout, /dev/stderr (and /dev/core where the host has

@@ -57,12 +57,14 @@ fn userns_auto_runs_root_as_an_unprivileged_host_uid_with_its_files_owned() {
         "--network",
         "none",
         "--userns=auto",
+        "--device",
+        "/dev/zero:/dev/given",
         &busybox(),
         "sh",
         "-c",
         "id -u; stat -c %u /bin /etc/hosts /etc/resolv.conf /etc/hostname /dev/shm; \
          echo hi > /new && stat -c %u /new; echo 1.2.3.4 x >> /etc/hosts && echo hosts-ok; \
-         touch /dev/shm/s && echo shm-ok",
+         touch /dev/shm/s && echo shm-ok; head -c 3 /dev/given | wc -c",
     ]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "0", "root inside: {out}");
@@ -73,6 +75,8 @@ fn userns_auto_runs_root_as_an_unprivileged_host_uid_with_its_files_owned() {
         "owners inside: {out}"
     );
     assert!(out.contains("hosts-ok") && out.contains("shm-ok"), "{out}");
+    // A device it was given works (bound: a user namespace cannot make device nodes).
+    assert_eq!(lines.last().map(|l| l.trim()), Some("3"), "{out}");
 
     run_detached(&w, "c1");
     let (start, size) = host_root(&w, "c1");
