@@ -618,7 +618,15 @@ impl Runtime {
         }
         let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         let _ = st.cgroup.thaw();
-        wait_pidfd(&pidfd, None);
+        // Bounded: a process stuck in the kernel (uninterruptible sleep) outlives SIGKILL,
+        // and a delete must say so rather than hang its caller.
+        if !wait_pidfd(&pidfd, Some(KILL_WAIT)) {
+            return Err(Error::State(format!(
+                "its init (pid {}) did not exit within {} s of SIGKILL (stuck in the kernel?)",
+                st.pid,
+                KILL_WAIT.as_secs()
+            )));
+        }
         Ok(())
     }
 
@@ -760,6 +768,9 @@ fn wait_exec(fifo: &OwnedFd, pidfd: &OwnedFd) -> Result<Option<String>> {
         }
     }
 }
+
+/// How long a delete waits for a SIGKILLed init to exit.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Wait until the process behind `pidfd` exits (or `timeout` passes).
 pub fn wait_pidfd(pidfd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
