@@ -238,21 +238,33 @@ pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     }
     match typ.as_str() {
         "cgroup" | "cgroup2" => return mount_cgroup(ctx, m, &opts),
-        "sysfs" if (!ctx.net_ns || ctx.user_ns) => {
+        "sysfs" if ctx.net_ns && ctx.user_ns => {
+            // A sysfs of its own where its user namespace owns its network namespace (a
+            // pod's own user namespace); the host's /sys where it does not (EPERM).
+            let target = safe_path::mkdir_all(ctx.root, dest, 0o755)
+                .ctx(|| what("create mount point for"))?;
+            match sys::mount(
+                Some(c"sysfs"),
+                &safe_path::proc_fd_path(&target),
+                Some(c"sysfs"),
+                opts.flags & !libc::MS_REMOUNT,
+                None,
+            ) {
+                Ok(()) => return finish(ctx, dest, &opts),
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    if bind_host_sys(ctx, dest, &opts, &target)? {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(mount_error(&what("mount"), &typ, e)),
+            }
+        }
+        "sysfs" if !ctx.net_ns => {
             // Mounting sysfs needs a network namespace we own; fall back to binding the
             // host's /sys read-only, as runc does.
             let target = safe_path::mkdir_all(ctx.root, dest, 0o755)
                 .ctx(|| what("create mount point for"))?;
-            let res = sys::mount(
-                Some(c"/sys"),
-                &safe_path::proc_fd_path(&target),
-                None,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            );
-            if res.is_ok() {
-                let t = safe_path::lookup(ctx.root, dest).ctx(|| what("reopen"))?;
-                remount(&t, libc::MS_RDONLY | opts.flags, dest)?;
+            if bind_host_sys(ctx, dest, &opts, &target)? {
                 return Ok(());
             }
         }
@@ -283,6 +295,30 @@ pub fn mount_one(ctx: &MountContext<'_>, m: &Mount) -> Result<()> {
     )
     .map_err(|e| mount_error(&what("mount"), &typ, e))?;
     finish(ctx, dest, &opts)
+}
+
+/// Bind the host's /sys read-only at `target` (mount `dest`), where a sysfs of the
+/// container's own cannot be mounted; false when the bind itself fails (then a plain mount
+/// is tried and its error reported).
+fn bind_host_sys(
+    ctx: &MountContext<'_>,
+    dest: &Path,
+    opts: &Options,
+    target: &OwnedFd,
+) -> Result<bool> {
+    let res = sys::mount(
+        Some(c"/sys"),
+        &safe_path::proc_fd_path(target),
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    );
+    if res.is_err() {
+        return Ok(false);
+    }
+    let t = safe_path::lookup(ctx.root, dest).ctx(|| format!("reopen {}", p(dest)))?;
+    remount(&t, libc::MS_RDONLY | opts.flags, dest)?;
+    Ok(true)
 }
 
 /// procfs and sysfs expose the kernel's control files: their mount points may not be

@@ -86,6 +86,11 @@ fn userns_auto_runs_root_as_an_unprivileged_host_uid_with_its_files_owned() {
     let pid = w.pids("c1")[0];
     assert_eq!(status_ids(pid, "Uid:"), vec![start; 4]);
     assert_eq!(status_ids(pid, "Gid:"), vec![start; 4]);
+    // /sys is a sysfs of its own network namespace (which its user namespace owns), not
+    // the host's: only its loopback; read-only.
+    assert_eq!(w.ok(&["exec", "c1", "ls", "/sys/class/net"]), "lo\n");
+    let out = w.run(&["exec", "c1", "touch", "/sys/x"]);
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
     // A file it writes to its own layer is stored with that host id.
     w.ok(&["exec", "c1", "touch", "/written"]);
     let upper_file = std::fs::read_to_string("/proc/self/mountinfo")
