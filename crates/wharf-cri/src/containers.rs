@@ -481,9 +481,18 @@ fn state(s: ContainerState) -> i32 {
 
 use crate::api::ContainerState as ContainerStateCri;
 
+/// The image of a container as the CRI shows it: by the name it was asked for, when
+/// kubelet created it from the image's id, as containerd shows a tag of the image. kubelet
+/// puts this into the pod's status, where an update of the pod's image must show (the
+/// node conformance's Containers Lifecycle specs wait for it).
 fn image_spec(row: &ContainerRow) -> ImageSpec {
+    let by_id = row.spec.image.starts_with("sha256:");
     ImageSpec {
-        image: row.spec.image.clone(),
+        image: if by_id && !row.image_name.starts_with("sha256:") && !row.image_name.is_empty() {
+            row.image_name.clone()
+        } else {
+            row.spec.image.clone()
+        },
         user_specified_image: row.image_name.clone(),
         ..Default::default()
     }

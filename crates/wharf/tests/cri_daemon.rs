@@ -2117,11 +2117,14 @@ async fn failed_requests_roll_back_and_name_their_cause() {
         .into_inner()
         .status
         .unwrap();
+    // By its name, not the id kubelet created it from (as containerd shows a tag): kubelet
+    // puts it in the pod's status.
     let shown = st.image.unwrap();
     assert_eq!(
         (shown.image, shown.user_specified_image),
-        (id, engine_support::busybox())
+        (engine_support::busybox(), engine_support::busybox())
     );
+    assert_eq!(st.image_ref, id);
     let ps = String::from_utf8_lossy(&d.wharf(&["ps"]).stdout).into_owned();
     assert!(
         ps.contains(&engine_support::busybox()),
