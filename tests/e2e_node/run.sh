@@ -74,6 +74,7 @@ cleanup() {
   rm -rf --one-file-system "$STATE" 2>/dev/null
 }
 trap cleanup EXIT
+trap 'log "interrupted"; exit 2' INT TERM
 cleanup
 mkdir -p "$STATE"/{run,root,tmp,empty-cni,cni-cache,units,kubelet,work,sysctl,bin} "$LOGS"
 
@@ -174,10 +175,29 @@ esac
 EOF
 printf '#!/bin/sh\nexec "$@"\n' > "$S/sudo"
 chmod +x "$S"/*
-K8S=/root/go/pkg/mod/k8s.io/kubernetes@v1.37.2
-# this machine's disk is 80% full: the default eviction thresholds would report disk pressure
-{ sed -e "s#^cgroupRoot: /#cgroupRoot: /$CG#" -e 's#nodefs.available: 10%#nodefs.available: 1%\n  imagefs.available: 1%#' \
-    "$K8S/test/e2e_node/jenkins/default-kubelet-config.yaml"; echo "failCgroupV1: false"; } > "$STATE/kubelet-base.yaml"
+# The suite's own default (test/e2e_node/jenkins/default-kubelet-config.yaml), with: the
+# cgroups under /$CG; eviction at 1% of the disk (this machine's is 80% full: the default
+# 10% reported disk pressure and the node never turned Ready); cgroup v1 allowed.
+cat > "$STATE/kubelet-base.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /$CG
+podCIDR: "10.100.0.0/24"
+volumeStatsAggPeriod: 10s
+fileCheckFrequency: 10s
+evictionPressureTransitionPeriod: 30s
+evictionHard:
+  memory.available: 250Mi
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.available: 1%
+evictionMinimumReclaim:
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+serializeImagePulls: false
+failCgroupV1: false
+EOF
 cp "$E2E_NODE" "$STATE/bin/e2e_node.test"; cp "$KUBELET" "$STATE/bin/kubelet"
 
 cd "$STATE/work"
