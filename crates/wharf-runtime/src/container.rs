@@ -351,7 +351,7 @@ impl Runtime {
         opts: &CreateOptions,
         rollback: &mut Rollback<'_>,
     ) -> Result<(i32, OwnedFd, bool)> {
-        let idmapped = crate::mount_sources::prepare(&bundle.spec, &bundle.dir)?;
+        let prepared = crate::mount_sources::prepare(&bundle.spec, &bundle.dir)?;
         // Namespaces that apply to children only are entered by the runtime just around the
         // clone, then left again.
         let _restore_pid = match &plan.join_pid {
@@ -393,13 +393,12 @@ impl Runtime {
         };
         // An init in a user namespace finds its rootfs as its working directory (see
         // RootfsOptions::from_cwd): the runtime is in it for the clone, and back after.
-        let user_ns = crate::spec::namespaces(&bundle.spec)
-            .iter()
-            .any(|n| n.typ() == LinuxNamespaceType::User);
-        let mount_ns = crate::spec::namespaces(&bundle.spec)
+        let nss = crate::spec::namespaces(&bundle.spec);
+        let user_ns = nss.iter().any(|n| n.typ() == LinuxNamespaceType::User);
+        let new_mount_ns = nss
             .iter()
             .any(|n| n.typ() == LinuxNamespaceType::Mount && n.path().is_none());
-        let _back = if user_ns && mount_ns {
+        let _back = if user_ns && new_mount_ns {
             Some(
                 crate::sys::CwdGuard::enter(&bundle.rootfs)
                     .ctx(|| format!("enter the rootfs {}", crate::error::p(&bundle.rootfs)))?,
@@ -435,7 +434,7 @@ impl Runtime {
                     preserve_fds: opts.preserve_fds,
                     seccomp: filter,
                     dmz: crate::dmz::memfd().unwrap_or_else(|_| sys::exit_now(1)),
-                    idmapped: &idmapped,
+                    prepared: &prepared,
                 })
             }
             (Forked::Parent { pid, pidfd }, placed) => {

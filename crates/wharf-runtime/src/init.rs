@@ -58,8 +58,8 @@ pub struct InitArgs<'a> {
     pub seccomp: Option<&'a seccomp::Filter>,
     /// The sealed exec helper the container's program is exec'd through ([`crate::dmz`]).
     pub dmz: std::os::fd::BorrowedFd<'static>,
-    /// The id-mapped mounts, prepared before the clone.
-    pub idmapped: &'a crate::mount_sources::Prepared,
+    /// The mounts prepared before the clone ([`crate::mount_sources`]).
+    pub prepared: &'a crate::mount_sources::Prepared,
 }
 
 /// Run the init. Never returns: it execs the container's program or exits.
@@ -151,7 +151,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
         user_ns: has(LinuxNamespaceType::User),
         net_ns: has(LinuxNamespaceType::Network),
         no_pivot: args.no_pivot,
-        idmapped: args.idmapped,
+        prepared: args.prepared,
         from_cwd: has(LinuxNamespaceType::User) && new(LinuxNamespaceType::Mount),
         shared_mount_ns: !new(LinuxNamespaceType::Mount),
     };

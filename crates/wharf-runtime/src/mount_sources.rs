@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use oci_spec::runtime::{LinuxIdMapping, Spec};
 
 use crate::error::{Context, Error, Result, p};
-use crate::mounts::parse_options;
+use crate::mounts::{
+    MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, parse_options,
+};
 use crate::sys::{self, Forked, MountAttr};
 
 /// A mount prepared before the clone.
@@ -41,11 +43,6 @@ impl Prepared {
         self.0.get(index).and_then(Option::as_ref)
     }
 }
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 type Maps = (Vec<LinuxIdMapping>, Vec<LinuxIdMapping>);
 
@@ -194,16 +191,9 @@ fn user_namespace(uids: &[LinuxIdMapping], gids: &[LinuxIdMapping]) -> std::io::
         Forked::Parent { pid, .. } => pid,
     };
     drop(r);
-    let line = |m: &LinuxIdMapping| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size());
     let steps = || -> std::io::Result<OwnedFd> {
-        std::fs::write(
-            format!("/proc/{pid}/uid_map"),
-            uids.iter().map(line).collect::<String>(),
-        )?;
-        std::fs::write(
-            format!("/proc/{pid}/gid_map"),
-            gids.iter().map(line).collect::<String>(),
-        )?;
+        crate::namespaces::write_id_maps(pid, uids, gids)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(std::fs::File::open(format!("/proc/{pid}/ns/user"))?.into())
     };
     let out = steps();

@@ -35,10 +35,10 @@ pub struct Options {
 }
 
 const MS_NOSYMFOLLOW: c_ulong = 256;
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const MOUNT_ATTR__ATIME: u64 = 0x70;
 const MOUNT_ATTR_RELATIME: u64 = 0x0;
 const MOUNT_ATTR_NOATIME: u64 = 0x10;
@@ -200,8 +200,8 @@ pub fn bind_fd(src: BorrowedFd<'_>, target: BorrowedFd<'_>) -> std::io::Result<(
     }
 }
 
-/// Attach mount `m` prepared by the runtime before the clone (id-mapped,
-/// [`crate::idmap`]) where it goes inside the root.
+/// Attach mount `m`, prepared by the runtime before the clone ([`crate::mount_sources`]),
+/// where it goes inside the root.
 pub fn attach_prepared(
     ctx: &MountContext<'_>,
     m: &Mount,
@@ -212,7 +212,7 @@ pub fn attach_prepared(
     let target = safe_path::ensure(ctx.root, dest, prep.is_dir)
         .ctx(|| format!("create mount point {}", p(dest)))?;
     sys::move_mount(prep.tree.as_fd(), target.as_fd())
-        .ctx(|| format!("attach the id-mapped mount {}", p(dest)))?;
+        .ctx(|| format!("attach the prepared mount {}", p(dest)))?;
     finish(ctx, dest, &opts)
 }
 

@@ -36,7 +36,7 @@ pub struct RootfsOptions<'a> {
     /// above it (the runtime changed into it for the clone; see `container.rs`).
     pub from_cwd: bool,
     /// The mounts the runtime prepared before the clone.
-    pub idmapped: &'a crate::mount_sources::Prepared,
+    pub prepared: &'a crate::mount_sources::Prepared,
     /// The mount namespace is not the container's own (absent from the config, so the
     /// runtime's, or joined by path): the rootfs is prepared in it, entered with chroot
     /// (pivot_root would move the root of every process there) and its propagation is
@@ -162,7 +162,7 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     };
     let config_mounts = spec.mounts().clone().unwrap_or_default();
     for (i, m) in config_mounts.iter().enumerate() {
-        match o.idmapped.get(i) {
+        match o.prepared.get(i) {
             Some(prep) => mounts::attach_prepared(&ctx, m, prep)?,
             None => mounts::mount_one(&ctx, m)?,
         }

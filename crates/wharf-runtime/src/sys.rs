@@ -317,17 +317,7 @@ const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
 /// open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH): a detached bind mount of the file or
 /// directory `fd` refers to, made without any path lookup.
 pub fn clone_mount(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    // SAFETY: empty path with AT_EMPTY_PATH; returns a new fd or -1.
-    let ret = cvt(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as u32,
-        )
-    })?;
-    // SAFETY: a fresh fd we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+    clone_tree(fd, false)
 }
 
 /// A detached copy of the mount at `fd` (recursive: with its submounts), as a bind mount
