@@ -15,7 +15,8 @@
 //!
 //! Every build gets `BASE` (the fixture busybox) and `URL_BASE` (an HTTP server on loopback
 //! serving the case's `served-*` files) as build arguments. Without buildah on the PATH the
-//! comparison is skipped, saying so; scripts/test.sh installs it.
+//! comparison is skipped, saying so; scripts/test.sh installs it. A corpus kept elsewhere,
+//! laid out the same way, runs with `WHARF_BUILD_CORPUS=DIR` (`every_case_of_an_outside_corpus`).
 
 mod engine_support;
 
@@ -30,6 +31,17 @@ use serde_json::Value;
 /// The corpus directory.
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/build_corpus")
+}
+
+/// A case's directory: from `WHARF_BUILD_CORPUS` when that corpus has it (see
+/// [`every_case_of_an_outside_corpus`]), else the repository's.
+fn case_dir(case: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("WHARF_BUILD_CORPUS").map(|d| PathBuf::from(d).join(case))
+        && dir.is_dir()
+    {
+        return dir;
+    }
+    corpus().join(case)
 }
 
 /// Run, must succeed, stdout.
@@ -164,10 +176,7 @@ fn serve(dir: PathBuf) -> String {
 fn context(w: &Wharf, case: &str) -> PathBuf {
     let ctx = w.path("ctx");
     run_ok(
-        Command::new("cp")
-            .arg("-a")
-            .arg(corpus().join(case))
-            .arg(&ctx),
+        Command::new("cp").arg("-a").arg(case_dir(case)).arg(&ctx),
         "copy the case",
     );
     for gone in ["expected", "args", "no-buildah", "docker-differs"] {
@@ -186,7 +195,7 @@ fn context(w: &Wharf, case: &str) -> PathBuf {
 
 /// The case's extra arguments.
 fn case_args(case: &str) -> Vec<String> {
-    std::fs::read_to_string(corpus().join(case).join("args"))
+    std::fs::read_to_string(case_dir(case).join("args"))
         .map(|s| s.lines().map(str::to_string).collect())
         .unwrap_or_default()
 }
@@ -297,9 +306,9 @@ fn check(case: &str) {
     let w = Wharf::new(&format!("corpus-{case}"));
     w.pull_busybox();
     let ctx = context(&w, case);
-    let url = serve(corpus().join(case));
+    let dir = case_dir(case);
+    let url = serve(dir.clone());
     let ours = with_wharf(&w, case, &ctx, &url);
-    let dir = corpus().join(case);
     if dir.join("expected").is_dir() {
         check_expected(&w, case, &dir.join("expected"));
     }
@@ -464,6 +473,43 @@ cases!(
     workdir_user,
     copy_edge,
 );
+
+/// A corpus kept outside the repository, laid out as this one (`WHARF_BUILD_CORPUS=DIR`:
+/// every directory in it is a case), is built and compared the same way, case by case,
+/// all failures reported together. Without the variable there is nothing to run.
+#[test]
+fn every_case_of_an_outside_corpus() {
+    let Some(dir) = std::env::var_os("WHARF_BUILD_CORPUS") else {
+        eprintln!("WHARF_BUILD_CORPUS is not set: no outside corpus to build");
+        return;
+    };
+    let mut cases: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("WHARF_BUILD_CORPUS {}: {e}", Path::new(&dir).display()))
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "WHARF_BUILD_CORPUS holds no case");
+    let mut failed = Vec::new();
+    for case in &cases {
+        let c = case.clone();
+        if let Err(e) = std::panic::catch_unwind(move || check(&c)) {
+            let why = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failed.push(format!("{case}: {why}"));
+        }
+    }
+    eprintln!(
+        "outside corpus: {} passed, {} failed",
+        cases.len() - failed.len(),
+        failed.len()
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
 
 /// Every case directory has its test above.
 #[test]

@@ -580,3 +580,104 @@ fn bad_input_fails_before_anything_runs() {
     w.ok(&["builder", "prune", "-f"]);
     w.assert_clean();
 }
+
+/// `--progress`: BuildKit's plain lines (each step numbered, its output with its time,
+/// DONE with the time or CACHED), the live view (one line per step with its time or
+/// CACHED, FINISHED; a failed step's output after it), and `auto` giving the live view on
+/// a terminal and the classic lines off one.
+#[test]
+fn progress_shows_each_step_with_its_time_or_that_the_cache_served_it() {
+    let (w, ctx) = world(
+        "build-progress",
+        &format!(
+            "FROM {}\nRUN echo made-$((40+2))\nCOPY a /a\nCMD [\"cat\", \"/a\"]\n",
+            busybox()
+        ),
+    );
+    write(&ctx, "a", "content\n");
+    let c = ctx.to_str().unwrap();
+    let first = w.run(&["build", "--progress", "plain", "-t", "prog:1", c]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let e = &first.stderr;
+    assert!(e.contains("#2 [2/4] RUN echo made-$((40+2))\n"), "{e}");
+    assert!(
+        e.lines()
+            .any(|l| l.starts_with("#2 0.") && l.ends_with(" made-42")),
+        "the RUN's output, numbered and timed: {e}"
+    );
+    for n in 2..=4 {
+        assert!(e.contains(&format!("\n#{n} DONE ")), "step {n}: {e}");
+    }
+    assert!(e.contains("naming to prog:1 done"), "{e}");
+    assert!(!first.stdout.contains("Successfully"), "{}", first.stdout);
+    let again = w.run(&["build", "--progress", "plain", "-t", "prog:1", c]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    for n in 2..=4 {
+        assert!(
+            again.stderr.contains(&format!("\n#{n} CACHED\n")),
+            "{}",
+            again.stderr
+        );
+    }
+    assert!(!again.stderr.contains("made-42"), "{}", again.stderr);
+
+    // The live view, asked for off a terminal: its last frame.
+    let live = w.run(&["build", "--progress", "tty", "-t", "prog:1", c]);
+    assert_eq!(live.code, 0, "{}", live.stderr);
+    let last = live.stderr.rsplit("[+] Building").next().unwrap();
+    assert!(last.contains("(4/4) FINISHED"), "{}", live.stderr);
+    assert!(
+        last.lines()
+            .any(|l| l.contains(" => CACHED [2/4] RUN echo made") && l.ends_with('s')),
+        "{last}"
+    );
+
+    // On a terminal, `auto` is the live view (script(1) gives the build one).
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let cmdline = format!("{} build -t prog:1 {c}", env!("CARGO_BIN_EXE_wharf"),);
+        let mut script = std::process::Command::new("script");
+        script.args(["-qec", &cmdline, "/dev/null"]);
+        for (k, v) in w.cmd(&[]).get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        let out = script.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("[+] Building") && text.contains("FINISHED"),
+            "{text}"
+        );
+        assert!(!text.contains("Step 2/4"), "{text}");
+    } else {
+        eprintln!("script(1) is missing: the terminal case is skipped");
+    }
+    // Off one, `auto` is the classic builder's lines.
+    let classic = w.ok(&["build", "-t", "prog:1", c]);
+    assert!(classic.contains("Step 2/4 : RUN echo") && classic.contains(" ---> Using cache"));
+
+    // A failed step: the view marks it and prints its output after the frame.
+    write(
+        &ctx,
+        "Dockerfile",
+        &format!("FROM {}\nRUN echo bad-out && exit 3\n", busybox()),
+    );
+    let failed = w.run(&["build", "--progress", "tty", "-t", "prog:2", c]);
+    assert_eq!(failed.code, 3, "{}", failed.stderr);
+    let last = failed.stderr.rsplit("[+] Building").next().unwrap();
+    assert!(last.contains(") ERROR"), "{last}");
+    assert!(last.contains(" => ERROR [2/2] RUN echo bad-out"), "{last}");
+    assert!(
+        last.contains("------\n > [2/2] RUN echo bad-out && exit 3:\nbad-out\n------"),
+        "{last}"
+    );
+    w.ok(&["rmi", "prog:1"]);
+    w.ok(&["builder", "prune", "-f"]);
+    w.assert_clean();
+}

@@ -126,8 +126,8 @@ pub async fn build(api: &Arc<Api>, mut r: Req) -> Result<Reply, ApiError> {
                     text,
                 } => format!("Step {number}/{total} : {text}\n"),
                 BuildEvent::Pulling(image) => format!("Pulling {image}\n"),
-                BuildEvent::Output(b) => String::from_utf8_lossy(b).into_owned(),
-                BuildEvent::Cached => " ---> Using cache\n".to_string(),
+                BuildEvent::Output { bytes, .. } => String::from_utf8_lossy(bytes).into_owned(),
+                BuildEvent::Cached { .. } => " ---> Using cache\n".to_string(),
                 BuildEvent::StepDone { image, .. } => format!(" ---> {}\n", image.short()),
             };
             send(json!({"stream": text}));

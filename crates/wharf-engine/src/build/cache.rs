@@ -57,10 +57,10 @@ impl Engine {
         &self,
         req: &super::BuildRequest,
         key: &str,
-        on: &mut dyn FnMut(super::BuildEvent<'_>),
+        on: &mut dyn FnMut(super::StepEvent<'_>),
     ) -> Option<Image> {
         let img = (!req.no_cache).then(|| self.cached(key)).flatten()?;
-        on(super::BuildEvent::Cached);
+        on(super::StepEvent::Cached);
         Some(img)
     }
 

@@ -19,7 +19,7 @@ use wharf_build::ignore::DockerIgnore;
 use wharf_image::Image;
 use wharf_image::digest::{Digest, HashingReader};
 
-use super::{BuildEvent, BuildRequest, StageState, cache, config};
+use super::{BuildRequest, StageState, StepEvent, cache, config};
 use crate::engine::Engine;
 use crate::error::{Context, Error, Result};
 
@@ -213,7 +213,7 @@ impl Engine {
         built: &[Option<Image>],
         st: &mut StageState,
         spec: &CopySpec<'_>,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<()> {
         let mode = parse_mode(spec.chmod)?;
         let source_image = spec
@@ -242,7 +242,7 @@ impl Engine {
         mode: Option<u32>,
         root: &Path,
         from_context: bool,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<()> {
         let ignore = if from_context {
             std::fs::read_to_string(root.join(".dockerignore"))

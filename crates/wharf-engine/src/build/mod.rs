@@ -100,7 +100,8 @@ fn interrupted_error() -> Error {
     }
 }
 
-/// What a build tells its front end as it goes.
+/// What a build tells its front end as it goes. Stages that do not use one another build
+/// at once, so what happens within a step names the step it belongs to.
 #[derive(Debug)]
 pub enum BuildEvent<'a> {
     /// A step begins (`Step 2/5 : RUN make`).
@@ -112,19 +113,51 @@ pub enum BuildEvent<'a> {
         /// The instruction as written.
         text: &'a str,
     },
-    /// A base image is being pulled.
+    /// An image is being pulled.
     Pulling(&'a str),
     /// Output of a RUN step.
-    Output(&'a [u8]),
+    Output {
+        /// The step's number.
+        step: usize,
+        /// What it wrote (stdout and stderr as they came).
+        bytes: &'a [u8],
+    },
     /// The step was found in the cache.
-    Cached,
+    Cached {
+        /// The step's number.
+        step: usize,
+    },
     /// The step is done: the image it left.
     StepDone {
+        /// The step's number.
+        step: usize,
         /// The image.
         image: &'a wharf_image::digest::Digest,
         /// How long it took.
         elapsed: std::time::Duration,
     },
+}
+
+/// What happens within a step, told by the code that runs it; the stage gives it the
+/// step's number on its way to the front end ([`StepEvent::at`]).
+pub(crate) enum StepEvent<'a> {
+    /// Output of a RUN.
+    Output(&'a [u8]),
+    /// Found in the cache.
+    Cached,
+    /// The stage's base is being pulled.
+    Pulling(&'a str),
+}
+
+impl<'a> StepEvent<'a> {
+    /// The event as step `step`'s.
+    fn at(self, step: usize) -> BuildEvent<'a> {
+        match self {
+            StepEvent::Output(bytes) => BuildEvent::Output { step, bytes },
+            StepEvent::Cached => BuildEvent::Cached { step },
+            StepEvent::Pulling(image) => BuildEvent::Pulling(image),
+        }
+    }
 }
 
 /// What every stage of one build shares.
@@ -142,9 +175,9 @@ struct Plan<'a> {
 enum OwnedEvent {
     Step(usize, usize, String),
     Pulling(String),
-    Output(Vec<u8>),
-    Cached,
-    StepDone(wharf_image::digest::Digest, std::time::Duration),
+    Output(usize, Vec<u8>),
+    Cached(usize),
+    StepDone(usize, wharf_image::digest::Digest, std::time::Duration),
 }
 
 impl OwnedEvent {
@@ -156,9 +189,13 @@ impl OwnedEvent {
                 text,
             } => OwnedEvent::Step(number, total, text.to_string()),
             BuildEvent::Pulling(p) => OwnedEvent::Pulling(p.to_string()),
-            BuildEvent::Output(b) => OwnedEvent::Output(b.to_vec()),
-            BuildEvent::Cached => OwnedEvent::Cached,
-            BuildEvent::StepDone { image, elapsed } => OwnedEvent::StepDone(image.clone(), elapsed),
+            BuildEvent::Output { step, bytes } => OwnedEvent::Output(step, bytes.to_vec()),
+            BuildEvent::Cached { step } => OwnedEvent::Cached(step),
+            BuildEvent::StepDone {
+                step,
+                image,
+                elapsed,
+            } => OwnedEvent::StepDone(step, image.clone(), elapsed),
         }
     }
 
@@ -170,9 +207,10 @@ impl OwnedEvent {
                 text,
             },
             OwnedEvent::Pulling(p) => BuildEvent::Pulling(p),
-            OwnedEvent::Output(b) => BuildEvent::Output(b),
-            OwnedEvent::Cached => BuildEvent::Cached,
-            OwnedEvent::StepDone(image, elapsed) => BuildEvent::StepDone {
+            OwnedEvent::Output(step, bytes) => BuildEvent::Output { step: *step, bytes },
+            OwnedEvent::Cached(step) => BuildEvent::Cached { step: *step },
+            OwnedEvent::StepDone(step, image, elapsed) => BuildEvent::StepDone {
+                step: *step,
                 image,
                 elapsed: *elapsed,
             },
@@ -481,8 +519,9 @@ impl Engine {
             plan.global.get(n).cloned().flatten()
         })
         .map_err(build_error)?;
-        let base = self.stage_base(df, built, i, &from, on)?;
+        let base = self.stage_base(df, built, i, &from, &mut |ev| on(ev.at(plan.first[i])))?;
         on(BuildEvent::StepDone {
+            step: plan.first[i],
             image: &base.id,
             elapsed: t0.elapsed(),
         });
@@ -506,14 +545,17 @@ impl Engine {
                 text: &ins.text,
             });
             let t0 = Instant::now();
-            self.step(df, req, plan.global, built, &mut st, ins, on)
-                .map_err(|e| match e {
-                    Error::Invalid(m) if !m.starts_with(&req.dockerfile_name) => {
-                        Error::Invalid(format!("{}:{}: {m}", req.dockerfile_name, ins.line))
-                    }
-                    e => e,
-                })?;
+            self.step(df, req, plan.global, built, &mut st, ins, &mut |ev| {
+                on(ev.at(number))
+            })
+            .map_err(|e| match e {
+                Error::Invalid(m) if !m.starts_with(&req.dockerfile_name) => {
+                    Error::Invalid(format!("{}:{}: {m}", req.dockerfile_name, ins.line))
+                }
+                e => e,
+            })?;
             on(BuildEvent::StepDone {
+                step: number,
                 image: &st.image.id,
                 elapsed: t0.elapsed(),
             });
@@ -662,7 +704,7 @@ impl Engine {
         built: &[Option<Image>],
         index: usize,
         from: &str,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<Image> {
         if let Some(j) = stage_index(df, from).filter(|j| *j < index)
             && let Some(img) = built.get(j).cloned().flatten()
@@ -679,7 +721,7 @@ impl Engine {
             return Ok(img);
         }
         // Only when it went since (another process removed it).
-        on(BuildEvent::Pulling(from));
+        on(StepEvent::Pulling(from));
         Ok(self
             .images
             .pull(from, &wharf_image::PullOptions::default(), &())?)
@@ -764,7 +806,7 @@ impl Engine {
         built: &[Option<Image>],
         st: &mut StageState,
         ins: &wharf_build::Instruction,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<()> {
         match &ins.kind {
             Kind::Run {
@@ -853,7 +895,7 @@ impl Engine {
         st: &mut StageState,
         text: &str,
         change: impl FnOnce(&mut Map<String, Value>) -> Result<()>,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<()> {
         let mut next = st.config.clone();
         change(&mut next)?;

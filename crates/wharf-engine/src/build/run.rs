@@ -8,7 +8,7 @@ use serde_json::Value;
 use wharf_build::{Command, HereDoc};
 use wharf_image::commit::DeriveOptions;
 
-use super::{BuildEvent, BuildRequest, StageState, argv_of, cache, config};
+use super::{BuildRequest, StageState, StepEvent, argv_of, cache, config};
 use crate::db::ContainerRow;
 use crate::engine::Engine;
 use crate::error::{Context, Error, Result};
@@ -125,7 +125,7 @@ impl Engine {
         built: &[Option<wharf_image::Image>],
         st: &mut StageState,
         spec: &RunSpec<'_>,
-        on: &mut dyn FnMut(BuildEvent<'_>),
+        on: &mut dyn FnMut(StepEvent<'_>),
     ) -> Result<()> {
         let RunSpec {
             command,
@@ -207,7 +207,7 @@ impl Engine {
         let mut code = None;
         loop {
             match session.stream.recv() {
-                Ok(Some(Output::Stdout(b) | Output::Stderr(b))) => on(BuildEvent::Output(&b)),
+                Ok(Some(Output::Stdout(b) | Output::Stderr(b))) => on(StepEvent::Output(&b)),
                 Ok(Some(Output::Exit(rec))) => {
                     code = Some(rec.exit_code);
                     break;

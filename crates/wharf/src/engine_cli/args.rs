@@ -780,7 +780,8 @@ pub enum Cmd {
         /// The platform to build for (only this host's).
         #[arg(long)]
         platform: Option<String>,
-        /// Progress output (auto, plain, tty): Wharf prints docker's step lines.
+        /// Progress output: auto (the live view on a terminal, the classic builder's step
+        /// lines otherwise), plain (BuildKit's numbered lines), tty (the live view), quiet.
         #[arg(long, default_value = "auto")]
         progress: String,
         /// A secret for `RUN --mount=type=secret`: `id=ID,src=FILE` or `id=ID,env=VAR`

@@ -2,16 +2,17 @@
 //! docker's classic step lines as the engine reports the steps.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use wharf_engine::Engine;
-use wharf_engine::build::{BuildEvent, BuildRequest};
+use wharf_engine::build::BuildRequest;
 use wharf_engine::model::NetworkMode;
 
 use super::args::Cmd;
+use super::build_progress;
 
 /// KEY=VALUE, or KEY alone taking the value from the environment (skipped when unset).
 fn pairs(items: &[String], from_env: bool, what: &str) -> Result<BTreeMap<String, String>> {
@@ -46,7 +47,7 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
         quiet,
         iidfile,
         platform,
-        progress: _,
+        progress,
         secrets,
         path,
     } = cmd
@@ -138,51 +139,46 @@ pub fn run(engine: &Engine, cmd: &Cmd) -> Result<i32> {
         source_date_epoch,
         interrupt: Some(interrupt),
     };
-    let quiet = *quiet;
-    let mut out = std::io::stdout().lock();
-    let built = engine.build(&req, &mut |e| {
-        if quiet {
-            return;
-        }
-        let _ = match e {
-            BuildEvent::Step {
-                number,
-                total,
-                text,
-            } => writeln!(out, "Step {number}/{total} : {text}"),
-            BuildEvent::Pulling(image) => writeln!(out, "Pulling {image}"),
-            BuildEvent::Output(b) => out.write_all(b),
-            BuildEvent::Cached => writeln!(out, " ---> Using cache"),
-            BuildEvent::StepDone { image, elapsed } => writeln!(
-                out,
-                " ---> {} ({:.1}s)",
-                image.short(),
-                elapsed.as_secs_f64()
-            ),
-        };
-        let _ = out.flush();
-    });
+    let mode = build_progress::Mode::of(progress, *quiet, std::io::stderr().is_terminal())?;
+    let shown = build_progress::Progress::new(mode);
+    let built = engine.build(&req, &mut |e| shown.event(e));
     let built = match built {
         Ok(b) => b,
-        Err(wharf_engine::Error::BuildStep { message, code }) => {
-            eprintln!("wharf: {message}");
-            return Ok(code);
+        Err(e) => {
+            shown.finish(false, &[]);
+            if let wharf_engine::Error::BuildStep { message, code } = e {
+                eprintln!("wharf: {message}");
+                return Ok(code);
+            }
+            return Err(e.into());
         }
-        Err(e) => return Err(e.into()),
     };
-    if !built.unused_args.is_empty() && !quiet {
-        println!(
+    let mut exported = vec![format!("writing image {}", built.image.id)];
+    exported.extend(
+        built
+            .tags
+            .iter()
+            .map(|t| format!("naming to {}", wharf_docker::views::familiar(t))),
+    );
+    shown.finish(true, &exported);
+    if !built.unused_args.is_empty() {
+        let warning = format!(
             "[Warning] One or more build-args [{}] were not consumed",
             built.unused_args.join(" ")
         );
+        match mode {
+            build_progress::Mode::Quiet => {}
+            build_progress::Mode::Classic => println!("{warning}"),
+            _ => eprintln!("{warning}"),
+        }
     }
     let id = built.image.id.to_string();
     if let Some(f) = iidfile {
         std::fs::write(f, &id).with_context(|| format!("writing {}", f.display()))?;
     }
-    if quiet {
+    if mode == build_progress::Mode::Quiet {
         println!("{id}");
-    } else {
+    } else if mode == build_progress::Mode::Classic {
         println!("Successfully built {}", built.image.id.short());
         for t in &built.tags {
             println!("Successfully tagged {}", wharf_docker::views::familiar(t));

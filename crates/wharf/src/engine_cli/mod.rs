@@ -9,6 +9,7 @@ pub mod args;
 mod convert;
 pub use wharf_docker::views as docker_json;
 mod build;
+mod build_progress;
 mod files;
 mod kube;
 mod kube_objects;
