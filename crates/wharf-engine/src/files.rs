@@ -253,10 +253,18 @@ impl Engine {
         let what = || format!("copying into {}:{dest}", row.name);
         let fd = open_named(&root, &row, dest, "directory in the container", what)?;
         let dir = tree_tar::reopen_dir(fd.as_fd()).ctx(what)?;
-        let owners = if keep_owners {
-            Owners::Keep
-        } else {
-            Owners::Root
+        // A container in a user namespace of its own sees host ids through its pod's map:
+        // what is copied in gets the host ids of the ids it should show inside.
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let owners = match pod.spec.userns.as_ref().and_then(shifted_range) {
+            Some((uid, gid, size)) => Owners::Shifted {
+                uid,
+                gid,
+                size,
+                keep: keep_owners,
+            },
+            None if keep_owners => Owners::Keep,
+            None => Owners::Root,
         };
         tree_tar::extract(dir.as_fd(), archive, owners).ctx(what)
     }
@@ -514,4 +522,13 @@ fn walk_changes(
         out.append(&mut below);
     }
     Ok(())
+}
+
+/// A user namespace's maps as one range from id 0 (host uid, host gid, size), the shape
+/// every map Wharf and kubelet make has; longer maps give the range their first lines
+/// share.
+fn shifted_range(ns: &crate::model::UserNamespace) -> Option<(u32, u32, u32)> {
+    let u = ns.uid_map.iter().find(|r| r.container_id == 0)?;
+    let g = ns.gid_map.iter().find(|r| r.container_id == 0)?;
+    Some((u.host_id, g.host_id, u.size.min(g.size)))
 }

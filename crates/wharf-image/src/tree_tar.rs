@@ -211,6 +211,43 @@ pub enum Owners {
     Keep,
     /// Root's (docker's `cp` into a container).
     Root,
+    /// Into a container with a user namespace of its own, whose ids `0..size` are the host's
+    /// `uid..uid+size` and `gid..gid+size`: the archive's ids (`keep`) or its root's, stored
+    /// as the host ids they map to, so the container sees them as given and may change
+    /// them. An id past the range becomes the range's overflow id (65534, or its last).
+    Shifted {
+        /// Host uid of the container's uid 0.
+        uid: u32,
+        /// Host gid of the container's gid 0.
+        gid: u32,
+        /// Ids in the range.
+        size: u32,
+        /// The archive's ids rather than root's.
+        keep: bool,
+    },
+}
+
+impl Owners {
+    /// The host ids an entry with header `h` is given.
+    fn of(self, h: &tar::Header) -> io::Result<(u32, u32)> {
+        Ok(match self {
+            Owners::Keep => (h.uid()? as u32, h.gid()? as u32),
+            Owners::Root => (0, 0),
+            Owners::Shifted {
+                uid,
+                gid,
+                size,
+                keep,
+            } => {
+                let inside = |id: u64| match u32::try_from(id) {
+                    Ok(i) if i < size => i,
+                    _ => 65534.min(size.saturating_sub(1)),
+                };
+                let (u, g) = if keep { (h.uid()?, h.gid()?) } else { (0, 0) };
+                (uid + inside(u), gid + inside(g))
+            }
+        })
+    }
 }
 
 /// Extract `archive` below the directory `dest` (an open fd): the archive's paths are
@@ -241,10 +278,7 @@ pub fn extract(dest: BorrowedFd<'_>, archive: impl Read, owners: Owners) -> io::
             // docker's untar (ADD of an archive, cp) applies them.
             let h = entry.header();
             if h.entry_type().is_dir() {
-                let (uid, gid) = match owners {
-                    Owners::Keep => (h.uid()? as u32, h.gid()? as u32),
-                    Owners::Root => (0, 0),
-                };
+                let (uid, gid) = owners.of(h)?;
                 let mode = Mode::from_raw_mode(h.mode()? & 0o7777);
                 dirs.push((Vec::new(), mode, uid, gid, h.mtime()? as i64));
             }
@@ -258,10 +292,7 @@ pub fn extract(dest: BorrowedFd<'_>, archive: impl Read, owners: Owners) -> io::
         })?;
         let h = entry.header();
         let mode = Mode::from_raw_mode(h.mode()? & 0o7777);
-        let (uid, gid) = match owners {
-            Owners::Keep => (h.uid()? as u32, h.gid()? as u32),
-            Owners::Root => (0, 0),
-        };
+        let (uid, gid) = owners.of(h)?;
         let mtime = h.mtime()? as i64;
         let kind = h.entry_type();
         let existing = fsops::stat_opt(parent.as_fd(), last)?;
@@ -424,6 +455,44 @@ mod tests {
             std::fs::read_link(dst.path().join("d/escape")).unwrap(),
             Path::new("/etc/passwd")
         );
+    }
+
+    #[test]
+    fn shifted_owners_are_the_host_ids_of_the_archives_or_roots() {
+        use std::os::unix::fs::MetadataExt;
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, id) in [("mine", 5u64), ("far", 70000)] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(1);
+            h.set_mode(0o644);
+            h.set_uid(id);
+            h.set_gid(id + 1);
+            h.set_entry_type(tar::EntryType::Regular);
+            b.append_data(&mut h, name, &b"x"[..]).unwrap();
+        }
+        let t = b.into_inner().unwrap();
+        let ids = |keep: bool| {
+            let dst = tempfile::tempdir().unwrap();
+            let fd = File::open(dst.path()).unwrap();
+            let owners = Owners::Shifted {
+                uid: 100_000,
+                gid: 200_000,
+                size: 65536,
+                keep,
+            };
+            extract(fd.as_fd(), &t[..], owners).unwrap();
+            ["mine", "far"].map(|n| {
+                let m = std::fs::metadata(dst.path().join(n)).unwrap();
+                (m.uid(), m.gid())
+            })
+        };
+        // The archive's ids shifted; one past the range as the range's overflow id.
+        assert_eq!(
+            ids(true),
+            [(100_005, 200_006), (100_000 + 65534, 200_000 + 65534)]
+        );
+        // Root's: the range's first ids.
+        assert_eq!(ids(false), [(100_000, 200_000); 2]);
     }
 
     #[test]

@@ -370,3 +370,78 @@ spec:
     w.ok(&["play", "--down", m]);
     w.assert_clean();
 }
+
+/// A setuid binary inside a user-namespaced container works as it does on a host: run by
+/// the pod's uid 1000 it gets the effective uid of its owner, the pod's root, which the
+/// host sees as the first id of the pod's range, never as the host's root. (The binary is
+/// a small C program built here: busybox drops setuid privileges for most applets; given
+/// an argument it stays, so the host can look at it.)
+#[test]
+fn a_setuid_binary_in_a_user_namespaced_container_gains_the_pods_root_only() {
+    let w = Wharf::new("userns-setuid");
+    w.pull_busybox();
+    let src = w.path("suid.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <unistd.h>\n\
+         int main(int argc, char **argv) {\n\
+           printf(\"%d %d\\n\", (int)getuid(), (int)geteuid());\n\
+           fflush(stdout);\n\
+           if (argc > 1) sleep(600);\n\
+           return 0;\n}\n",
+    )
+    .unwrap();
+    let bin = w.path("suid");
+    let cc = std::process::Command::new("cc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc (the Rust toolchain's linker) runs");
+    assert!(
+        cc.status.success(),
+        "cc -static: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    run_detached(&w, "s");
+    let (start, _) = host_root(&w, "s");
+    // `cp` into the container gives the file to the pod's root (its host id), as the
+    // container sees it, so the container's root may change it.
+    w.ok(&["cp", bin.to_str().unwrap(), "s:/suid"]);
+    assert_eq!(
+        w.ok(&["exec", "s", "stat", "-c", "%u:%g", "/suid"]),
+        "0:0\n"
+    );
+    w.ok(&[
+        "exec",
+        "s",
+        "sh",
+        "-c",
+        "chown 0:0 /suid && chmod 4755 /suid",
+    ]);
+    // Inside: uid 1000 runs it with the effective uid of the pod's root.
+    assert_eq!(w.ok(&["exec", "-u", "1000", "s", "/suid"]), "1000 0\n");
+    // Without the setuid bit it gains nothing (the check above is the bit's doing).
+    w.ok(&["exec", "s", "chmod", "0755", "/suid"]);
+    assert_eq!(w.ok(&["exec", "-u", "1000", "s", "/suid"]), "1000 1000\n");
+    w.ok(&["exec", "s", "chmod", "4755", "/suid"]);
+    // On the host: real uid start+1000, effective the pod root's host uid, not 0.
+    w.ok(&["exec", "-d", "-u", "1000", "s", "/suid", "stay"]);
+    let mut seen = None;
+    assert!(
+        engine_support::wait_until(std::time::Duration::from_secs(10), || {
+            seen = w
+                .pids("s")
+                .into_iter()
+                .map(|p| status_ids(p, "Uid:"))
+                .find(|ids| ids[0] == start + 1000);
+            seen.is_some()
+        }),
+        "the setuid process never showed on the host"
+    );
+    let ids = seen.unwrap();
+    assert_eq!(ids[1], start, "effective uid on the host: {ids:?}");
+    assert!(ids.iter().all(|i| *i != 0), "host root never: {ids:?}");
+    w.ok(&["rm", "-f", "s"]);
+    w.assert_clean();
+}
