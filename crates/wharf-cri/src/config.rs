@@ -11,7 +11,8 @@
 //!     "metrics-address": "",
 //!     "restrict-oom-score-adj": false,
 //!     "docker-listen": "/run/wharf/docker.sock",
-//!     "docker-group": "" } }
+//!     "docker-group": "",
+//!     "runtime-handlers": ["test-handler"] } }
 //! ```
 //!
 //! Every key is optional; command-line flags win over the file. Unknown keys are refused
@@ -20,6 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use wharf_engine::validate::Rule;
 
 /// The `daemon` section.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -50,6 +52,10 @@ pub struct DaemonConfig {
     /// A group (name or id) given read-write access to the Docker API socket besides root
     /// (docker's `docker` group; whoever is in it is root on the host).
     pub docker_group: Option<String>,
+    /// More names for the one runtime Wharf has, for RuntimeClasses whose handler names it
+    /// (as containerd's `runtimes.<name>` and CRI-O's `runtimes` tables add handlers). The
+    /// default handler ("", also "wharf" and "runc") is always served.
+    pub runtime_handlers: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +108,11 @@ impl DaemonConfig {
             None | Some("text") | Some("json") => {}
             Some(f) => return Err(format!("daemon.log-format {f:?}: use text or json")),
         }
+        // A RuntimeClass's handler is a DNS label.
+        for h in self.runtime_handlers.iter().flatten() {
+            wharf_engine::validate::check("daemon.runtime-handlers", h, Rule::DnsLabel)
+                .map_err(|e| e.to_string())?;
+        }
         Ok(())
     }
 }
@@ -137,6 +148,13 @@ mod tests {
         assert!(e.contains("unknown field `listn`"), "{e}");
         let e = parse(r#"{"daemon": {"log-level": "loud"}}"#).unwrap_err();
         assert!(e.contains("log-level"), "{e}");
+        let c = parse(r#"{"daemon": {"runtime-handlers": ["test-handler"]}}"#).unwrap();
+        assert_eq!(c.runtime_handlers, Some(vec!["test-handler".to_string()]));
+        let e = parse(r#"{"daemon": {"runtime-handlers": ["Bad_Name"]}}"#).unwrap_err();
+        assert!(
+            e.contains("runtime-handlers") && e.contains("Bad_Name"),
+            "{e}"
+        );
         assert_eq!(
             DaemonConfig::load(Path::new("/nonexistent/wharf.json")).unwrap(),
             DaemonConfig::default()

@@ -186,16 +186,20 @@ impl RuntimeService for Runtime {
                 conditions: vec![runtime_ready, network_ready],
             }),
             info,
-            runtime_handlers: vec![RuntimeHandler {
-                name: String::new(),
-                // Recursive read-only mounts: the runtime's "rro" (mount_setattr, which
-                // every kernel Wharf runs on has).
-                // User namespaces: pods with their own (mode POD), their volumes id-mapped.
-                features: Some(RuntimeHandlerFeatures {
-                    recursive_read_only_mounts: true,
-                    user_namespaces: true,
-                }),
-            }],
+            // The default handler and the configured names for it, with the same features.
+            // Recursive read-only mounts: the runtime's "rro" (mount_setattr, which every
+            // kernel Wharf runs on has). User namespaces: pods with their own (mode POD),
+            // their volumes id-mapped.
+            runtime_handlers: std::iter::once(String::new())
+                .chain(self.config.runtime_handlers.iter().flatten().cloned())
+                .map(|name| RuntimeHandler {
+                    name,
+                    features: Some(RuntimeHandlerFeatures {
+                        recursive_read_only_mounts: true,
+                        user_namespaces: true,
+                    }),
+                })
+                .collect(),
             features: Some(RuntimeFeatures {
                 supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
@@ -230,8 +234,11 @@ impl RuntimeService for Runtime {
         request: Request<RunPodSandboxRequest>,
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
         let req = request.into_inner();
-        self.call("RunPodSandbox", move |e| crate::sandboxes::run(e, req))
-            .await
+        let handlers = self.config.runtime_handlers.clone().unwrap_or_default();
+        self.call("RunPodSandbox", move |e| {
+            crate::sandboxes::run(e, req, &handlers)
+        })
+        .await
     }
     async fn stop_pod_sandbox(
         &self,

@@ -27,20 +27,26 @@ use crate::listings::{Listed, Listings};
 use crate::meta;
 use crate::status::from_engine;
 
-/// The runtime handlers served: the default one, under any of the names kubelet configs
-/// use for it.
-const HANDLERS: [&str; 3] = ["", "wharf", "runc"];
+/// The names the default runtime handler is served under whatever the config says: the
+/// default, and the names kubelet configs use for it.
+pub const DEFAULT_HANDLERS: [&str; 3] = ["", "wharf", "runc"];
 
-/// The engine's pod spec for a sandbox config.
-pub fn pod_spec(config: &PodSandboxConfig, handler: &str) -> Result<PodSpec, Status> {
+/// The engine's pod spec for a sandbox config, asking for runtime handler `handler`, which
+/// must be a default name or one of `handlers` (`daemon.runtime-handlers`).
+pub fn pod_spec(
+    config: &PodSandboxConfig,
+    handler: &str,
+    handlers: &[String],
+) -> Result<PodSpec, Status> {
     let m = config
         .metadata
         .as_ref()
         .filter(|m| !m.name.is_empty())
         .ok_or_else(|| Status::invalid_argument("sandbox config has no metadata name"))?;
-    if !HANDLERS.contains(&handler) {
+    if !DEFAULT_HANDLERS.contains(&handler) && !handlers.iter().any(|h| h == handler) {
         return Err(Status::invalid_argument(format!(
-            "runtime handler {handler:?} is not configured (Wharf serves the default handler)"
+            "runtime handler {handler:?} is not configured (Wharf serves the default handler \
+             and the names in daemon.runtime-handlers)"
         )));
     }
     let mut labels: BTreeMap<String, String> = config
@@ -186,11 +192,15 @@ fn port(p: &crate::api::PortMapping, pod: &str) -> Result<PortMapping, Status> {
 }
 
 /// RunPodSandbox.
-pub fn run(e: &Engine, req: RunPodSandboxRequest) -> Result<RunPodSandboxResponse, Status> {
+pub fn run(
+    e: &Engine,
+    req: RunPodSandboxRequest,
+    handlers: &[String],
+) -> Result<RunPodSandboxResponse, Status> {
     let config = req
         .config
         .ok_or_else(|| Status::invalid_argument("RunPodSandbox without a sandbox config"))?;
-    let spec = pod_spec(&config, &req.runtime_handler)?;
+    let spec = pod_spec(&config, &req.runtime_handler, handlers)?;
     let pod = e.create_pod(&spec).map_err(from_engine)?;
     Ok(RunPodSandboxResponse {
         pod_sandbox_id: pod.id,

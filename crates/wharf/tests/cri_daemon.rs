@@ -2607,3 +2607,57 @@ async fn user_namespaced_pods_run_with_kubelets_maps_and_id_mapped_volumes() {
     stop_and_remove_pod(&mut rt, &pod).await;
     stop_and_check_clean(d).await;
 }
+
+/// `daemon.runtime-handlers` names more handlers for the one runtime (as containerd's
+/// `runtimes.<name>` tables do; node e2e's RuntimeClass specs ask for "test-handler"):
+/// Status lists them with the default's features, a pod asking for one runs and shows it,
+/// and a name not configured is refused, naming it.
+#[tokio::test(flavor = "current_thread")]
+async fn configured_runtime_handlers_are_served_and_listed_and_others_refused() {
+    let d = Daemon::start_with("cri-handlers", |w| {
+        let cfg = serde_json::json!({"daemon": {"runtime-handlers": ["test-handler"]}});
+        std::fs::write(w.path("no-config.json"), cfg.to_string()).unwrap();
+    });
+    let mut rt = RuntimeServiceClient::new(connect(&d.socket).await);
+    let handlers = rt
+        .status(StatusRequest { verbose: false })
+        .await
+        .unwrap()
+        .into_inner()
+        .runtime_handlers;
+    let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["", "test-handler"]);
+    assert_eq!(handlers[0].features, handlers[1].features);
+    let pod = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(pod_config(&d, "handled")),
+            runtime_handler: "test-handler".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let status = rt
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap();
+    assert_eq!(status.runtime_handler, "test-handler");
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(pod_config(&d, "unhandled")),
+            runtime_handler: "other-handler".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("\"other-handler\""), "{e:?}");
+    stop_and_remove_pod(&mut rt, &pod).await;
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
