@@ -214,10 +214,17 @@ impl Engine {
         let what = || format!("copying {}:{path}", row.name);
         let fd = open_named(&root, &row, path, "file in the container", what)?;
         let st = rustix::fs::fstat(&fd).ctx(what)?;
+        // A container in a user namespace of its own sees its files' owners through its
+        // pod's map: they leave it as it sees them.
+        let pod = self.db.find_pod(&row.pod_id)?;
+        let walk = match pod.spec.userns.as_ref().and_then(shifted_range) {
+            Some((uid, gid, size)) => Walk::Shifted { uid, gid, size },
+            None => Walk::Plain,
+        };
         let mut tar = tar::Builder::new(out);
         if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
             let dir = tree_tar::reopen_dir(fd.as_fd()).ctx(what)?;
-            tree_tar::append_dir(&mut tar, dir.as_fd(), Path::new(name), Walk::Plain).ctx(what)?;
+            tree_tar::append_dir(&mut tar, dir.as_fd(), Path::new(name), walk).ctx(what)?;
         } else {
             // A single entry: opened again through its parent, by name, without following.
             let (parent, base) = match path.trim_end_matches('/').rsplit_once('/') {
@@ -232,7 +239,7 @@ impl Engine {
                 pdir.as_fd(),
                 std::ffi::OsStr::new(base),
                 Path::new(name),
-                Walk::Plain,
+                walk,
             )
             .ctx(what)?;
         }
@@ -240,7 +247,8 @@ impl Engine {
     }
 
     /// Extract `archive` into directory `dest` of the container (owners root's unless
-    /// `keep_owners`, as docker's `cp` and `cp -a`).
+    /// `keep_owners`, as docker's `cp` and `cp -a`; in a user namespace of its own, the
+    /// host ids of those).
     pub fn copy_in(
         &self,
         key: &str,

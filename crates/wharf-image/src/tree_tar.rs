@@ -28,6 +28,36 @@ pub enum Walk {
     /// An overlayfs upper directory as an OCI layer: whiteout devices become `.wh.NAME`
     /// entries and opaque directories get a `.wh..wh..opq` entry.
     OverlayUpper,
+    /// Files as a container with a user namespace of its own sees them (`docker cp` out
+    /// of it): host ids `uid..uid+size` and `gid..gid+size` are its `0..size`, other ids
+    /// its overflow id 65534 (what its `stat` shows). The reverse of
+    /// [`Owners::Shifted`].
+    Shifted {
+        /// Host uid of the container's uid 0.
+        uid: u32,
+        /// Host gid of the container's gid 0.
+        gid: u32,
+        /// Ids in the range.
+        size: u32,
+    },
+}
+
+impl Walk {
+    /// `st` with the owners an entry of this walk is written with.
+    fn owners(self, mut st: Stat) -> Stat {
+        if let Walk::Shifted { uid, gid, size } = self {
+            let inside = |id: u32, base: u32| {
+                if id >= base && id - base < size {
+                    id - base
+                } else {
+                    65534
+                }
+            };
+            st.st_uid = inside(st.st_uid, uid);
+            st.st_gid = inside(st.st_gid, gid);
+        }
+        st
+    }
 }
 
 /// Open `path` inside the tree at `root` as a directory or file (`O_PATH`), resolving
@@ -72,7 +102,7 @@ pub fn append_dir<W: Write>(
     name: &Path,
     walk: Walk,
 ) -> io::Result<()> {
-    let st = rustix::fs::fstat(dir)?;
+    let st = walk.owners(rustix::fs::fstat(dir)?);
     if !name.as_os_str().is_empty() {
         append_header(tar, name, &st, FileType::Directory, None, io::empty())?;
     }
@@ -112,7 +142,11 @@ pub fn append_child<W: Write>(
     name: &Path,
     walk: Walk,
 ) -> io::Result<()> {
-    let st = rustix::fs::statat(parent, child, AtFlags::SYMLINK_NOFOLLOW)?;
+    let st = walk.owners(rustix::fs::statat(
+        parent,
+        child,
+        AtFlags::SYMLINK_NOFOLLOW,
+    )?);
     let kind = FileType::from_raw_mode(st.st_mode);
     if walk == Walk::OverlayUpper && fsops::is_whiteout(&st) {
         let mut wh = OsString::from(".wh.");
@@ -139,6 +173,7 @@ pub fn append_child<W: Write>(
             let (f, st) = wharf_sys::contained::open_entry(parent, child)
                 .map_err(|e| io::Error::other(format!("{}: {e}", name.display())))?;
             // The size of what is read, should the file change after the stat.
+            let st = walk.owners(st);
             append_header(tar, name, &st, kind, None, f.take(st.st_size as u64))
         }
         FileType::Symlink => {

@@ -412,6 +412,13 @@ fn a_setuid_binary_in_a_user_namespaced_container_gains_the_pods_root_only() {
         w.ok(&["exec", "s", "stat", "-c", "%u:%g", "/suid"]),
         "0:0\n"
     );
+    // And out of it as it sees it: the tar `cp` writes says 0:0, not the host ids.
+    let out = w.cmd(&["cp", "s:/suid", "-"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut ar = tar::Archive::new(&out.stdout[..]);
+    let entry = ar.entries().unwrap().next().unwrap().unwrap();
+    let h = entry.header();
+    assert_eq!((h.uid().unwrap(), h.gid().unwrap()), (0, 0));
     w.ok(&[
         "exec",
         "s",
