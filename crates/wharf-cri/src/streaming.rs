@@ -3,7 +3,10 @@
 //! Kubernetes' remotecommand protocol (`v5.channel.k8s.io` and `v4.channel.k8s.io`): binary
 //! messages whose first byte is the channel (0 stdin, 1 stdout, 2 stderr, 3 the final
 //! status as a metav1.Status, 4 terminal resizes as `{"Width":w,"Height":h}`; v5 adds 255,
-//! the client closing one of its channels), SPDY/3.1 (crictl's default, kubelet's classic
+//! the client closing one of its channels); the older `channel.k8s.io`, whose channel 3
+//! carries only a failure's message (what the API server's websocket exec still asks
+//! for), and the `base64.` forms of v4 and the older one (text messages: the channel as a
+//! digit, then the data in base64); SPDY/3.1 (crictl's default, kubelet's classic
 //! one: see [`crate::spdy_streams`], which also serves port forwarding), and SPDY tunnelled
 //! through WebSocket for port forwarding (`SPDY/3.1+portforward.k8s.io`, kubectl's newer
 //! transport).
@@ -30,8 +33,88 @@ use crate::stream_process::{Input, Pending, exit_status, failure, open_process, 
 /// How long a URL may wait for its connection.
 const TOKEN_TTL: Duration = Duration::from_secs(60);
 
-/// The subprotocols served, preferred first.
-const PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+/// The channel subprotocols served, preferred first.
+const PROTOCOLS: [&str; 5] = [
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "channel.k8s.io",
+    "base64.channel.k8s.io",
+];
+
+/// How a channel subprotocol frames its messages and ends a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Channels {
+    /// v5: the client may close its stdin (channel 255).
+    close: bool,
+    /// Text messages, the channel a digit and the data base64, instead of binary ones.
+    base64: bool,
+    /// The final status as a metav1.Status always (v4, v5); else only a failure's
+    /// message, as text (the older protocols).
+    status_json: bool,
+}
+
+impl Channels {
+    fn of(protocol: &str) -> Channels {
+        Channels {
+            close: protocol.starts_with("v5."),
+            base64: protocol.contains("base64."),
+            status_json: protocol.starts_with("v4.") || protocol.starts_with("v5."),
+        }
+    }
+
+    /// A message on `channel`.
+    fn frame(self, channel: u8, data: &[u8]) -> Message {
+        if self.base64 {
+            use base64::Engine as _;
+            let mut t = String::with_capacity(data.len() * 4 / 3 + 4);
+            t.push(char::from(b'0' + channel));
+            t.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
+            Message::Text(t.into())
+        } else {
+            frame(channel, data)
+        }
+    }
+
+    /// A message from the client as (channel, data).
+    fn read(self, m: &Message) -> Option<(u8, Vec<u8>)> {
+        match m {
+            Message::Binary(b) if !self.base64 && !b.is_empty() => Some((b[0], b[1..].to_vec())),
+            Message::Text(t) if self.base64 && !t.is_empty() => {
+                use base64::Engine as _;
+                let ch = t.as_bytes()[0].checked_sub(b'0')?;
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(&t.as_bytes()[1..])
+                    .ok()?;
+                Some((ch, data))
+            }
+            _ => None,
+        }
+    }
+
+    /// The error channel's message for a failure (`message` the text, `json` its Status).
+    fn failure(self, message: &str, json: &str) -> Message {
+        if self.status_json {
+            self.frame(ERROR, json.as_bytes())
+        } else {
+            self.frame(ERROR, message.as_bytes())
+        }
+    }
+
+    /// The error channel's message for an exit: none for a success in the older
+    /// protocols.
+    fn exit(self, code: i32) -> Option<Message> {
+        if self.status_json {
+            return Some(self.frame(ERROR, exit_status(code).as_bytes()));
+        }
+        (code != 0).then(|| {
+            self.frame(
+                ERROR,
+                format!("command terminated with non-zero exit code: exit code {code}").as_bytes(),
+            )
+        })
+    }
+}
 
 /// SPDY port forwarding tunnelled through WebSocket.
 const TUNNEL: &str = "SPDY/3.1+portforward.k8s.io";
@@ -172,8 +255,7 @@ impl Opened {
                 if chosen == TUNNEL {
                     return tunnel(*ws, pending, engines).await;
                 }
-                let v5 = chosen == PROTOCOLS[0];
-                relay(*ws, pending, v5, engines).await
+                relay(*ws, pending, Channels::of(chosen), engines).await
             }
         }
     }
@@ -284,7 +366,7 @@ async fn tunnel(
 async fn relay(
     ws: tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
     pending: Pending,
-    v5: bool,
+    ch: Channels,
     engines: Engines,
 ) -> Result<(), String> {
     let (mut sink, mut source) = ws.split();
@@ -296,12 +378,8 @@ async fn relay(
             streams, container, ..
         } => (*streams, format!("attach to {container}")),
         Pending::PortForward { .. } => {
-            let _ = sink
-                .send(frame(
-                    ERROR,
-                    failure("port forwarding is served over SPDY only", None).as_bytes(),
-                ))
-                .await;
+            let m = "port forwarding is served over SPDY only";
+            let _ = sink.send(ch.failure(m, &failure(m, None))).await;
             close(&mut sink).await;
             return Err("port forwarding over WebSocket is not served".into());
         }
@@ -309,9 +387,8 @@ async fn relay(
     let (mut out_rx, in_tx) = match open_process(&engines, pending).await {
         Ok(p) => p,
         Err(status) => {
-            let _ = sink
-                .send(frame(ERROR, failure(status.message(), None).as_bytes()))
-                .await;
+            let m = status.message();
+            let _ = sink.send(ch.failure(m, &failure(m, None))).await;
             close(&mut sink).await;
             return Err(format!("{what}: {}", status.message()));
         }
@@ -324,7 +401,7 @@ async fn relay(
     } else {
         ERROR
     };
-    sink.send(frame(first, b""))
+    sink.send(ch.frame(first, b""))
         .await
         .map_err(|e| e.to_string())?;
     let mut client_open = true;
@@ -332,32 +409,34 @@ async fn relay(
         tokio::select! {
             out = out_rx.recv() => match out.flatten() {
                 Some(Output::Stdout(d)) if streams.stdout => {
-                    sink.send(frame(STDOUT, &d)).await.map_err(|e| e.to_string())?;
+                    sink.send(ch.frame(STDOUT, &d)).await.map_err(|e| e.to_string())?;
                 }
                 Some(Output::Stderr(d)) if streams.stderr => {
-                    sink.send(frame(STDERR, &d)).await.map_err(|e| e.to_string())?;
+                    sink.send(ch.frame(STDERR, &d)).await.map_err(|e| e.to_string())?;
                 }
                 Some(Output::Exit(rec)) => {
-                    let status = exit_status(rec.exit_code);
-                    let _ = sink.send(frame(ERROR, status.as_bytes())).await;
+                    if let Some(m) = ch.exit(rec.exit_code) {
+                        let _ = sink.send(m).await;
+                    }
                     close(&mut sink).await;
                     return Ok(());
                 }
                 Some(_) => {}
                 None => {
-                    let _ = sink
-                        .send(frame(ERROR, failure("the process's stream ended without an exit", None).as_bytes()))
-                        .await;
+                    let m = "the process's stream ended without an exit";
+                    let _ = sink.send(ch.failure(m, &failure(m, None))).await;
                     close(&mut sink).await;
                     return Ok(());
                 }
             },
             msg = source.next(), if client_open => match msg {
-                Some(Ok(Message::Binary(b))) if !b.is_empty() => {
-                    let send = match b[0] {
-                        STDIN if streams.stdin => Some(Input::Stdin(b[1..].to_vec())),
-                        RESIZE => resize_input(&b[1..]),
-                        CLOSE if v5 && b.get(1) == Some(&STDIN) => Some(Input::CloseStdin),
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    let send = match ch.read(&m) {
+                        Some((STDIN, d)) if streams.stdin => Some(Input::Stdin(d)),
+                        Some((RESIZE, d)) => resize_input(&d),
+                        Some((CLOSE, d)) if ch.close && d.first() == Some(&STDIN) => {
+                            Some(Input::CloseStdin)
+                        }
                         _ => None,
                     };
                     if let Some(i) = send {

@@ -1303,16 +1303,28 @@ where
 
 /// A WebSocket client of the streaming server, as client-go's: the v5 channel protocol.
 async fn stream(url: &str) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    stream_with(
+        url,
+        "v5.channel.k8s.io, v4.channel.k8s.io",
+        "v5.channel.k8s.io",
+    )
+    .await
+}
+
+/// A WebSocket client offering the subprotocols `offer`; the server must choose `chosen`.
+async fn stream_with(
+    url: &str,
+    offer: &str,
+    chosen: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     // As client-go: the URL's http scheme becomes ws.
     let mut req = url
         .replacen("http://", "ws://", 1)
         .into_client_request()
         .unwrap();
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "v5.channel.k8s.io, v4.channel.k8s.io".parse().unwrap(),
-    );
+    req.headers_mut()
+        .insert("Sec-WebSocket-Protocol", offer.parse().unwrap());
     let addr = url
         .trim_start_matches("http://")
         .split('/')
@@ -1321,10 +1333,7 @@ async fn stream(url: &str) -> tokio_tungstenite::WebSocketStream<tokio::net::Tcp
         .to_string();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (ws, resp) = tokio_tungstenite::client_async(req, tcp).await.unwrap();
-    assert_eq!(
-        resp.headers()["Sec-WebSocket-Protocol"],
-        "v5.channel.k8s.io"
-    );
+    assert_eq!(resp.headers()["Sec-WebSocket-Protocol"], chosen);
     ws
 }
 
@@ -1334,9 +1343,21 @@ async fn drain(
 ) -> std::collections::BTreeMap<u8, Vec<u8>> {
     use futures_util::StreamExt;
     let mut out = std::collections::BTreeMap::<u8, Vec<u8>>::new();
+    use tokio_tungstenite::tungstenite::Message;
     while let Some(Ok(m)) = ws.next().await {
-        if let tokio_tungstenite::tungstenite::Message::Binary(b) = m {
-            out.entry(b[0]).or_default().extend_from_slice(&b[1..]);
+        match m {
+            Message::Binary(b) => out.entry(b[0]).or_default().extend_from_slice(&b[1..]),
+            // The base64 protocols: the channel as a digit, then the data.
+            Message::Text(t) => {
+                use base64::Engine as _;
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(&t.as_bytes()[1..])
+                    .unwrap();
+                out.entry(t.as_bytes()[0] - b'0')
+                    .or_default()
+                    .extend_from_slice(&data);
+            }
+            _ => {}
         }
     }
     out
@@ -1391,6 +1412,55 @@ async fn exec_and_attach_stream_over_websocket() {
         "v5.channel.k8s.io".parse().unwrap(),
     );
     assert!(tokio_tungstenite::client_async(req, again).await.is_err());
+
+    // The older protocol the API server's websocket exec asks for (`channel.k8s.io`): the
+    // same channels, channel 3 only for a failure, with its message as text.
+    let url = rt
+        .exec(exec(&["echo", "remote execution test"], false))
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let got = drain(&mut stream_with(&url, "channel.k8s.io", "channel.k8s.io").await).await;
+    assert_eq!(got[&1], b"remote execution test\n");
+    assert!(!got.contains_key(&3), "no status for a success: {got:?}");
+    let url = rt
+        .exec(exec(&["sh", "-c", "exit 3"], false))
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let got = drain(&mut stream_with(&url, "channel.k8s.io", "channel.k8s.io").await).await;
+    assert_eq!(
+        String::from_utf8_lossy(&got[&3]),
+        "command terminated with non-zero exit code: exit code 3"
+    );
+    // Its base64 form: text messages, and stdin the same way.
+    let url = rt
+        .exec(exec(&["cat"], true))
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let mut ws = stream_with(&url, "base64.channel.k8s.io", "base64.channel.k8s.io").await;
+    ws.send(Message::Text("0aGVsbG8K".into())).await.unwrap();
+    let mut out = Vec::new();
+    while !out.ends_with(b"hello\n") {
+        use futures_util::StreamExt;
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) if t.starts_with('1') => {
+                use base64::Engine as _;
+                out.extend(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(&t.as_bytes()[1..])
+                        .unwrap(),
+                );
+            }
+            Some(Ok(_)) => {}
+            other => panic!("the base64 stream ended early: {other:?}"),
+        }
+    }
+    drop(ws);
 
     // Stdin, closed the v5 way; success.
     let url = rt
