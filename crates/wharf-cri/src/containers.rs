@@ -576,10 +576,20 @@ pub fn container_status(st: &wharf_engine::ContainerStatus) -> ContainerStatus {
         .exit
         .as_ref()
         .filter(|_| row.state == ContainerState::Exited);
+    // The message is the exit's details (a start error, a dead shim), never the reason
+    // again: kubelet appends the termination message to it ("Error: DONE" where
+    // containerd gives "DONE").
     let (reason, message) = match exit {
         Some(x) if x.oom_killed => ("OOMKilled", None),
         Some(x) if x.code == 0 => ("Completed", None),
-        Some(x) => ("Error", x.reason.clone()),
+        Some(x) => (
+            "Error",
+            x.message.clone().or_else(|| {
+                x.reason
+                    .clone()
+                    .filter(|r| !["Error", "Completed", "OOMKilled"].contains(&r.as_str()))
+            }),
+        ),
         None => ("", None),
     };
     ContainerStatus {

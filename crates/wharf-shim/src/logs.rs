@@ -166,11 +166,13 @@ impl LineSplitter {
         }
     }
 
-    /// The stream ended: emit what is left as a full entry.
+    /// The stream ended: emit what is left, which no newline ended, as a partial entry, as
+    /// containerd and CRI-O do, so a reader gives back exactly what was written (kubelet's
+    /// termination message from the log of `echo -n DONE` is "DONE", not "DONE\n").
     pub fn finish(&mut self, emit: &mut dyn FnMut(&[u8], bool)) {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
-            emit(&line, false);
+            emit(&line, true);
         }
     }
 }
@@ -440,7 +442,8 @@ mod tests {
                 ("three".into(), false),
                 ("xxxxx".into(), true),
                 ("xxxxx".into(), false),
-                ("tail".into(), false),
+                // What no newline ended stays partial.
+                ("tail".into(), true),
             ]
         );
         assert_eq!(got[4].0.len(), MAX_LINE);

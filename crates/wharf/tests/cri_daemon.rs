@@ -2731,3 +2731,42 @@ async fn configured_runtime_handlers_are_served_and_listed_and_others_refused() 
     drop(rt);
     stop_and_check_clean(d).await;
 }
+
+/// A container that fails after output no newline ended: its status says Error with no
+/// message of Wharf's (kubelet appends the termination message to it), and its log ends
+/// in a partial entry, so kubelet's FallbackToLogsOnError reads back exactly "DONE", as
+/// with containerd.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_containers_last_output_is_its_termination_message_as_written() {
+    let d = Daemon::start("cri-termination");
+    let mut rt = runtime_with_busybox(&d).await;
+    let mut cfg = container_config("t", "printf DONE; exit 1");
+    cfg.linux = None;
+    let (pod, ctr) = run_pod_with(&mut rt, &d, "term", cfg).await;
+    let mut status = None;
+    for _ in 0..100 {
+        let s = rt
+            .container_status(ContainerStatusRequest {
+                container_id: ctr.clone(),
+                verbose: false,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+            .unwrap();
+        if s.state == ContainerState::ContainerExited as i32 {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let s = status.expect("the container exited");
+    assert_eq!((s.exit_code, s.reason.as_str()), (1, "Error"));
+    assert_eq!(s.message, "", "no message of our own for a plain failure");
+    let logged = std::fs::read_to_string(d.w.path("logs/term/t/0.log")).unwrap();
+    assert!(logged.ends_with(" stdout P DONE\n"), "{logged:?}");
+    stop_and_remove_pod(&mut rt, &pod).await;
+    drop(rt);
+    stop_and_check_clean(d).await;
+}
