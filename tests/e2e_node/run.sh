@@ -5,6 +5,10 @@
 #   E2E_NODE=/path/e2e_node.test KUBELET=/path/kubelet AGNHOST=/path/agnhost \
 #   [WHARF=target/release/wharf] [GINKGO=/path/ginkgo PROCS=4] tests/e2e_node/run.sh [flags]
 #
+# RUNTIME=containerd runs the same suite against Debian's containerd (1.6, CRI plugin, runc,
+# cgroupfs, a CNI bridge of its own in the same namespace), for comparing the two on the
+# same machine and selection.
+#
 # The tools are yours to build (see README.md): nothing here builds them. Without PROCS
 # the suite runs its specs one by one and the flags are its own (--ginkgo.focus=...); with
 # PROCS, ginkgo runs PROCS of them at once and the flags are ginkgo's (--focus, --skip).
@@ -23,19 +27,33 @@ set -uo pipefail
 E2E_NODE=${E2E_NODE:?path to e2e_node.test}
 KUBELET=${KUBELET:?path to kubelet}
 AGNHOST=${AGNHOST:?path to agnhost}
+RUNTIME=${RUNTIME:-wharf}
 WHARF=${WHARF:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/wharf}
-[ -x "$WHARF" ] && [ -x "$(dirname "$WHARF")/wharf-shim" ] || { echo "run.sh: $WHARF (and wharf-shim beside it) missing: cargo build --release" >&2; exit 2; }
+case "$RUNTIME" in
+  wharf) [ -x "$WHARF" ] && [ -x "$(dirname "$WHARF")/wharf-shim" ] || { echo "run.sh: $WHARF (and wharf-shim beside it) missing: cargo build --release" >&2; exit 2; };;
+  containerd) command -v containerd >/dev/null && command -v containerd-shim-runc-v2 >/dev/null && [ -x /usr/lib/cni/bridge ] ||
+    { echo "run.sh: RUNTIME=containerd needs containerd and containernetworking-plugins (apt-get install containerd containernetworking-plugins)" >&2; exit 2; };;
+  *) echo "run.sh: RUNTIME=$RUNTIME: use wharf or containerd" >&2; exit 2;;
+esac
 for b in "$E2E_NODE" "$KUBELET" "$AGNHOST"; do [ -x "$b" ] || { echo "run.sh: $b is not an executable" >&2; exit 2; }; done
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
-STATE=/var/tmp/e2e-state
-NS=wharf-e2e
+# One run at a time: each kubelet's garbage collector removes the pod log directories in
+# /var/log/pods it does not know (the suite reads them there), so a second kubelet would
+# take the first one's logs.
+exec 9>/var/tmp/e2e-node-run.lock
+flock -n 9 || { echo "run.sh: another run.sh holds /var/tmp/e2e-node-run.lock: one run at a time" >&2; exit 2; }
+# a run against containerd has names of its own: neither run's cleanup touches the other's
+SUFFIX=$([ "$RUNTIME" = wharf ] || echo "-$RUNTIME")
+STATE=/var/tmp/e2e-state$SUFFIX
+NS=wharf-e2e$SUFFIX
 NSPATH=/run/netns/$NS
-CG=wharf-e2e
+CG=wharf-e2e$SUFFIX
 REG=127.0.0.1:5056
-REGDIR=/var/tmp/e2e-registry
+REGDIR=/var/tmp/e2e-registry$SUFFIX
+IMAGES=/var/tmp/e2e-images$SUFFIX
 LOGS=/var/tmp/e2e-logs/$(date +%Y%m%d-%H%M%S)
-SOCK=$STATE/run/wharf.sock
+SOCK=$STATE/run/$RUNTIME.sock
 log() { echo "run.sh: $*" >&2; }
 in_ns() { nsenter --net="$NSPATH" "$@"; }
 
@@ -56,7 +74,7 @@ cleanup() {
   for p in $(ls /proc | grep -E '^[0-9]+$'); do
     [ "$p" = $$ ] && continue
     case "$(readlink /proc/$p/exe 2>/dev/null)" in "$STATE"/*) kill -KILL "$p" 2>/dev/null; continue;; esac
-    if tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline | grep -q -- "$STATE/bin/e2e_node.test" ||
+    if tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline | grep -qE -- "$STATE/bin/e2e_node.test|-address $STATE/" ||
        grep -qs "WHARF_RUN=$STATE/run" /proc/$p/environ; then
       kill -KILL "$p" 2>/dev/null
     fi
@@ -84,6 +102,9 @@ ip netns add "$NS" && in_ns ip link set lo up || { log "netns"; exit 2; }
 in_ns ip link add e2e0 type veth peer name e2e1 && in_ns ip addr add 10.250.0.1/24 dev e2e0 &&
   in_ns ip link set e2e0 up && in_ns ip link set e2e1 up && in_ns ip route add default via 10.250.0.2 dev e2e0 ||
   { log "netns routes"; exit 2; }
+# the stand-ins are built again when their recipe changed since they were pushed
+STAMP=$(cat "$HERE"/images/build-images.sh "$HERE"/images/src/* | sha256sum | cut -c1-16)
+[ "$(cat "$REGDIR/images.stamp" 2>/dev/null)" = "$STAMP" ] || rm -rf "$REGDIR/data" "$REGDIR/images.stamp"
 mkdir -p "$REGDIR/data"
 cat > "$REGDIR/config.yml" <<EOF
 version: 0.1
@@ -98,16 +119,18 @@ push() { in_ns skopeo copy --quiet --dest-tls-verify=false "oci:$1:$2" "docker:/
 if ! in_ns curl -sf -o /dev/null "http://$REG/v2/e2e-test-images/agnhost/manifests/2.66.1" \
      -H 'Accept: application/vnd.oci.image.manifest.v1+json'; then
   log "building and pushing the stand-in images (log: $LOGS/images.log)"
-  for t in umoci skopeo gcc docker-registry; do command -v $t >/dev/null || apt-get install -y umoci skopeo gcc libc6-dev docker-registry >/dev/null; done
-  # Debian's busybox is fetched outside the namespace (which reaches only its registry)
-  IMAGES=/var/tmp/e2e-images
+  for t in umoci skopeo gcc docker-registry openssl; do command -v $t >/dev/null || apt-get install -y umoci skopeo gcc libc6-dev docker-registry openssl >/dev/null; done
+  # Debian's busybox and netcat are fetched outside the namespace (which reaches only its
+  # registry)
   mkdir -p "$IMAGES/deb"
-  if [ ! -x "$IMAGES/deb/x/bin/busybox" ]; then
-    (cd "$IMAGES/deb" && apt-get download busybox && dpkg-deb -x busybox_*.deb x) > "$LOGS/images.log" 2>&1 \
-      || { tail -5 "$LOGS/images.log"; log "apt-get download busybox failed"; exit 2; }
+  if [ ! -x "$IMAGES/deb/x/bin/busybox" ] || [ ! -x "$IMAGES/deb/x/bin/nc.openbsd" ]; then
+    (cd "$IMAGES/deb" && apt-get download busybox netcat-openbsd libbsd0 libmd0 &&
+      for d in *.deb; do dpkg-deb -x "$d" x; done) > "$LOGS/images.log" 2>&1 \
+      || { tail -5 "$LOGS/images.log"; log "apt-get download of busybox and netcat failed"; exit 2; }
   fi
   in_ns env REG=$REG AGNHOST="$AGNHOST" OUT="$IMAGES" "$HERE/images/build-images.sh" >> "$LOGS/images.log" 2>&1 \
     || { tail -20 "$LOGS/images.log"; log "image build failed"; exit 2; }
+  echo "$STAMP" > "$REGDIR/images.stamp"
 fi
 cat > "$STATE/repo-list.yaml" <<EOF
 promoterE2eRegistry: $REG/e2e-test-images
@@ -116,17 +139,78 @@ gcEtcdRegistry: $REG
 EOF
 
 # ---- daemon -------------------------------------------------------------------------
+# Both runtimes serve the handler "test-handler" besides the default, as the suite's
+# RuntimeClass specs (e2enode.PreconfiguredRuntimeClassHandler) expect of a node.
 cat > "$STATE/config.json" <<EOF
 { "registries": { "registry.k8s.io": { "mirrors": ["http://$REG"], "insecure": true },
                   "$REG": { "insecure": true } },
-  "daemon": { "docker-listen": "", "stream-address": "127.0.0.1:0" } }
+  "daemon": { "docker-listen": "", "stream-address": "127.0.0.1:0",
+              "runtime-handlers": ["test-handler"] } }
 EOF
 for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/unified/; do mkdir -p "$h$CG"; done
-nsenter --net="$NSPATH" env WHARF_ROOT="$STATE/root" WHARF_RUN="$STATE/run" WHARF_CGROUP_PARENT="/$CG/wharf" \
-  WHARF_CNI_CONF_DIR="$STATE/empty-cni" WHARF_CNI_CACHE_DIR="$STATE/cni-cache" \
-  WHARF_NET_HOST_NS="$NSPATH" WHARF_CONFIG="$STATE/config.json" TMPDIR="$STATE/tmp" \
-  "$WHARF" daemon --listen "$SOCK" > "$LOGS/daemon.log" 2>&1 </dev/null &
-echo $! > "$STATE/daemon.pid"
+if [ "$RUNTIME" = wharf ]; then
+  nsenter --net="$NSPATH" env WHARF_ROOT="$STATE/root" WHARF_RUN="$STATE/run" WHARF_CGROUP_PARENT="/$CG/wharf" \
+    WHARF_CNI_CONF_DIR="$STATE/empty-cni" WHARF_CNI_CACHE_DIR="$STATE/cni-cache" \
+    WHARF_NET_HOST_NS="$NSPATH" WHARF_CONFIG="$STATE/config.json" TMPDIR="$STATE/tmp" \
+    "$WHARF" daemon --listen "$SOCK" > "$LOGS/daemon.log" 2>&1 </dev/null &
+  echo $! > "$STATE/daemon.pid"
+else
+  # containerd with its CRI plugin: everything under $STATE/containerd, runc's state there
+  # too, pods on a CNI bridge of this namespace, the stand-in registry over plain HTTP.
+  C=$STATE/containerd
+  mkdir -p "$C/cni" "$C/ipam"
+  cat > "$C/cni/10-e2e.conflist" <<EOF
+{ "cniVersion": "1.0.0", "name": "e2e",
+  "plugins": [ { "type": "bridge", "bridge": "e2ebr0", "isGateway": true, "ipMasq": false,
+                 "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.100.0.0/24" }]],
+                           "routes": [{ "dst": "0.0.0.0/0" }], "dataDir": "$C/ipam" } },
+               { "type": "portmap", "capabilities": { "portMappings": true } } ] }
+EOF
+  cat > "$C/config.toml" <<EOF
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$C/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$REG/pause:3.10.2"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    disable_apparmor = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$C/cni"
+      max_conf_num = 1
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$C/runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
+          SystemdCgroup = false
+          Root = "$C/runc"
+    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."registry.k8s.io"]
+      endpoint = ["http://$REG"]
+    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$REG"]
+      endpoint = ["http://$REG"]
+EOF
+  nsenter --net="$NSPATH" env TMPDIR="$STATE/tmp" containerd --config "$C/config.toml" > "$LOGS/daemon.log" 2>&1 </dev/null &
+  echo $! > "$STATE/daemon.pid"
+fi
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.2; done
 [ -S "$SOCK" ] || { tail "$LOGS/daemon.log"; log "daemon"; exit 2; }
 
@@ -198,14 +282,23 @@ evictionMinimumReclaim:
 serializeImagePulls: false
 failCgroupV1: false
 EOF
+# kubelet's built-in cAdvisor names the containers it finds in the cgroups by asking
+# containerd, CRI-O or docker, and no other runtime: a node running another one takes its
+# container and pod metrics from the CRI instead (PodAndContainerStatsFromCRI, beta).
+if [ "$RUNTIME" = wharf ]; then
+  printf 'featureGates:\n  PodAndContainerStatsFromCRI: true\n' >> "$STATE/kubelet-base.yaml"
+fi
 cp "$E2E_NODE" "$STATE/bin/e2e_node.test"; cp "$KUBELET" "$STATE/bin/kubelet"
 
 cd "$STATE/work"
 SUITE=(--container-runtime-endpoint="unix://$SOCK"
-  --container-runtime-process-name=wharf --container-runtime-pid-file="$STATE/daemon.pid"
+  --container-runtime-process-name=$RUNTIME --container-runtime-pid-file="$STATE/daemon.pid"
   --prepull-images=false
   --kubelet-config-file="$STATE/kubelet-base.yaml"
-  --kubelet-flags="--root-dir=$STATE/kubelet --cgroup-root=/$CG --kubelet-cgroups=/$CG/kubelet --system-cgroups= --fail-cgroupv1=false --cluster-domain=cluster.local"
+  # --node-ip: without it kubelet looks its node name up in DNS before it registers the
+  # node, and no DNS server answers in this namespace: 20 s of timeouts, after which the
+  # CSINode initialisation had often given up its early tries and kept the node NotReady.
+  --kubelet-flags="--root-dir=$STATE/kubelet --cgroup-root=/$CG --kubelet-cgroups=/$CG/kubelet --system-cgroups= --fail-cgroupv1=false --cluster-domain=cluster.local --node-ip=10.250.0.1"
   --dns-domain=cluster.local --node-name=e2e-node --report-dir="$LOGS")
 FOCUS='\[NodeConformance\]'
 SKIP='\[Flaky\]|\[Slow\]|\[Serial\]|\[Disruptive\]'
@@ -222,7 +315,7 @@ else
 fi
 rc=$?
 cd /
-echo "=== e2e_node [NodeConformance] against $WHARF (logs: $LOGS)"
+echo "=== e2e_node [NodeConformance] against $([ "$RUNTIME" = wharf ] && echo "$WHARF" || containerd --version) (logs: $LOGS)"
 grep -E '^Ran [0-9]+ of [0-9]+ Specs|Passed \| [0-9]+ Failed' "$LOGS/e2e.log"
 if grep -q '^Summarizing [0-9]* Failure' "$LOGS/e2e.log"; then
   echo "--- failed specs:"

@@ -2,16 +2,19 @@
 # Builds offline stand-ins for the images e2e_node's [NodeConformance] specs (Kubernetes
 # v1.37) pull, and pushes them to a registry under the names the suite asks for once
 # KUBE_TEST_REPO_LIST points promoterE2eRegistry and gcRegistry at it (run.sh does):
-#   e2e-test-images/busybox:1.37.0-2    Debian's dynamic busybox (applets as hard links) + glibc
+#   e2e-test-images/busybox:1.37.0-2    Debian's dynamic busybox (applets as hard links) + glibc,
+#                                       bash as /bin/sh
 #   e2e-test-images/agnhost:2.66.1      busybox + the real agnhost ($AGNHOST, built by you from
-#                                       k8s.io/kubernetes/test/images/agnhost), curl beside it
+#                                       k8s.io/kubernetes/test/images/agnhost), curl and
+#                                       Debian's netcat-openbsd (nc -u, -z) beside it, and a
+#                                       self-signed /localhost.crt and .key
 #   e2e-test-images/nginx:1.27.0-2      busybox + fake-nginx (HTTP 200 on :80)
 #   e2e-test-images/nonewprivs:1.4      busybox + setuid-root nnp printing "Effective uid: N"
 #   e2e-test-images/nonroot:1.5         busybox, USER 1234
 #   e2e-test-images/glibc-dns-testing:2.1.1  busybox (nslookup, hostname)
 #   pause:3.10.2                        a static pause
 # Adapted from the critest stand-ins (shared/fixtures/critest-images).
-# Needs: gcc, umoci, skopeo, apt-get download (Debian), curl, a registry at $REG.
+# Needs: gcc, umoci, skopeo, apt-get download (Debian), curl, openssl, a registry at $REG.
 # Env: REG (default 127.0.0.1:5056), AGNHOST (required), OUT (scratch; default next to this).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,8 +36,10 @@ gcc -O2 -static -s -o "$BIN/nmeter" "$HERE/src/nmeter.c"
 # Debian's *dynamic* busybox (package "busybox", only extracted, not installed): unlike
 # busybox-static it is built without FEATURE_SH_STANDALONE, so `sh -c ls` really execs /bin/ls
 # (critest's MaskedPaths test masks /bin/ls and expects "Permission denied").
-if [ ! -x "$TOP/deb/x/bin/busybox" ]; then
-  mkdir -p "$TOP/deb"; (cd "$TOP/deb" && apt-get download busybox && dpkg-deb -x busybox_*.deb x)
+if [ ! -x "$TOP/deb/x/bin/busybox" ] || [ ! -x "$TOP/deb/x/bin/nc.openbsd" ]; then
+  mkdir -p "$TOP/deb"
+  (cd "$TOP/deb" && apt-get download busybox netcat-openbsd libbsd0 libmd0 &&
+    for d in *.deb; do dpkg-deb -x "$d" x; done)
 fi
 BUSYBOX=$TOP/deb/x/bin/busybox
 
@@ -90,6 +95,12 @@ EOF
   install -m 0755 /usr/bin/ipcs "$r/usr/bin/ipcs"
   cp -L /lib/x86_64-linux-gnu/libc.so.6 /lib/x86_64-linux-gnu/libresolv.so.2 "$r/lib/x86_64-linux-gnu/"
   cp -L /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
+  # /bin/sh is bash: upstream busybox 1.37's sh passes variables whose names are no shell
+  # names (a ConfigMap's "data-1") on to the commands it runs, as the Secret and ConfigMap
+  # environment specs expect of `sh -c env`; Debian's 1.35 drops them, bash keeps them.
+  install -m 0755 /bin/bash "$r/bin/bash"
+  cp -L /lib/x86_64-linux-gnu/libtinfo.so.6 "$r/lib/x86_64-linux-gnu/"
+  rm -f "$r/bin/sh"; ln -s bash "$r/bin/sh"
   { printf 'root:x:0:0:root:/%s:/bin/sh\n' root; cat <<'EOF'
 daemon:x:1:1:daemon:/usr/sbin:/bin/false
 bin:x:2:2:bin:/bin:/bin/false
@@ -165,6 +176,16 @@ f_agnhost() {
   for lib in $(ldd /usr/bin/curl | awk '/=> \//{print $3}'); do
     mkdir -p "$r$(dirname "$lib")"; cp -L "$lib" "$r$lib"
   done
+  # the networking specs run `nc -w 1 -u IP PORT` in agnhost: the real image's busybox nc
+  # takes -u, Debian's does not, so netcat-openbsd comes first in PATH
+  mkdir -p "$r/usr/local/bin" "$r/lib/x86_64-linux-gnu"
+  install -m 0755 "$TOP/deb/x/bin/nc.openbsd" "$r/usr/local/bin/nc"
+  for lib in libbsd.so.0 libmd.so.0; do cp -L "$TOP/deb/x/usr/lib/x86_64-linux-gnu/$lib" "$r/lib/x86_64-linux-gnu/"; done
+  # the real image's /localhost.crt and /localhost.key (netexec --tls-cert-file, for the
+  # https lifecycle hooks): a self-signed pair made here
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -keyout "$r/localhost.key" -out "$r/localhost.crt" 2>/dev/null
   echo 'user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh' >> "$r/etc/passwd"
   echo 'user-defined-in-image:x:1000:' >> "$r/etc/group"
   echo 'group-defined-in-image:x:50000:user-defined-in-image' >> "$r/etc/group"
