@@ -28,8 +28,9 @@ install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket \
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl enable --now wharf.socket wharf.service
-  # At boot: containers with --restart always|unless-stopped come back.
-  systemctl enable wharf-restore.service
+  # At boot: containers with --restart always|unless-stopped come back; at shutdown
+  # (the unit's stop, so it is started now too), every container is stopped in 10 s.
+  systemctl enable --now wharf-restore.service
   echo "wharf daemon: started by systemd, serving the CRI on /run/wharf/wharf.sock and the" \
     "Docker API on /run/wharf/docker.sock (export DOCKER_HOST=unix:///run/wharf/docker.sock)"
 else

@@ -54,13 +54,16 @@ pub fn parse_level(s: &str) -> Option<Level> {
 pub fn run(opts: DaemonOptions) -> i32 {
     crate::log::init(opts.log_level, opts.log_json);
     // Before any thread exists (it edits the environment).
-    let inherited = match inherited_listeners() {
+    let inherited = match inherited_listeners(&opts.listen, opts.docker_listen.as_deref()) {
         Ok(l) => l,
         Err(msg) => {
             log(Level::Error, &msg, &[]);
             return 1;
         }
     };
+    // SAFETY: before any thread exists (it edits the environment).
+    #[allow(unsafe_code)]
+    let notifier = unsafe { crate::sd_notify::Notifier::from_env() };
     // Before any thread exists.
     crate::idle::few_arenas();
     // Few threads, and engine threads that go when idle (each holds an engine: its store
@@ -82,7 +85,7 @@ pub fn run(opts: DaemonOptions) -> i32 {
             return 1;
         }
     };
-    match rt.block_on(serve(opts, inherited)) {
+    match rt.block_on(serve(opts, inherited, notifier)) {
         Ok(()) => 0,
         Err(msg) => {
             log(Level::Error, &msg, &[]);
@@ -98,6 +101,7 @@ async fn serve(
         Option<std::os::unix::net::UnixListener>,
         Option<std::os::unix::net::UnixListener>,
     ),
+    notifier: crate::sd_notify::Notifier,
 ) -> Result<(), String> {
     // Open the engine once up front: reconcile what a crash left, and fail now (not on the
     // first request) when the state cannot be opened.
@@ -184,6 +188,7 @@ async fn serve(
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let stop_notifier = notifier.clone();
     let shutdown = async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("SIGTERM handler");
@@ -198,6 +203,7 @@ async fn serve(
             "stopping (pods keep running)",
             &[("signal", signal)],
         );
+        let _ = stop_notifier.notify("STOPPING=1");
         let _ = stopping_tx.send(true);
     };
     let server = tonic::transport::Server::builder()
@@ -208,6 +214,15 @@ async fn serve(
         )))
         .add_service(ImageServiceServer::new(crate::images::Images::new(engines)))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
+    // Every socket listens (connections queue until the server polls them): systemd may
+    // start what is ordered after the daemon.
+    if let Err(e) = notifier.notify("READY=1\nSTATUS=serving the CRI and the Docker API") {
+        log(
+            Level::Warn,
+            "cannot tell systemd the daemon is ready",
+            &[("error", &e.to_string())],
+        );
+    }
     let deadline = async move {
         let mut rx = stopping_rx;
         let _ = rx.wait_for(|s| *s).await;
@@ -271,10 +286,12 @@ async fn reload_on_sighup(reload: Reload, engines: Engines) {
 
 /// The listening sockets systemd passed (socket activation: `LISTEN_PID` is this process,
 /// `LISTEN_FDS` at least 1, the sockets from fd 3 on): the CRI's, and the Docker API's when
-/// there is a second one. `LISTEN_FDNAMES` (`FileDescriptorName=` of the socket unit) may
-/// name them `cri` and `docker`; unnamed, the first is the CRI's.
+/// there is a second one. Which is which is told by [`socket_roles`].
 #[allow(clippy::type_complexity)]
-fn inherited_listeners() -> Result<
+fn inherited_listeners(
+    cri_path: &std::path::Path,
+    docker_path: Option<&std::path::Path>,
+) -> Result<
     (
         Option<std::os::unix::net::UnixListener>,
         Option<std::os::unix::net::UnixListener>,
@@ -306,7 +323,7 @@ fn inherited_listeners() -> Result<
             std::env::remove_var(v)
         };
     }
-    let (mut cri, mut docker) = (None, None);
+    let mut listeners = Vec::new();
     for i in 0..count.min(2) {
         let fd = 3 + i;
         // SAFETY: fds 3.. are the sockets systemd passed to this process (LISTEN_PID says
@@ -316,13 +333,70 @@ fn inherited_listeners() -> Result<
         let l = std::os::unix::net::UnixListener::from(fd);
         l.set_nonblocking(true)
             .map_err(|e| format!("the socket systemd passed (fd {}): {e}", 3 + i))?;
-        let name = names.get(i as usize).map(String::as_str).unwrap_or("");
-        match (name, i) {
-            ("docker", _) | ("", 1) => docker = Some(l),
-            _ => cri = Some(l),
+        let path = l
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(std::path::Path::to_path_buf));
+        let name = names.get(i as usize).cloned().unwrap_or_default();
+        listeners.push((l, path, name));
+    }
+    let described: Vec<(Option<&std::path::Path>, &str)> = listeners
+        .iter()
+        .map(|(_, p, n)| (p.as_deref(), n.as_str()))
+        .collect();
+    let roles = socket_roles(&described, cri_path, docker_path);
+    let (mut cri, mut docker) = (None, None);
+    for ((l, _, _), role) in listeners.into_iter().zip(roles) {
+        match role {
+            SocketRole::Docker => docker = Some(l),
+            SocketRole::Cri => cri = Some(l),
         }
     }
     Ok((cri, docker))
+}
+
+/// What a socket systemd passed serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SocketRole {
+    Cri,
+    Docker,
+}
+
+/// Which of the sockets systemd passed (their paths and `LISTEN_FDNAMES` names, in fd
+/// order) is the CRI's and which the Docker API's:
+/// 1. a socket bound at the daemon's CRI or Docker API path is that one;
+/// 2. else its name, `cri` or `docker`, when the names differ: `FileDescriptorName=`
+///    names every socket of its unit alike, so one unit with two `ListenStream=` passes
+///    two sockets of the same name, which say nothing;
+/// 3. else the order: the first is the CRI's, the second the Docker API's.
+fn socket_roles(
+    sockets: &[(Option<&std::path::Path>, &str)],
+    cri_path: &std::path::Path,
+    docker_path: Option<&std::path::Path>,
+) -> Vec<SocketRole> {
+    let names_differ = sockets
+        .iter()
+        .enumerate()
+        .all(|(i, (_, n))| sockets[..i].iter().all(|(_, m)| m != n));
+    sockets
+        .iter()
+        .enumerate()
+        .map(|(i, (path, name))| {
+            let at = |p: Option<&std::path::Path>| p.is_some() && *path == p;
+            let by_path = (at(Some(cri_path)), at(docker_path));
+            let by_name = (
+                names_differ && *name == "cri",
+                names_differ && *name == "docker",
+            );
+            match (by_path, by_name) {
+                ((true, _), _) => SocketRole::Cri,
+                ((_, true), _) | (_, (_, true)) => SocketRole::Docker,
+                (_, (true, _)) => SocketRole::Cri,
+                _ if i == 1 => SocketRole::Docker,
+                _ => SocketRole::Cri,
+            }
+        })
+        .collect()
 }
 
 /// A group's id by name (or number).
@@ -390,4 +464,30 @@ async fn bind_as(path: &std::path::Path, mode: u32, gid: u32) -> Result<UnixList
         return Err(e);
     }
     Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SocketRole::{Cri, Docker};
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn passed_sockets_are_told_apart_by_path_then_distinct_names_then_order() {
+        let cri = Path::new("/run/wharf/wharf.sock");
+        let docker = Path::new("/run/wharf/docker.sock");
+        // One socket unit with two ListenStream= and one FileDescriptorName= (systemd
+        // names both alike): the paths decide, in either order.
+        let same_name = [(Some(docker), "docker"), (Some(cri), "docker")];
+        assert_eq!(socket_roles(&same_name, cri, Some(docker)), [Docker, Cri]);
+        // Paths other than the daemon's: distinct names decide.
+        let elsewhere = Path::new("/tmp/a.sock");
+        let other = Path::new("/tmp/b.sock");
+        let named = [(Some(elsewhere), "docker"), (Some(other), "cri")];
+        assert_eq!(socket_roles(&named, cri, Some(docker)), [Docker, Cri]);
+        // Neither: the order.
+        let unnamed = [(Some(elsewhere), "x"), (Some(other), "x")];
+        assert_eq!(socket_roles(&unnamed, cri, Some(docker)), [Cri, Docker]);
+        assert_eq!(socket_roles(&[(None, "")], cri, None), [Cri]);
+    }
 }

@@ -28,6 +28,7 @@ mod metrics;
 mod pod_metrics;
 mod runtime;
 mod sandboxes;
+pub mod sd_notify;
 mod spdy;
 mod spdy_streams;
 mod stats;

@@ -61,9 +61,39 @@ const fn counter(
 const DEVICE: &[&str] = &["device"];
 const INTERFACE: &[&str] = &["interface"];
 
-/// Every family Wharf reports. Not reported: the pressure (PSI) families, which this
-/// layout's cgroups do not keep per container on a v1 host.
+/// Every family Wharf reports. The pressure (PSI) ones only where the container's cgroup
+/// keeps PSI (cgroup v2).
 const FAMILIES: &[Family] = &[
+    counter(
+        "container_pressure_cpu_stalled_seconds_total",
+        "Total time all non-idle tasks of the container stalled waiting for CPU.",
+        &[],
+    ),
+    counter(
+        "container_pressure_cpu_waiting_seconds_total",
+        "Total time some task of the container waited for CPU.",
+        &[],
+    ),
+    counter(
+        "container_pressure_memory_stalled_seconds_total",
+        "Total time all non-idle tasks of the container stalled waiting for memory.",
+        &[],
+    ),
+    counter(
+        "container_pressure_memory_waiting_seconds_total",
+        "Total time some task of the container waited for memory.",
+        &[],
+    ),
+    counter(
+        "container_pressure_io_stalled_seconds_total",
+        "Total time all non-idle tasks of the container stalled waiting for I/O.",
+        &[],
+    ),
+    counter(
+        "container_pressure_io_waiting_seconds_total",
+        "Total time some task of the container waited for I/O.",
+        &[],
+    ),
     counter(
         "container_blkio_device_usage_total",
         "Block device I/O by device and operation, in bytes.",
@@ -468,6 +498,7 @@ fn container_metrics(
     memory(&mut sink, &s, &l);
     processes(&mut sink, &s, &l, &pids);
     blkio(&mut sink, &s);
+    pressure(&mut sink, &s);
     for (size, h) in &s.hugetlb {
         sink.push("container_hugetlb_usage_bytes", &[size], h.usage);
         sink.push("container_hugetlb_max_usage_bytes", &[size], h.max);
@@ -499,6 +530,22 @@ fn container_metrics(
         container_id: row.id.clone(),
         metrics: sink.metrics,
     }))
+}
+
+/// cAdvisor's PSI families: "waiting" is the kernel's `some` total, "stalled" its `full`
+/// (microseconds there, whole seconds here).
+fn pressure(sink: &mut Sink, s: &Stats) {
+    for (resource, psi) in [
+        ("cpu", &s.cpu.psi),
+        ("memory", &s.memory.psi),
+        ("io", &s.blkio.psi),
+    ] {
+        let Some(psi) = psi else { continue };
+        for (kind, data) in [("waiting", &psi.some), ("stalled", &psi.full)] {
+            let name = format!("container_pressure_{resource}_{kind}_seconds_total");
+            sink.push(&name, &[], data.total / 1_000_000);
+        }
+    }
 }
 
 fn cpu(sink: &mut Sink, s: &Stats) {
@@ -737,5 +784,37 @@ mod tests {
         assert_eq!(m.label_values, ["c", "id", "img", "n", "ns", "p", "eth0"]);
         assert_eq!(m.metric_type, MetricType::Counter as i32);
         assert_eq!(m.value, Some(UInt64Value { value: 42 }));
+    }
+
+    #[test]
+    fn pressure_totals_become_cadvisors_waiting_and_stalled_seconds() {
+        use wharf_engine::stats::{Psi, PsiData};
+        let mut sink = Sink {
+            base: ["c", "id", "img", "n", "ns", "p"].map(String::from),
+            metrics: Vec::new(),
+        };
+        let mut s = Stats::default();
+        let data = |total| PsiData {
+            total,
+            ..Default::default()
+        };
+        s.memory.psi = Some(Psi {
+            some: data(3_500_000),
+            full: data(1_200_000),
+        });
+        pressure(&mut sink, &s);
+        let got: Vec<(&str, u64)> = sink
+            .metrics
+            .iter()
+            .map(|m| (m.name.as_str(), m.value.as_ref().unwrap().value))
+            .collect();
+        // Memory only: without PSI files (cpu, io here) no metric, rather than zeros.
+        assert_eq!(
+            got,
+            [
+                ("container_pressure_memory_waiting_seconds_total", 3),
+                ("container_pressure_memory_stalled_seconds_total", 1),
+            ]
+        );
     }
 }

@@ -5,6 +5,6 @@
 //! here: the cgroups they are read from are the engine's business.
 
 pub use wharf_runtime::cgroups::stats::{
-    Blkio, BlkioEntry, Cpu, CpuUsage, Hugetlb, Memory, MemoryEntry, Pids, Throttling,
+    Blkio, BlkioEntry, Cpu, CpuUsage, Hugetlb, Memory, MemoryEntry, Pids, Psi, PsiData, Throttling,
 };
 pub use wharf_runtime::cgroups::{Limits, Stats};

@@ -608,6 +608,51 @@ impl Engine {
     /// `timeout` or its own stop timeout) and wait for all of them: stopping a pod takes
     /// one grace period, not one per container.
     pub fn stop_many(&self, keys: &[&str], timeout: Option<Duration>) -> Result<Vec<ExitInfo>> {
+        self.stop_containers(keys, timeout, true)
+    }
+
+    /// Stop every running container together, as the machine's shutdown does
+    /// (`wharf system shutdown`, the stop of the wharf-restore unit): each gets its stop
+    /// signal, then SIGKILL after `timeout`. Not the user's stop: the restart policies
+    /// (`always`, `unless-stopped`) bring them back at the next boot. Answers each
+    /// container's name with its exit, or why it could not be stopped.
+    pub fn shutdown(&self, timeout: Option<Duration>) -> Result<Vec<(String, Result<ExitInfo>)>> {
+        let running: Vec<ContainerRow> = self
+            .db
+            .containers(None)?
+            .into_iter()
+            .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Paused))
+            .collect();
+        let ids: Vec<&str> = running.iter().map(|c| c.id.as_str()).collect();
+        // All at once: a shutdown takes one grace period. Should that fail (a shim that
+        // does not answer), each on its own, so one container does not keep the others up.
+        if let Ok(exits) = self.stop_containers(&ids, timeout, false) {
+            return Ok(running
+                .into_iter()
+                .map(|c| c.name)
+                .zip(exits.into_iter().map(Ok))
+                .collect());
+        }
+        Ok(running
+            .into_iter()
+            .map(|c| {
+                let exit = self.stop_containers(&[c.id.as_str()], timeout, false);
+                (
+                    c.name,
+                    exit.map(|mut e| e.pop().expect("one container, one exit")),
+                )
+            })
+            .collect())
+    }
+
+    /// Stop containers together; `by_user` marks them so that an `unless-stopped` one
+    /// stays down at boot.
+    fn stop_containers(
+        &self,
+        keys: &[&str],
+        timeout: Option<Duration>,
+        by_user: bool,
+    ) -> Result<Vec<ExitInfo>> {
         let mut pending = Vec::new();
         for key in keys {
             let row = self.db.find_container(key)?;
@@ -661,7 +706,9 @@ impl Engine {
             };
             self.record_exit(&row, &exit)?;
             // Stopped by the user: an unless-stopped container stays down at boot.
-            crate::restore::mark_user_stopped(&self.paths, &row.id, true);
+            if by_user {
+                crate::restore::mark_user_stopped(&self.paths, &row.id, true);
+            }
             exits.push(exit);
         }
         Ok(exits)

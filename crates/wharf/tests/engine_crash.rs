@@ -1020,6 +1020,72 @@ fn after_a_reboot_restore_brings_back_always_and_unless_stopped_containers() {
     w.assert_clean();
 }
 
+/// The machine's shutdown (`wharf system shutdown`, the wharf-restore unit's stop): every
+/// running container stops at once (its stop signal, SIGKILL after the time given, for a
+/// PID 1 without a handler), the stopped ones stay as they were, and it is not the user's
+/// stop: after the reboot an unless-stopped container comes back, as an always one does.
+#[test]
+fn a_shutdown_stops_every_container_at_once_and_restore_brings_back_their_policies() {
+    let w = World::new("crash-shutdown");
+    for (name, policy) in [
+        ("always", "always"),
+        ("unless", "unless-stopped"),
+        ("plain", "no"),
+    ] {
+        w.ok(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--restart",
+            policy,
+            &w.image,
+            "sleep",
+            "1000",
+        ]);
+    }
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "stopped",
+        "--restart",
+        "unless-stopped",
+        &w.image,
+        "sleep",
+        "1000",
+    ]);
+    w.ok(&["stop", "-t", "0", "stopped"]);
+    // sleep as PID 1 ignores SIGTERM: three containers, one grace period of 2 s.
+    let started = std::time::Instant::now();
+    let mut stopped: Vec<String> = w
+        .ok(&["system", "shutdown", "--time", "2"])
+        .lines()
+        .map(String::from)
+        .collect();
+    stopped.sort();
+    let took = started.elapsed();
+    assert_eq!(stopped, ["always", "plain", "unless"]);
+    assert!(
+        took < Duration::from_secs(5),
+        "the stops were not together: {took:?}"
+    );
+    let ps = w.ps();
+    for n in ["always", "unless", "plain", "stopped"] {
+        assert_eq!(ps[n]["State"]["Status"], "exited", "{n}: {:#}", ps[n]);
+    }
+    assert_eq!(ps["always"]["State"]["ExitCode"], 137);
+    // Nothing left to stop.
+    assert_eq!(w.ok(&["system", "shutdown"]), "");
+    w.reboot();
+    assert_eq!(w.restore(), ["always", "unless"]);
+    let ps = w.ps();
+    assert_eq!(ps["unless"]["State"]["Status"], "running");
+    assert_eq!(ps["stopped"]["State"]["Status"], "exited");
+    w.ok(&["rm", "-f", "always", "unless", "stopped", "plain"]);
+    w.assert_clean();
+}
+
 /// A container on two user networks after a reboot: restore joins both again (eth1 too),
 /// and its neighbour on the second network finds it by its alias there.
 #[test]

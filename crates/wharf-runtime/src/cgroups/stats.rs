@@ -45,6 +45,32 @@ pub struct Cpu {
     /// CFS throttling.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub throttling: Throttling,
+    /// Pressure stall information (`cpu.pressure`; cgroup v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
+}
+
+/// Pressure stall information of one resource, as the kernel keeps it per v2 cgroup
+/// (`<resource>.pressure`) and runc reports it: the share of time some (or all) of the
+/// cgroup's tasks stalled waiting for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Psi {
+    /// Some tasks stalled.
+    #[serde(default)]
+    pub some: PsiData,
+    /// All non-idle tasks stalled at once (the kernel reports zeros for CPU at the root).
+    #[serde(default)]
+    pub full: PsiData,
+}
+
+/// One PSI line: running averages over 10, 60 and 300 s (percent), and the total stall
+/// time in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PsiData {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total: u64,
 }
 
 /// cpu.usage (nanoseconds).
@@ -149,6 +175,9 @@ pub struct Memory {
     /// memory.stat as it is.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub raw: BTreeMap<String, u64>,
+    /// Pressure stall information (`memory.pressure`; cgroup v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
 }
 
 /// pids.
@@ -226,6 +255,9 @@ pub struct Blkio {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub sectors_recursive: Vec<BlkioEntry>,
+    /// Pressure stall information (`io.pressure`; cgroup v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
 }
 
 /// Hugetlb usage for one page size.
@@ -286,8 +318,48 @@ impl Cgroup {
         if let Some(place) = self.place(HUGETLB) {
             hugetlb(place, &mut s.hugetlb)?;
         }
+        // Every v2 cgroup keeps them, whichever controllers it has (a hybrid host's
+        // containers too, in their unified directory); kernels without PSI have no files.
+        if let Some(dir) = self.unified_dir() {
+            s.cpu.psi = psi(dir, "cpu.pressure")?;
+            s.memory.psi = psi(dir, "memory.pressure")?;
+            s.blkio.psi = psi(dir, "io.pressure")?;
+        }
         Ok(s)
     }
+}
+
+/// `<resource>.pressure`: "some avg10=0.00 avg60=0.00 avg300=0.00 total=0" and a "full"
+/// line. None where the file is missing (no PSI in the kernel, or `psi=0` at boot, where
+/// reading it fails with EOPNOTSUPP).
+fn psi(dir: &Path, file: &str) -> Result<Option<Psi>> {
+    let Ok(text) = files::read(dir, file) else {
+        return Ok(None);
+    };
+    let mut out = Psi::default();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let data = match fields.next() {
+            Some("some") => &mut out.some,
+            Some("full") => &mut out.full,
+            _ => return Err(parse_err(dir, file, "a line neither some nor full")),
+        };
+        for kv in fields {
+            let parsed = match kv.split_once('=') {
+                Some(("avg10", v)) => v.parse().map(|v| data.avg10 = v).is_ok(),
+                Some(("avg60", v)) => v.parse().map(|v| data.avg60 = v).is_ok(),
+                Some(("avg300", v)) => v.parse().map(|v| data.avg300 = v).is_ok(),
+                Some(("total", v)) => v.parse().map(|v| data.total = v).is_ok(),
+                // Fields a later kernel may add.
+                Some(_) => true,
+                None => false,
+            };
+            if !parsed {
+                return Err(parse_err(dir, file, &format!("bad field {kv:?}")));
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 fn parse_err(dir: &Path, file: &str, what: &str) -> Error {
@@ -657,7 +729,24 @@ mod tests {
         );
         w("cpuset.cpus.effective", "0-1\n");
         w("cpuset.mems.effective", "0\n");
+        w(
+            "memory.pressure",
+            "some avg10=1.50 avg60=0.25 avg300=0.00 total=4242\nfull avg10=0.75 avg60=0.00 avg300=0.00 total=99\n",
+        );
+        w(
+            "cpu.pressure",
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=7\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+        );
         let s = cg.stats().unwrap();
+        let mem_psi = s.memory.psi.clone().expect("memory.pressure read");
+        assert_eq!(mem_psi.some.avg10, 1.5);
+        assert_eq!(mem_psi.some.avg60, 0.25);
+        assert_eq!(mem_psi.some.total, 4242);
+        assert_eq!(mem_psi.full.avg10, 0.75);
+        assert_eq!(mem_psi.full.total, 99);
+        assert_eq!(s.cpu.psi.as_ref().map(|p| p.some.total), Some(7));
+        // No io.pressure (a kernel without PSI has none): no PSI, not an error.
+        assert_eq!(s.blkio.psi, None);
         assert_eq!(s.cpu.usage.total, 1_500_000);
         assert_eq!(s.cpu.usage.user, 1_000_000);
         assert_eq!(s.cpu.usage.kernel, 500_000);
@@ -700,6 +789,23 @@ mod tests {
         assert!(v["memory"].get("kernel").is_none());
         assert_eq!(v["intel_rdt"], serde_json::json!({}));
         assert!(v["network_interfaces"].is_null());
+        // runc's PSI shape.
+        assert_eq!(v["memory"]["psi"]["some"]["total"], 4242);
+        assert_eq!(v["memory"]["psi"]["full"]["avg10"], 0.75);
+        assert!(v["blkio"].get("psi").is_none());
+    }
+
+    #[test]
+    fn a_malformed_pressure_file_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        let (_, dir) = fake_v2(t.path(), &[]);
+        std::fs::write(
+            dir.join("io.pressure"),
+            "some avg10=x avg60=0 avg300=0 total=1\n",
+        )
+        .unwrap();
+        let e = psi(&dir, "io.pressure").unwrap_err().to_string();
+        assert!(e.contains("io.pressure") && e.contains("avg10=x"), "{e}");
     }
 
     #[test]

@@ -458,6 +458,14 @@ pub enum SystemCmd {
     /// were not stopped by the user) after the machine restarted, and the controllers of
     /// the workloads `play` keeps: what the wharf-restore unit runs at boot.
     Restore,
+    /// Stop every running container (stop signal, then SIGKILL after --time), as the
+    /// machine's shutdown does: what the wharf-restore unit runs when it stops. Not a
+    /// user's stop: restart policies bring the containers back at the next boot.
+    Shutdown {
+        /// Seconds before SIGKILL (default: each container's stop timeout).
+        #[arg(short, long)]
+        time: Option<u64>,
+    },
     /// Disk used by images, containers and volumes (docker's `system df`).
     Df {
         /// table, json, or a Go template (`{{.Type}} {{.Size}}`).
@@ -715,7 +723,9 @@ pub enum Cmd {
         /// One sample, then exit.
         #[arg(long = "no-stream")]
         no_stream: bool,
-        /// table, json (one object per line), or a Go template (`{{.Name}} {{.MemUsage}}`).
+        /// table, json (one object per line), or a Go template (`{{.Name}} {{.MemUsage}}`;
+        /// beyond docker's fields, `{{.CPUPressure}}`, `{{.MemPressure}}` and `{{.IOPressure}}`:
+        /// cgroup v2 pressure stall information, `some 1.50% full 0.75%` over the last 10 s).
         #[arg(long, default_value = "table")]
         format: String,
         /// Containers (default: all running).
@@ -949,6 +959,11 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: ObjectCmd,
     },
+    /// Files that manage what runs from elsewhere (podman's `generate`).
+    Generate {
+        #[command(subcommand)]
+        cmd: GenerateCmd,
+    },
     /// Kubernetes manifests of what runs (podman's `kube`).
     Kube {
         #[command(subcommand)]
@@ -982,6 +997,28 @@ fn parse_tail(s: &str) -> Result<usize, String> {
             .parse()
             .map_err(|_| format!("{n:?} is not a number of lines or \"all\"")),
     }
+}
+
+/// `wharf generate` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum GenerateCmd {
+    /// A systemd unit that runs a container (`container-NAME.service`): `wharf start
+    /// --attach` as its main process, `wharf stop` as its stop. Give the container the
+    /// restart policy "no": systemd restarts it.
+    Systemd {
+        /// Write container-NAME.service in the current directory (and print its path)
+        /// instead of printing the unit.
+        #[arg(long)]
+        files: bool,
+        /// systemd's Restart= of the unit.
+        #[arg(long = "restart-policy", default_value = "on-failure")]
+        restart_policy: String,
+        /// Seconds the unit's stop waits before SIGKILL.
+        #[arg(short = 't', long = "time", default_value_t = 10)]
+        time: u64,
+        /// The container (name or id).
+        container: String,
+    },
 }
 
 /// `wharf kube` subcommands.

@@ -16,13 +16,14 @@ mod kube_objects;
 mod networks;
 mod output;
 mod space;
+mod systemd_unit;
 mod volumes;
 // Signal masks and sigwait for forwarding signals to the container.
 #[allow(unsafe_code)]
 mod relay;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -553,6 +554,15 @@ fn dispatch(cli: &Cli) -> Result<i32> {
         Cmd::KubeProbe { kind, args } => kube::probe(kind, args),
         Cmd::Configmap { cmd } => kube_objects::run(cli, "ConfigMap", cmd),
         Cmd::Secret { cmd } => kube_objects::run(cli, "Secret", cmd),
+        Cmd::Generate {
+            cmd:
+                args::GenerateCmd::Systemd {
+                    files,
+                    restart_policy,
+                    time,
+                    container,
+                },
+        } => generate_systemd(cli, container, restart_policy, *time, *files),
         Cmd::Kube {
             cmd: args::KubeCmd::Generate { filename, name },
         } => {
@@ -566,6 +576,44 @@ fn dispatch(cli: &Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `wharf generate systemd`.
+fn generate_systemd(cli: &Cli, key: &str, restart: &str, time: u64, files: bool) -> Result<i32> {
+    if !systemd_unit::RESTART_POLICIES.contains(&restart) {
+        anyhow::bail!(
+            "--restart-policy {restart:?} is not one of systemd's: {}",
+            systemd_unit::RESTART_POLICIES.join(", ")
+        );
+    }
+    let engine = open(cli)?;
+    let c = engine.container(key)?;
+    let wharf = std::env::current_exe().context("the path of the wharf binary")?;
+    let (default_root, default_run) = (
+        Path::new(wharf_engine::paths::DEFAULT_ROOT),
+        Path::new(wharf_engine::paths::DEFAULT_RUN),
+    );
+    let unit = systemd_unit::unit(
+        &c.row.name,
+        &c.row.id,
+        &systemd_unit::UnitOptions {
+            wharf: &wharf,
+            root: Some(cli.root.as_path()).filter(|r| *r != default_root),
+            run: Some(cli.run.as_path()).filter(|r| *r != default_run),
+            restart,
+            stop_time: time,
+        },
+    );
+    if files {
+        let file = std::env::current_dir()
+            .context("the current directory")?
+            .join(systemd_unit::unit_name(&c.row.name));
+        std::fs::write(&file, unit).with_context(|| format!("write {}", file.display()))?;
+        println!("{}", file.display());
+    } else {
+        print!("{unit}");
+    }
+    Ok(0)
 }
 
 /// Make sure the image is in the store (pull per `policy`: missing, always, never).
@@ -883,6 +931,21 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
                     Ok(()) => println!("{workload}"),
                     Err(e) => {
                         eprintln!("wharf: restoring the controller of {workload}: {e:#}");
+                        code = 1;
+                    }
+                }
+            }
+            Ok(code)
+        }
+        SystemCmd::Shutdown { time } => {
+            let engine = open(cli)?;
+            let mut code = 0;
+            let timeout = time.map(std::time::Duration::from_secs);
+            for (name, done) in engine.shutdown(timeout)? {
+                match done {
+                    Ok(_) => println!("{name}"),
+                    Err(e) => {
+                        eprintln!("wharf: stopping {name}: {e}");
                         code = 1;
                     }
                 }

@@ -589,6 +589,11 @@ pub fn stats(engine: &Engine, keys: &[String], no_stream: bool, format: &str) ->
                 "NetIO": format!("{} / {}", si(rx), si(tx)),
                 "BlockIO": format!("{} / {}", si(io("read")), si(io("write"))),
                 "PIDs": pids.to_string(),
+                // Not in docker's table: pressure stall information (cgroup v2), the
+                // share of the last 10 s some or all of the container's tasks waited.
+                "CPUPressure": pressure(&s["cpu"]["psi"]),
+                "MemPressure": pressure(&s["memory"]["psi"]),
+                "IOPressure": pressure(&s["blkio"]["psi"]),
             }));
         }
         let mut out = std::io::stdout().lock();
@@ -661,6 +666,14 @@ fn host_memory_bytes() -> u64 {
 }
 
 /// Memory as docker shows it (`1.355MiB`).
+/// A PSI object (runc's shape) as `some 1.50% full 0.75%` (avg10), or `--` without PSI.
+fn pressure(psi: &Value) -> String {
+    match (psi["some"]["avg10"].as_f64(), psi["full"]["avg10"].as_f64()) {
+        (Some(some), Some(full)) => format!("some {some:.2}% full {full:.2}%"),
+        _ => "--".into(),
+    }
+}
+
 fn human(n: u64) -> String {
     format::size(n, true, 4)
 }
