@@ -172,6 +172,9 @@ if [ "$phase" = 2 ]; then
   check reboot-always-back sh -c '[ "$(wharf inspect -f "{{.State.Running}}" always)" = true ]'
   check reboot-no-restart-stays-exited sh -c '[ "$(wharf inspect -f "{{.State.Running}}" norestart)" = false ]'
   check reboot-daemon-active want active systemctl is-active wharf.service
+  # The generated unit, enabled: its `wharf start --attach` makes the pod again at boot.
+  check reboot-generated-unit-back sh -c 'for i in $(seq 120); do
+    [ "$(wharf inspect -f {{.State.Running}} gen)" = true ] && exit 0; sleep 0.5; done; exit 1'
   check reboot-run-rm want hello wharf run --rm localhost/busybox:latest echo hello
   finish
 fi

@@ -15,6 +15,11 @@ use crate::error::{Error, Result};
 use crate::model::{PodState, RestartPolicy};
 use crate::paths::Paths;
 
+/// Why `system restore` makes a pod again (its "restored" event).
+const RESTORED: &str = "restart policy after a restart of the machine";
+/// Why `start` makes a container's pod again.
+const STARTED_AGAIN: &str = "container started after a restart of the machine";
+
 /// The mark of a container the user stopped.
 const USER_STOPPED: &str = "user-stopped";
 /// The mark, in a pod's directory, of a pod whose containers run as one plan.
@@ -73,7 +78,7 @@ impl Engine {
             if wanted.is_empty() {
                 continue;
             }
-            let revived = self.revive(&pod).and_then(|()| {
+            let revived = self.revive(&pod, RESTORED).and_then(|()| {
                 let pod = self.db.find_pod(&pod.id)?;
                 prepare(&pod)?;
                 Ok(pod)
@@ -112,7 +117,33 @@ impl Engine {
     }
 
     /// A new sandbox for dead pod `pod` (same id, so the same paths), and its shim.
-    fn revive(&self, pod: &PodRow) -> Result<()> {
+    /// Whether `wharf start` of a container of `pod` may make the pod's sandbox again, as
+    /// docker starts a container after the machine restarted: a pod `run` or `create`
+    /// made for the container alone (not a played pod's, a CRI pod's or one of `pod
+    /// create`, which have owners of their own), dead because its sandbox vanished (the
+    /// run directory is gone), not because its shared pid namespace's init exited.
+    pub(crate) fn revivable_on_start(&self, pod: &PodRow) -> bool {
+        pod.state == PodState::Dead
+            && pod.spec.labels.contains_key(crate::model::STANDALONE_LABEL)
+            && !self.paths.pod_dir(&pod.id).join(PLAN).exists()
+            && !self.paths.pod_run(&pod.id).exists()
+    }
+
+    /// `pod`'s sandbox made again for `wharf start` of `row` (see
+    /// [`Self::revivable_on_start`]), with the container's bundle and root filesystem, as
+    /// `system restore` makes them; the pod as it is now.
+    pub(crate) fn revive_for_start(&self, pod: &PodRow, row: &ContainerRow) -> Result<PodRow> {
+        self.revive(pod, STARTED_AGAIN)?;
+        let pod = self.db.find_pod(&pod.id)?;
+        let image = self.images.resolve(&row.image_id)?;
+        self.write_bundle(&pod, row, &image, true)?;
+        Ok(pod)
+    }
+
+    /// A dead pod's sandbox made again under its id (its shim, DNS and pid namespace's
+    /// init too); `reason` goes into the "restored" event. On error, what was made is
+    /// removed and the pod stays dead.
+    pub(crate) fn revive(&self, pod: &PodRow, reason: &str) -> Result<()> {
         let _lock = self.locks.lock(&pod.id)?;
         let sb = crate::sandbox::create(&self.setup(), &pod.id, &pod.name, &pod.spec)?;
         let mut row = PodRow {
@@ -129,7 +160,7 @@ impl Engine {
                     "pod",
                     &row.id,
                     &row.name,
-                    serde_json::json!({"reason": "restart policy after a restart of the machine"}),
+                    serde_json::json!({ "reason": reason }),
                 )
             })
             .and_then(|()| self.shim(&row).map(drop))

@@ -250,7 +250,12 @@ impl Engine {
         stdio: StdioMode,
     ) -> Result<(ContainerRow, ShimClient)> {
         let row = self.db.find_container(key)?;
-        let pod = self.db.find_pod(&row.pod_id)?;
+        let mut pod = self.db.find_pod(&row.pod_id)?;
+        // After a reboot, docker starts a stopped container again: its own pod's sandbox
+        // is made again first.
+        if self.revivable_on_start(&pod) {
+            pod = self.revive_for_start(&pod, &row)?;
+        }
         if pod.state == PodState::Stopped {
             return Err(Error::Precondition(format!(
                 "container {}: its pod {} is stopped: nothing runs in it again",
