@@ -16,6 +16,8 @@ debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$MIRROR"
 echo wharf-vm >"$root/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 wharf-vm\n' >"$root/etc/hosts"
 printf 'LABEL=root / ext4 rw,errors=remount-ro 0 1\n' >"$root/etc/fstab"
+# A journal kept across boots: the second boot's checks read the first one's shutdown.
+mkdir -p "$root/var/log/journal"
 # No password, no login: the guest is driven by wharf-vm.service alone.
 chroot "$root" passwd -d root >/dev/null
 # Quiet and quick boots under emulation: nothing on a timer, no waiting for a network.

@@ -36,8 +36,9 @@ VM_LOGS=${VM_LOGS:-$VM_CACHE/logs/$(date +%Y%m%d-%H%M%S)}
 
 # What the guest has: systemd as PID 1, the cloud kernel (virtio built in or in its
 # initramfs), what `wharf` loads or runs (nftables, procps), busybox-static for a test
-# image, iproute2, kmod and curl (the Docker API socket, by hand).
-PACKAGES="systemd,systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,nftables,procps,busybox-static,iproute2,kmod,curl,e2fsprogs,util-linux"
+# image, iproute2, kmod and curl (the Docker API socket, by hand), and runc (Debian's
+# 1.1, beside which the runtime-tools validation runs).
+PACKAGES="systemd,systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,nftables,procps,busybox-static,iproute2,kmod,curl,e2fsprogs,util-linux,runc"
 SUITE=bookworm
 
 host_pkgs="qemu-system-x86 debootstrap e2fsprogs"
@@ -84,6 +85,16 @@ cp "$WHARF" "$payload/files/wharf"
 [ -x "$WHARF-shim" ] && cp "$WHARF-shim" "$payload/files/wharf-shim"
 cp "$repo"/contrib/systemd/*.service "$repo"/contrib/systemd/*.socket "$payload/files/units/"
 cp "$here/guest.sh" "$payload/files/guest.sh"
+# RUNTIME_TOOLS=DIR: the OCI runtime-tools validation binaries you built (*.t, runtimetest,
+# rootfs-amd64.tar.gz; never built by this repository) run in the guest against `wharf
+# runtime` and Debian's runc (RUNTIME_TOOLS_ONLY="default process ..." picks some).
+if [ -n "${RUNTIME_TOOLS:-}" ]; then
+  mkdir -p "$payload/files/runtime-tools"
+  cp "$RUNTIME_TOOLS/runtimetest" "$RUNTIME_TOOLS/rootfs-amd64.tar.gz" "$payload/files/runtime-tools/"
+  for t in ${RUNTIME_TOOLS_ONLY:-$(cd "$RUNTIME_TOOLS" && ls *.t | sed 's/\.t$//')}; do
+    cp "$RUNTIME_TOOLS/$t.t" "$payload/files/runtime-tools/"
+  done
+fi
 # VM_DEBUG=script.sh: the guest runs that instead of the checks (its output is on the
 # console; it reports on ttyS1 itself), for looking into a failure by hand.
 [ -n "${VM_DEBUG:-}" ] && cp "$VM_DEBUG" "$payload/files/debug.sh"
