@@ -11,7 +11,7 @@
 
 use crate::db::{ContainerRow, PodRow};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{PodState, RestartPolicy};
 use crate::paths::Paths;
 
@@ -90,12 +90,7 @@ impl Engine {
                     continue;
                 }
             };
-            let bundle = |c: &ContainerRow| {
-                self.images
-                    .resolve(&c.image_id)
-                    .map_err(Error::from)
-                    .and_then(|image| self.write_bundle(&pod, c, &image, true))
-            };
+            let bundle = |c: &ContainerRow| self.bundle_again(&pod, c);
             if plan {
                 // All bundles, then the shim runs the plan as at the first start.
                 match wanted
@@ -135,9 +130,15 @@ impl Engine {
     pub(crate) fn revive_for_start(&self, pod: &PodRow, row: &ContainerRow) -> Result<PodRow> {
         self.revive(pod, STARTED_AGAIN)?;
         let pod = self.db.find_pod(&pod.id)?;
-        let image = self.images.resolve(&row.image_id)?;
-        self.write_bundle(&pod, row, &image, true)?;
+        self.bundle_again(&pod, row)?;
         Ok(pod)
+    }
+
+    /// A revived pod's container's bundle and root filesystem, from its image and its own
+    /// writable layer, written again (what the reboot took from the run directory).
+    fn bundle_again(&self, pod: &PodRow, c: &ContainerRow) -> Result<()> {
+        let image = self.images.resolve(&c.image_id)?;
+        self.write_bundle(pod, c, &image, true)
     }
 
     /// A dead pod's sandbox made again under its id (its shim, DNS and pid namespace's

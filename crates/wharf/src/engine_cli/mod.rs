@@ -578,10 +578,26 @@ fn dispatch(cli: &Cli) -> Result<i32> {
     }
 }
 
+/// Each object's name on stdout when done, else `wharf: DOING NAME: ERROR` on stderr;
+/// the exit code: 1 if any failed.
+fn print_each<T>(doing: &str, results: Vec<(String, wharf_engine::Result<T>)>) -> i32 {
+    let mut code = 0;
+    for (name, done) in results {
+        match done {
+            Ok(_) => println!("{name}"),
+            Err(e) => {
+                eprintln!("wharf: {doing} {name}: {e}");
+                code = 1;
+            }
+        }
+    }
+    code
+}
+
 /// `wharf generate systemd`.
 fn generate_systemd(cli: &Cli, key: &str, restart: &str, time: u64, files: bool) -> Result<i32> {
     if !systemd_unit::RESTART_POLICIES.contains(&restart) {
-        anyhow::bail!(
+        bail!(
             "--restart-policy {restart:?} is not one of systemd's: {}",
             systemd_unit::RESTART_POLICIES.join(", ")
         );
@@ -911,20 +927,11 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
         SystemCmd::Df { format } => space::df(&open(cli)?, format),
         SystemCmd::Restore => {
             let engine = open(cli)?;
-            let mut code = 0;
             // A played pod's volumes are made again before its containers start.
             let volumes = |pod: &wharf_engine::db::PodRow| {
                 wharf_kube::restore_volumes(&engine.pod_volumes_dir(&pod.id))
             };
-            for (name, done) in engine.restore(&volumes)? {
-                match done {
-                    Ok(()) => println!("{name}"),
-                    Err(e) => {
-                        eprintln!("wharf: restoring {name}: {e}");
-                        code = 1;
-                    }
-                }
-            }
+            let mut code = print_each("restoring", engine.restore(&volumes)?);
             // Then the plays' controllers, which find the pods restored above alive.
             for (workload, done) in kube::restore_controllers(cli, &engine) {
                 match done {
@@ -938,19 +945,8 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
             Ok(code)
         }
         SystemCmd::Shutdown { time } => {
-            let engine = open(cli)?;
-            let mut code = 0;
-            let timeout = time.map(std::time::Duration::from_secs);
-            for (name, done) in engine.shutdown(timeout)? {
-                match done {
-                    Ok(_) => println!("{name}"),
-                    Err(e) => {
-                        eprintln!("wharf: stopping {name}: {e}");
-                        code = 1;
-                    }
-                }
-            }
-            Ok(code)
+            let stopped = open(cli)?.shutdown(time.map(Duration::from_secs))?;
+            Ok(print_each("stopping", stopped))
         }
         SystemCmd::Prune {
             all,
