@@ -12,6 +12,9 @@ BUILD_PKGS="build-essential pkg-config libseccomp-dev curl ca-certificates"
 # in-process for the built-in network's NAT and port mappings; the nft command is the
 # fallback); procps is the `ps` that `wharf runtime ps` runs, as runc's does.
 RUN_PKGS="nftables procps"
+# Where systemd booted the host, the systemd cgroup driver (the default there) reaches
+# systemd on the system bus: dbus.
+[ -d /run/systemd/system ] && RUN_PKGS="$RUN_PKGS dbus"
 # Tests: busybox for test root filesystems; runc and crun for side-by-side tests and
 # benchmarks; containerd (1.6, with ctr) drives `wharf runtime` in an engine test;
 # iproute2 and util-linux (unshare) for namespaces.

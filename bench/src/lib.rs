@@ -206,10 +206,19 @@ pub fn private_wharf(
             "WHARF_CGROUP_PARENT".to_string(),
             format!("{cgroup_parent}/wharf"),
         ),
+        // The cgroup parent is a cgroupfs path, also where systemd booted the host (whose
+        // default driver would be systemd): ctr and runc place containers so too.
+        ("WHARF_CGROUP_MANAGER".to_string(), "cgroupfs".to_string()),
         ("WHARF_CNI_CONF_DIR".to_string(), s(&no_cni)),
     ];
-    let out = Command::new(wharf_bin())
-        .args(["pull", "-q", image])
+    // WHARF_BENCH_IMAGE_ARCHIVE: the image from an archive (`wharf save`), where no
+    // registry is reachable (tests/vm/run.sh's guest).
+    let mut cmd = Command::new(wharf_bin());
+    match std::env::var("WHARF_BENCH_IMAGE_ARCHIVE") {
+        Ok(archive) => cmd.args(["load", "-q", "-i", &archive]),
+        Err(_) => cmd.args(["pull", "-q", image]),
+    };
+    let out = cmd
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
@@ -220,6 +229,11 @@ pub fn private_wharf(
         String::from_utf8_lossy(&out.stderr)
     );
     env
+}
+
+/// Whether systemd booted this host (its systemd cgroup driver can be measured).
+pub fn systemd_booted() -> bool {
+    std::path::Path::new("/run/systemd/system").is_dir()
 }
 
 /// Whether `bin` runs (`bin --version` succeeds).

@@ -96,6 +96,74 @@ runtime_tools() {
   cd /
 }
 
+# VM_BENCH=1 of run.sh: the benchmarks on this unified host; each line of their reports
+# goes to ttyS1 as "# NAME: LINE".
+benches() {
+  local b name n out
+  wharf save -o /var/tmp/bench-image.tar localhost/busybox:latest || { report "not ok bench-image"; return; }
+  for b in runtime_lifecycle:20 run_rm:10; do
+    name=${b%%:*}; n=${b#*:}
+    out=$(cd /var/tmp && WHARF_BIN=/usr/local/bin/wharf WHARF_BENCH_IMAGE=localhost/busybox:latest \
+      WHARF_BENCH_IMAGE_ARCHIVE=/var/tmp/bench-image.tar timeout 1200 $P/bench/$name $n 2>&1)
+    if [ $? = 0 ]; then report "ok bench-$name"; else report "not ok bench-$name: $(echo "$out" | tail -3 | tr '\n' '|')"; fi
+    echo "$out" | grep -v '^$' | sed "s/^/# $name: /" >"$OUT"
+    echo "$out"
+  done
+}
+
+# KUBELET= of run.sh: a kubelet you built (never by this repository), standalone with a
+# static pod, on the systemd cgroup driver, which Wharf reports to it (RuntimeConfig).
+kubelet_checks() {
+  install -m 0755 $P/kubelet /usr/local/bin/kubelet
+  mkdir -p /etc/kubernetes/manifests /var/lib/kubelet
+  cat >/etc/kubernetes/kubelet.yaml <<'EOF'
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests
+containerRuntimeEndpoint: unix:///run/wharf/wharf.sock
+cgroupDriver: systemd
+failSwapOn: false
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+EOF
+  cat >/etc/kubernetes/manifests/web.yaml <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers:
+  - name: main
+    image: localhost/busybox:latest
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources: {limits: {memory: 64Mi, cpu: 250m}}
+EOF
+  healthy() { [ "$(curl -s --max-time 5 http://127.0.0.1:10248/healthz)" = ok ]; }
+  kpid() {
+    local c; c=$(wharf ps -q --filter label=io.kubernetes.container.name=main) && [ -n "$c" ] &&
+      wharf inspect -f '{{.State.Pid}}' "$c"
+  }
+  check kubelet-starts sh -c 'systemd-run --unit kubelet /usr/local/bin/kubelet --config /etc/kubernetes/kubelet.yaml \
+    --hostname-override vm'
+  check kubelet-healthy wait_for 300 healthy
+  check kubelet-pod-runs wait_for 300 kpid
+  local pid; pid=$(kpid)
+  check kubelet-pod-in-kubepods-slice sh -c "grep -Eq '^0::/kubepods.slice/(kubepods-[a-z]+.slice/)?kubepods-([a-z]+-)?pod[0-9a-f_]+.slice/wharf-pod-[0-9a-f]+.scope/' /proc/$pid/cgroup ||
+    { cat /proc/$pid/cgroup; exit 1; }"
+  check kubelet-pod-limits sh -c "d=/sys/fs/cgroup\$(sed -n 's/^0:://p' /proc/$pid/cgroup) &&
+    [ \"\$(cat \$d/memory.max)\" = 67108864 ] && [ \"\$(cat \$d/cpu.max)\" = '25000 100000' ]"
+  check kubelet-driver-systemd sh -c "journalctl -u kubelet --no-pager | grep -i 'cgroup driver' | grep -q systemd"
+  check kubelet-restart-keeps-pod sh -c "systemctl restart kubelet && sleep 5 && for i in \$(seq 120); do
+      [ \"\$(curl -s --max-time 5 http://127.0.0.1:10248/healthz)\" = ok ] && break; sleep 1; done && sleep 20 &&
+    kill -0 $pid && [ \"\$(wharf ps -q --filter label=io.kubernetes.container.name=main | wc -l)\" = 1 ]"
+  check wharf-restart-keeps-kubelet-pod sh -c "systemctl restart wharf.service && sleep 30 && kill -0 $pid &&
+    [ \"\$(wharf inspect -f '{{.State.Pid}}' \$(wharf ps -q --filter label=io.kubernetes.container.name=main))\" = $pid ]"
+  check kubelet-pod-removed sh -c "rm /etc/kubernetes/manifests/web.yaml && for i in \$(seq 180); do
+      [ -z \"\$(wharf ps -q --filter label=io.kubernetes.container.name=main)\" ] && exit 0; sleep 1; done; exit 1"
+  journalctl -u kubelet --no-pager | tail -40
+  systemctl stop kubelet
+}
+
 phase=$(cat "$STATE/phase" 2>/dev/null || echo 1)
 echo "wharf-vm: phase $phase"
 
@@ -159,7 +227,31 @@ if [ "$phase" = 1 ]; then
     [ \"\$(wharf inspect -f '{{.State.OOMKilled}}' oom)\" = true ]"
   check device-filter-denies sh -c "! wharf run --rm $B sh -c 'mknod /tmp/vda b 254 0 && head -c1 /tmp/vda >/dev/null'"
   check device-given want ok wharf run --rm --device /dev/null:/dev/given $B sh -c 'echo x >/dev/given && echo ok'
+
+  # --- the systemd cgroup driver: the default here, since systemd booted the host ----------
+  # A pod is a scope systemd made (Delegate=yes) in wharf.slice, its shim in a leaf of it
+  # and its containers' cgroups beside that; the pod's limits are the scope's properties.
+  check driver-systemd sh -c "wharf info | grep -qx ' Cgroup Driver: systemd'"
+  scope=$(basename "$(dirname "$cg")")
+  check pod-in-systemd-scope sh -c "case '$cg' in /sys/fs/cgroup/wharf.slice/wharf-pod-*.scope/*) ;; *) echo 'cgroup $cg'; exit 1;; esac &&
+    [ \"\$(systemctl show -P ActiveState $scope)\" = active ] && [ \"\$(systemctl show -P Delegate $scope)\" = yes ] &&
+    [ \"\$(systemctl show -P Slice $scope)\" = wharf.slice ] &&
+    [ -n \"\$(cat /sys/fs/cgroup/wharf.slice/$scope/wharf-shim/cgroup.procs)\" ]"
+  wharf pod create --name lim --memory 128m --cpus 0.5 --pids-limit 50 >/dev/null &&
+    wharf run -d --name inlim --pod lim $B sleep 1000 >/dev/null
+  lcg=$(cgroup_of inlim); lscope=$(basename "$(dirname "$lcg")"); ldir=$(dirname "$lcg")
+  check pod-limits-are-unit-properties sh -c "[ \"\$(systemctl show -P MemoryMax $lscope)\" = 134217728 ] &&
+    [ \"\$(systemctl show -P TasksMax $lscope)\" = 50 ] && [ \"\$(systemctl show -P CPUQuotaPerSecUSec $lscope)\" = 500ms ] &&
+    [ \"\$(cat $ldir/memory.max)\" = 134217728 ] && [ \"\$(cat $ldir/pids.max)\" = 50 ] &&
+    [ \"\$(cat $ldir/cpu.max)\" = '50000 100000' ]"
+  check pod-update-sets-unit-properties sh -c "wharf pod update --memory 192m --pids-limit 60 lim >/dev/null &&
+    [ \"\$(systemctl show -P MemoryMax $lscope)\" = 201326592 ] && [ \"\$(systemctl show -P TasksMax $lscope)\" = 60 ] &&
+    [ \"\$(cat $ldir/memory.max)\" = 201326592 ] && [ \"\$(cat $ldir/cpu.max)\" = '50000 100000' ]"
+  check units-removed-with-pod sh -c "wharf pod rm -f lim >/dev/null && [ ! -d $ldir ] &&
+    [ -z \"\$(systemctl list-units --all --plain --no-legend $lscope)\" ]"
   wharf rm -f res oom >/dev/null 2>&1
+  check units-removed-with-container sh -c "[ ! -d /sys/fs/cgroup/wharf.slice/$scope ] &&
+    [ -z \"\$(systemctl list-units --all --plain --no-legend $scope)\" ]"
 
   # --- the daemon under systemd -------------------------------------------------------
   ping() { curl -sf --max-time 20 --unix-socket /run/wharf/docker.sock http://d/_ping; }
@@ -178,7 +270,7 @@ if [ "$phase" = 1 ]; then
   check api-run api_run viaapi
   pid_before=$(wharf inspect -f '{{.State.Pid}}' viaapi 2>/dev/null)
   check restart-keeps-pods sh -c "systemctl restart wharf.service &&
-    [ -n '$pid_before' ] && kill -0 $pid_before &&
+    [ -n '$pid_before' ] && kill -0 $pid_before && grep -q '^0::/wharf.slice/wharf-pod-' /proc/$pid_before/cgroup &&
     [ \"\$(curl -sf --max-time 20 --unix-socket /run/wharf/docker.sock http://d/v1.41/containers/viaapi/json | grep -o '\"Running\":true')\" = '\"Running\":true' ]"
 
   # --- a container managed by systemd (wharf generate systemd) ---------------------------
@@ -219,6 +311,8 @@ if [ "$phase" = 2 ]; then
   check reboot-generated-unit-back sh -c 'for i in $(seq 120); do
     [ "$(wharf inspect -f {{.State.Running}} gen)" = true ] && exit 0; sleep 0.5; done; exit 1'
   check reboot-run-rm want hello wharf run --rm localhost/busybox:latest echo hello
+  [ -e $P/kubelet ] && kubelet_checks
+  [ -d $P/bench ] && benches
   [ -d $P/runtime-tools ] && runtime_tools
   finish
 fi

@@ -36,9 +36,10 @@ VM_LOGS=${VM_LOGS:-$VM_CACHE/logs/$(date +%Y%m%d-%H%M%S)}
 
 # What the guest has: systemd as PID 1, the cloud kernel (virtio built in or in its
 # initramfs), what `wharf` loads or runs (nftables, procps), busybox-static for a test
-# image, iproute2, kmod and curl (the Docker API socket, by hand), and runc (Debian's
-# 1.1, beside which the runtime-tools validation runs).
-PACKAGES="systemd,systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,nftables,procps,busybox-static,iproute2,kmod,curl,e2fsprogs,util-linux,runc"
+# image, iproute2, kmod and curl (the Docker API socket, by hand), runc (Debian's 1.1,
+# beside which the runtime-tools validation runs), and crun and containerd, which the
+# benchmarks (VM_BENCH=1) measure Wharf against.
+PACKAGES="systemd,systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,nftables,procps,busybox-static,iproute2,kmod,curl,e2fsprogs,util-linux,runc,crun,containerd"
 SUITE=bookworm
 
 host_pkgs="qemu-system-x86 debootstrap e2fsprogs"
@@ -95,6 +96,18 @@ if [ -n "${RUNTIME_TOOLS:-}" ]; then
     cp "$RUNTIME_TOOLS/$t.t" "$payload/files/runtime-tools/"
   done
 fi
+# VM_BENCH=1: bench/runtime_lifecycle (wharf runtime, runc, crun) and bench/run_rm (wharf
+# with either cgroup driver, containerd's ctr with runc) run in the guest after the
+# checks; their reports come back as "# " lines.
+if [ -n "${VM_BENCH:-}" ]; then
+  (cd "$repo" && CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/wharf-target} cargo build --release --locked -q -p wharf-bench --bin runtime_lifecycle --bin run_rm)
+  mkdir -p "$payload/files/bench"
+  cp "${CARGO_TARGET_DIR:-/var/tmp/wharf-target}"/release/{runtime_lifecycle,run_rm} "$payload/files/bench/"
+fi
+# KUBELET=PATH: a kubelet you built (go build k8s.io/kubernetes/cmd/kubelet; never by this
+# repository) runs standalone in the guest after the reboot checks, with a static pod, on
+# the systemd cgroup driver.
+[ -n "${KUBELET:-}" ] && cp "$KUBELET" "$payload/files/kubelet"
 # VM_DEBUG=script.sh: the guest runs that instead of the checks (its output is on the
 # console; it reports on ttyS1 itself), for looking into a failure by hand.
 [ -n "${VM_DEBUG:-}" ] && cp "$VM_DEBUG" "$payload/files/debug.sh"
@@ -123,7 +136,7 @@ set -e
 secs=$(( $(date +%s) - start ))
 tr -d '\r' <"$results" >"$results.clean" && mv "$results.clean" "$results"
 
-grep -E '^(ok|not ok) ' "$results" || true
+grep -E '^(ok|not ok|#) ' "$results" || true
 passed=$(grep -c '^ok ' "$results" || true)
 failed=$(grep -c '^not ok ' "$results" || true)
 if ! grep -qx done "$results"; then

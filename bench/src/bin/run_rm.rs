@@ -136,6 +136,31 @@ fn main() {
             samples: Vec::new(),
         },
     ];
+    // Where systemd booted the host, Wharf's default driver there too: each pod a scope
+    // made over D-Bus, in a slice of the benchmark's.
+    let slice = format!("wharf-bench{pid}.slice");
+    if wharf_bench::systemd_booted() {
+        let mut env = wharf_env.clone();
+        env.retain(|(k, _)| k != "WHARF_CGROUP_MANAGER" && k != "WHARF_CGROUP_PARENT");
+        env.push(("WHARF_CGROUP_MANAGER".into(), "systemd".into()));
+        env.push(("WHARF_CGROUP_PARENT".into(), slice.clone()));
+        engines.push(Engine {
+            name: "wharf --network none, systemd driver",
+            argv: vec![
+                s(&wharf),
+                "run".into(),
+                "--rm".into(),
+                "--network".into(),
+                "none".into(),
+                image.clone(),
+                "true".into(),
+            ],
+            env,
+            mount_ns: None,
+            needs_id: false,
+            samples: Vec::new(),
+        });
+    }
 
     let mut containerd = None;
     // Containers' cgroups are /<namespace>/<id>: the namespace is our cgroup parent.
@@ -152,10 +177,16 @@ fn main() {
                 .args(args);
             c
         };
-        run_ok(
-            &mut ctr(&["images", "pull", "--plain-http", &image]),
-            "ctr pull",
-        );
+        match std::env::var("WHARF_BENCH_IMAGE_ARCHIVE") {
+            Ok(archive) => run_ok(
+                &mut ctr(&["images", "import", "--all-platforms", &archive]),
+                "ctr import",
+            ),
+            Err(_) => run_ok(
+                &mut ctr(&["images", "pull", "--plain-http", &image]),
+                "ctr pull",
+            ),
+        };
         engines.push(Engine {
             name: "ctr (containerd+runc)",
             argv: vec![
@@ -262,6 +293,9 @@ fn main() {
     unmount_below(&work);
     let _ = std::fs::remove_dir_all(&work);
     remove_cgroup_tree(&cgroup_parent);
+    if wharf_bench::systemd_booted() {
+        let _ = Command::new("systemctl").args(["stop", &slice]).status();
+    }
     if let Err(err) = outcome {
         eprintln!("run_rm: {err}");
         std::process::exit(1);
@@ -292,8 +326,12 @@ fn report(image: &str, iterations: usize, engines: &mut [Engine]) {
         println!("  {:<24} {}", e.name, ms(m));
     }
     let find = |n: &str| medians.iter().find(|(name, _)| *name == n).map(|(_, m)| *m);
-    for wharf_name in ["wharf", "wharf --network none"] {
-        let w = find(wharf_name).unwrap();
+    for wharf_name in [
+        "wharf",
+        "wharf --network none",
+        "wharf --network none, systemd driver",
+    ] {
+        let Some(w) = find(wharf_name) else { continue };
         for (name, m) in &medians {
             if !name.starts_with("wharf") {
                 println!(

@@ -33,7 +33,9 @@ pub struct DaemonConfig {
     pub log_level: Option<String>,
     /// text (logfmt) or json.
     pub log_format: Option<String>,
-    /// cgroupfs (the only driver so far; systemd is refused with the reason).
+    /// cgroupfs or systemd, for the daemon (the `--cgroup-manager` flag wins; without
+    /// either, the config file's engine.cgroup-manager, else systemd where it booted the
+    /// host). Reported to kubelet, which follows it.
     pub cgroup_driver: Option<String>,
     /// The pause image kubelet is told about. Wharf needs none (a pod's namespaces are
     /// pinned, not held by a process); accepted so that kubelet configs carry over.
@@ -83,17 +85,10 @@ impl DaemonConfig {
     /// Refuse what cannot be served.
     pub fn check(&self) -> Result<(), String> {
         match self.cgroup_driver.as_deref() {
-            None | Some("cgroupfs") => {}
-            Some("systemd") => {
-                return Err(
-                    "daemon.cgroup-driver \"systemd\" is not supported yet: use \"cgroupfs\" \
-                     (and kubelet's --cgroup-driver=cgroupfs)"
-                        .into(),
-                );
-            }
+            None | Some("cgroupfs") | Some("systemd") => {}
             Some(other) => {
                 return Err(format!(
-                    "daemon.cgroup-driver {other:?} is not a cgroup driver (cgroupfs)"
+                    "daemon.cgroup-driver {other:?} is not a cgroup driver (cgroupfs or systemd)"
                 ));
             }
         }
@@ -142,8 +137,10 @@ mod tests {
         assert_eq!(c.listen.as_deref(), Some(Path::new("/tmp/x.sock")));
         assert_eq!(c.restrict_oom_score_adj, Some(true));
         assert_eq!(parse("{}").unwrap(), DaemonConfig::default());
-        let e = parse(r#"{"daemon": {"cgroup-driver": "systemd"}}"#).unwrap_err();
-        assert!(e.contains("not supported yet"), "{e}");
+        let c = parse(r#"{"daemon": {"cgroup-driver": "systemd"}}"#).unwrap();
+        assert_eq!(c.cgroup_driver.as_deref(), Some("systemd"));
+        let e = parse(r#"{"daemon": {"cgroup-driver": "upstart"}}"#).unwrap_err();
+        assert!(e.contains("not a cgroup driver"), "{e}");
         let e = parse(r#"{"daemon": {"listn": "/x"}}"#).unwrap_err();
         assert!(e.contains("unknown field `listn`"), "{e}");
         let e = parse(r#"{"daemon": {"log-level": "loud"}}"#).unwrap_err();

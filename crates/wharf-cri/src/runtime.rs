@@ -167,7 +167,7 @@ impl RuntimeService for Runtime {
             info.insert(
                 "config".to_string(),
                 serde_json::json!({
-                    "cgroupDriver": "cgroupfs",
+                    "cgroupDriver": engine.cgroup_driver.as_str(),
                     "sandboxImage": self.config.sandbox_image,
                     "streamAddress": self.config.stream_address,
                     "metricsAddress": self.config.metrics_address,
@@ -224,7 +224,10 @@ impl RuntimeService for Runtime {
         let _m = crate::metrics::Timer::new("RuntimeConfig");
         Ok(Response::new(RuntimeConfigResponse {
             linux: Some(LinuxRuntimeConfiguration {
-                cgroup_driver: CgroupDriver::Cgroupfs as i32,
+                cgroup_driver: match self.engines.options().cgroup_driver {
+                    wharf_engine::cgroup_driver::CgroupDriver::Cgroupfs => CgroupDriver::Cgroupfs,
+                    wharf_engine::cgroup_driver::CgroupDriver::Systemd => CgroupDriver::Systemd,
+                } as i32,
             }),
         }))
     }

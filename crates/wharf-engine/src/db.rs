@@ -129,6 +129,9 @@ pub struct Sandbox {
     pub etc_dir: Option<String>,
     /// The pod's cgroup (absolute cgroupsPath form), parent of its containers' cgroups.
     pub cgroup: String,
+    /// The pod's systemd scope, when the systemd cgroup driver placed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<crate::cgroup_driver::PodUnit>,
     /// PID of the pod's init when containers share a PID namespace (for display: joining
     /// goes through `pidns`).
     pub pause_pid: Option<i32>,

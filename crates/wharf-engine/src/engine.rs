@@ -16,8 +16,11 @@ pub struct EngineOptions {
     pub root: PathBuf,
     /// Runtime directory (default /run/wharf).
     pub run: PathBuf,
-    /// Cgroup parent of all pods (absolute in every hierarchy; default "/wharf").
+    /// Cgroup parent of all pods: absolute in every hierarchy with cgroupfs (default
+    /// "/wharf"), a slice with systemd ("wharf.slice").
     pub cgroup_parent: String,
+    /// What places pods' cgroups.
+    pub cgroup_driver: crate::cgroup_driver::CgroupDriver,
     /// Network settings.
     pub net: NetOptions,
     /// Registry settings for pulls.
@@ -39,6 +42,7 @@ impl Default for EngineOptions {
             root: paths::DEFAULT_ROOT.into(),
             run: paths::DEFAULT_RUN.into(),
             cgroup_parent: "/wharf".into(),
+            cgroup_driver: Default::default(),
             net: NetOptions::default(),
             registries: Default::default(),
             wharf_bin: None,
@@ -61,6 +65,8 @@ pub struct Engine {
     /// none): reconciling, which every command does first, must not wait long on one stuck
     /// shim.
     pub(crate) shim_deadline_ms: std::sync::atomic::AtomicU64,
+    /// systemd, for the systemd cgroup driver (connected on first use).
+    pub(crate) systemd: crate::cgroup_driver::SystemdLink,
 }
 
 impl Engine {
@@ -81,6 +87,7 @@ impl Engine {
     /// Open without the check for a lost store and without reconciling (what `wharf system
     /// repair` starts from).
     pub(crate) fn open_unchecked(opts: EngineOptions) -> Result<Engine> {
+        opts.cgroup_driver.check_host()?;
         let paths = Paths::new(&opts.root, &opts.run);
         for d in [&paths.root, &paths.run] {
             paths::create_private_dir(d)?;
@@ -98,6 +105,7 @@ impl Engine {
             locks,
             reconciled: Default::default(),
             shim_deadline_ms: Default::default(),
+            systemd: Default::default(),
         })
     }
 
@@ -121,6 +129,8 @@ impl Engine {
             paths: &self.paths,
             net: &self.opts.net,
             cgroup_parent: &self.opts.cgroup_parent,
+            cgroup_driver: self.opts.cgroup_driver,
+            systemd: &self.systemd,
         }
     }
 
@@ -194,7 +204,7 @@ impl Engine {
     /// /dev/shm, cgroup, name files). Nothing is left behind when a step fails.
     pub fn create_pod(&self, spec: &PodSpec) -> Result<PodRow> {
         if let Some(parent) = &spec.cgroup_parent {
-            check_cgroup_parent(parent)?;
+            self.opts.cgroup_driver.check_parent(parent)?;
         }
         // Every name that reaches a file or a path, checked before anything is made.
         crate::validate::pod_spec(spec)?;
@@ -570,24 +580,6 @@ impl Engine {
     /// The bundle directory of a container.
     pub fn bundle_dir(&self, id: &str) -> PathBuf {
         self.paths.bundle(id)
-    }
-}
-
-/// A pod's own cgroup parent must be an absolute cgroup path with plain components: it is
-/// joined below every hierarchy's mount point.
-fn check_cgroup_parent(parent: &str) -> Result<()> {
-    let plain = parent.starts_with('/')
-        && parent
-            .split('/')
-            .skip(1)
-            .all(|c| !c.is_empty() && c != "." && c != "..");
-    if plain {
-        Ok(())
-    } else {
-        Err(Error::Invalid(format!(
-            "invalid cgroup parent {parent:?}: it must be an absolute cgroup path such as \
-             /kubepods/burstable/pod<uid>"
-        )))
     }
 }
 

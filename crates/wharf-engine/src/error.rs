@@ -92,6 +92,9 @@ pub enum Error {
     /// The runtime failed.
     #[error(transparent)]
     Runtime(#[from] wharf_runtime::Error),
+    /// systemd (the systemd cgroup driver) refused or could not be reached.
+    #[error(transparent)]
+    Systemd(#[from] wharf_systemd::Error),
     /// A file or syscall failed while doing `what`.
     #[error("{what}: {err}")]
     Os {
@@ -138,6 +141,11 @@ impl Error {
                 _ => ErrorKind::Internal,
             },
             Error::Runtime(e) => runtime_kind(e),
+            Error::Systemd(e) => match e {
+                wharf_systemd::Error::Invalid(_) => ErrorKind::InvalidArgument,
+                wharf_systemd::Error::NoSystemd(_) => ErrorKind::FailedPrecondition,
+                wharf_systemd::Error::Unit { .. } => ErrorKind::Internal,
+            },
             Error::Os { err, .. } if err.raw_os_error() == Some(libc::ENOSPC) => {
                 ErrorKind::ResourceExhausted
             }

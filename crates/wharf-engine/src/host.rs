@@ -23,21 +23,7 @@ impl CgroupVersion {
     }
 }
 
-/// How the engine drives cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CgroupDriver {
-    /// Directly, through the cgroup filesystem.
-    Cgroupfs,
-}
-
-impl CgroupDriver {
-    /// Its name as docker and kubelet spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CgroupDriver::Cgroupfs => "cgroupfs",
-        }
-    }
-}
+pub use crate::cgroup_driver::CgroupDriver;
 
 /// The host's cgroups as the engine uses them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +34,9 @@ pub struct Cgroups {
     pub driver: CgroupDriver,
 }
 
-/// The host's cgroups, read now (from this process's mount table).
-pub fn cgroups() -> Cgroups {
+/// The host's cgroups, read now (from this process's mount table), and the driver the
+/// engine uses.
+pub fn cgroups(driver: CgroupDriver) -> Cgroups {
     let v2 = wharf_runtime::cgroups::detect().is_ok_and(|l| l.is_v2());
     Cgroups {
         version: if v2 {
@@ -57,7 +44,7 @@ pub fn cgroups() -> Cgroups {
         } else {
             CgroupVersion::V1
         },
-        driver: CgroupDriver::Cgroupfs,
+        driver,
     }
 }
 

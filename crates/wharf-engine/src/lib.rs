@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod build;
+pub mod cgroup_driver;
 pub mod controllers;
 pub mod db;
 pub mod defaults;

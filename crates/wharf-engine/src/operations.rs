@@ -364,6 +364,34 @@ impl Engine {
         Ok(rt.update(&row.id, res)?)
     }
 
+    /// Change a pod's own limits (podman's `pod update`), which bound all its containers
+    /// together. With the systemd driver, what systemd has a property for is set on the
+    /// pod's scope (SetUnitProperties) and the rest written to its files; with cgroupfs,
+    /// all to the pod cgroup's files. The pod's spec keeps the result, for a scope started
+    /// again and for recovery after a reboot.
+    pub fn update_pod_resources(
+        &self,
+        key: &str,
+        res: &oci_spec::runtime::LinuxResources,
+    ) -> Result<PodRow> {
+        let id = self.db.find_pod(key)?.id;
+        let _lock = self.locks.lock(&id)?;
+        let mut pod = self.db.find_pod(&id)?;
+        if !pod.state.ready() {
+            return Err(Error::Precondition(format!(
+                "pod {} is {}: only a ready pod's limits can be changed",
+                pod.name, pod.state
+            )));
+        }
+        let old = pod.spec.resources.clone().unwrap_or_default();
+        let merged = wharf_runtime::cgroups::merge_resources(&old, res);
+        self.systemd.update_pod(&pod, &old, &merged)?;
+        pod.spec.resources = Some(merged);
+        self.db.update_pod_spec(&pod.id, &pod.spec, &pod.sandbox)?;
+        crate::ledger::save_pod(&self.paths, &pod)?;
+        Ok(pod)
+    }
+
     /// Rename a container (docker's `rename`). A standalone container's pod carries its
     /// name too, so that the old name is free for a new container: the pod is renamed with
     /// it (its hostname stays what it was).

@@ -496,8 +496,12 @@ impl Engine {
     /// creation was interrupted before it was recorded.
     fn sandbox_of(&self, pod: &PodRow) -> Sandbox {
         let mut sb = pod.sandbox.clone();
-        if sb.cgroup.is_empty() {
-            sb.cgroup = crate::sandbox::pod_cgroup(&self.opts.cgroup_parent, &pod.spec, &pod.id);
+        if sb.cgroup.is_empty()
+            && let Ok((cgroup, unit)) =
+                crate::sandbox::pod_cgroup(&self.setup(), &pod.spec, &pod.id)
+        {
+            sb.cgroup = cgroup;
+            sb.unit = unit;
         }
         sb
     }

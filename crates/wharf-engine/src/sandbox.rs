@@ -8,6 +8,7 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::cgroup_driver::PodUnit;
 use crate::db::Sandbox;
 use crate::error::{Context, Error, Result};
 use crate::model::{NetworkMode, PodSpec};
@@ -193,8 +194,12 @@ pub struct Setup<'a> {
     pub paths: &'a Paths,
     /// Network settings.
     pub net: &'a NetOptions,
-    /// Cgroup parent of all pods (absolute, e.g. "/wharf").
+    /// Cgroup parent of all pods ("/wharf", or a slice with systemd).
     pub cgroup_parent: &'a str,
+    /// What places the pod's cgroup.
+    pub cgroup_driver: crate::cgroup_driver::CgroupDriver,
+    /// systemd, for the systemd driver.
+    pub systemd: &'a crate::cgroup_driver::SystemdLink,
 }
 
 /// Longest hostname the kernel takes (HOST_NAME_MAX).
@@ -214,17 +219,24 @@ pub fn pod_hostname<'a>(spec: &'a PodSpec, name: &'a str) -> &'a str {
     }
 }
 
-/// The cgroup of pod `id`: below its own cgroup parent when it names one (kubelet's pod
-/// cgroup, which stays kubelet's), else below the engine's.
-pub fn pod_cgroup(engine_parent: &str, spec: &PodSpec, id: &str) -> String {
-    let parent = spec.cgroup_parent.as_deref().unwrap_or(engine_parent);
-    format!("{}/{id}", parent.trim_end_matches('/'))
+/// The cgroup of pod `id` (and its systemd scope with that driver): below its own cgroup
+/// parent when it names one (kubelet's pod cgroup, which stays kubelet's), else below the
+/// engine's.
+pub fn pod_cgroup(s: &Setup<'_>, spec: &PodSpec, id: &str) -> Result<(String, Option<PodUnit>)> {
+    crate::cgroup_driver::place(
+        s.cgroup_driver,
+        s.cgroup_parent,
+        spec.cgroup_parent.as_deref(),
+        id,
+    )
 }
 
 /// Create the sandbox of pod `id` (named `name`). On error, what was created is removed.
 pub fn create(s: &Setup<'_>, id: &str, name: &str, spec: &PodSpec) -> Result<Sandbox> {
+    let (cgroup, unit) = pod_cgroup(s, spec, id)?;
     let mut sb = Sandbox {
-        cgroup: pod_cgroup(s.cgroup_parent, spec, id),
+        cgroup,
+        unit,
         shim_dir: s.paths.shim_dir(id).display().to_string(),
         ..Default::default()
     };
@@ -249,12 +261,18 @@ fn create_steps(
     std::fs::create_dir_all(run.join("ns")).ctx(|| format!("create {}", run.display()))?;
     std::fs::create_dir_all(s.paths.shim_dir(id)).ctx(|| "create the shim directory".into())?;
     crate::hooks::step("dirs");
-    // Cgroup: the pod's limits apply to all its containers together.
-    let layout = wharf_runtime::cgroups::detect()?;
-    let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
-    cg.create()?;
-    if let Some(res) = &spec.resources {
-        wharf_runtime::cgroups::apply_resources(&cg, res)?;
+    // Cgroup: the pod's limits apply to all its containers together. A systemd scope is
+    // made with the pod's shim, its first process (cgroup_driver.rs); its limits are
+    // checked now.
+    if sb.unit.is_none() {
+        let layout = wharf_runtime::cgroups::detect()?;
+        let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
+        cg.create()?;
+        if let Some(res) = &spec.resources {
+            wharf_runtime::cgroups::apply_resources(&cg, res)?;
+        }
+    } else if let Some(res) = &spec.resources {
+        wharf_systemd::split_resources(res)?;
     }
     crate::hooks::step("cgroup");
     // IPC and UTS namespaces, pinned; with the pod's own user namespace, which owns them
@@ -554,6 +572,9 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         }
     }
     crate::hooks::step("destroy: unpinned");
+    if sb.unit.is_some() {
+        keep(s.systemd.remove(sb));
+    }
     if let Ok(layout) = wharf_runtime::cgroups::detect()
         && let Ok(cg) =
             wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)

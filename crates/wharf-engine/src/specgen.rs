@@ -170,11 +170,15 @@ fn swap_accounted(pod_cgroup: &str) -> bool {
     if let Some(memory) = layout.v1.get("memory") {
         return memory.join("memory.memsw.limit_in_bytes").exists();
     }
+    // A pod's systemd scope is made with its shim, which may not run yet: then the nearest
+    // cgroup that exists answers (every non-root cgroup has the file when swap is counted).
     match &layout.unified {
-        Some(u) if layout.is_v2() => u
-            .join(pod_cgroup.trim_start_matches('/'))
-            .join("memory.swap.max")
-            .exists(),
+        Some(u) if layout.is_v2() => Path::new(pod_cgroup.trim_start_matches('/'))
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .map(|a| u.join(a))
+            .find(|d| d.is_dir())
+            .is_some_and(|d| d.join("memory.swap.max").exists()),
         _ => false,
     }
 }

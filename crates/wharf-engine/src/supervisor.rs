@@ -122,14 +122,30 @@ impl Engine {
         opts.alive = Some(self.paths.shims_alive());
         // A leaf of the pod's cgroup, as CRI-O puts conmon in the pod's: out of the
         // caller's cgroup (a login's systemd scope would take it down at logout), counted
-        // with the pod and removed with it. The shim moves itself once idle.
-        if !pod.sandbox.cgroup.is_empty() {
+        // with the pod and removed with it. The shim moves itself once idle; into a
+        // systemd scope, the engine moves it once systemd has made the scope (below).
+        if !pod.sandbox.cgroup.is_empty() && pod.sandbox.unit.is_none() {
             opts.cgroup = Some(format!(
                 "{}/wharf-shim",
                 pod.sandbox.cgroup.trim_end_matches('/')
             ));
         }
-        Ok(wharf_shim::spawn(&opts)?)
+        let client = wharf_shim::spawn(&opts)?;
+        if let Some(unit) = &pod.sandbox.unit {
+            let placed = client
+                .ping()
+                .map_err(Error::from)
+                .and_then(|pid| self.systemd.place_shim(pod, unit, pid as u32).map(|()| pid));
+            if let Err(e) = placed {
+                // A shim outside its pod's unit would be a pod systemd does not know.
+                let _ = client.shutdown();
+                return Err(Error::Other(format!(
+                    "pod {}: place its shim in {}: {e}",
+                    pod.name, unit.scope
+                )));
+            }
+        }
+        Ok(client)
     }
 
     /// The pod's shim if it runs (without starting one). A shim that runs but does not

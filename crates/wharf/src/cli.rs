@@ -43,6 +43,10 @@ pub struct GlobalOpts {
     /// Wharf's config file (registries, image limits, default network).
     #[arg(long, global = true, env = "WHARF_CONFIG", default_value = wharf_engine::images::DEFAULT_CONFIG_PATH)]
     pub config: PathBuf,
+    /// What places pods' cgroups: cgroupfs, or systemd (transient units). Default: the
+    /// config file's engine.cgroup-manager, else systemd where it booted the host.
+    #[arg(long = "cgroup-manager", global = true, env = "WHARF_CGROUP_MANAGER", value_parser = ["cgroupfs", "systemd"])]
+    pub cgroup_manager: Option<String>,
 }
 
 /// Every command.

@@ -60,6 +60,7 @@ fn dispatch(w: cli::Wharf) -> i32 {
             root: g.root,
             run: g.run,
             config: g.config,
+            cgroup_manager: g.cgroup_manager,
         }),
         cli::Command::Container { cmd } => {
             let cmd = match cmd {
@@ -73,6 +74,7 @@ fn dispatch(w: cli::Wharf) -> i32 {
                 root: g.root,
                 run: g.run,
                 config: g.config,
+                cgroup_manager: g.cgroup_manager,
             })
         }
         cli::Command::Image(cmd) => image_cli::main(image_cli::args::Cli {
@@ -95,10 +97,13 @@ fn dispatch(w: cli::Wharf) -> i32 {
 fn daemon(g: &cli::GlobalOpts, d: &cli::DaemonArgs) -> i32 {
     // What the config file says, read again on SIGHUP; flags win over it.
     let (root, run, config) = (g.root.clone(), g.run.clone(), g.config.clone());
+    let manager = g.cgroup_manager.clone();
     let load = move || -> Result<(wharf_engine::EngineOptions, wharf_cri::config::DaemonConfig), String> {
         let daemon = wharf_cri::config::DaemonConfig::load(&config)?;
-        let mut engine =
-            engine_cli::engine_options(&root, &run, &config).map_err(|e| format!("{e:#}"))?;
+        // The flag, else the daemon's own key (kubelet's word), else the engine's.
+        let manager = manager.clone().or(daemon.cgroup_driver.clone());
+        let mut engine = engine_cli::engine_options(&root, &run, &config, manager.as_deref())
+            .map_err(|e| format!("{e:#}"))?;
         engine.restrict_oom_score_adj = daemon.restrict_oom_score_adj.unwrap_or(false);
         Ok((engine, daemon))
     };

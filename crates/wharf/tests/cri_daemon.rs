@@ -1931,6 +1931,25 @@ async fn failed_requests_roll_back_and_name_their_cause() {
         .into_inner()
         .items;
     assert!(pods.is_empty(), "rolled back: {pods:?}");
+    // A kubelet on the systemd driver names its pod's slice: with the cgroupfs driver that
+    // is a driver mismatch, said as such before anything is made.
+    let mut sliced = pod_config(&d, "sliced");
+    sliced.linux.as_mut().unwrap().cgroup_parent = "kubepods-besteffort-pod1.slice".into();
+    let e = rt
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(sliced),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains(
+            "cgroup parent \"kubepods-besteffort-pod1.slice\" is a systemd slice, but the \
+             cgroup manager is cgroupfs"
+        ),
+        "{e:?}"
+    );
     // Host-network pods need no CNI: the container-level failures.
     let mut config = pod_config(&d, "host");
     // The host's network: no network sysctls (kubelet sends none then).

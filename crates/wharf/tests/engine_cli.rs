@@ -710,6 +710,77 @@ fn errors_name_the_object_and_the_cause() {
 /// install, once, and the failed run leaves nothing behind. The test hides libnftables and
 /// the nft command in a mount namespace of its own.
 #[test]
+fn the_systemd_cgroup_manager_is_a_clear_error_where_systemd_is_not_init() {
+    if std::path::Path::new("/run/systemd/system").exists() {
+        eprintln!("skipped: this host runs systemd (tests/vm/run.sh checks the driver there)");
+        return;
+    }
+    let w = Wharf::new("cli-cgroup-manager");
+    w.pull_busybox();
+    let said = |err: &str| {
+        assert!(
+            err.starts_with(
+                "wharf: the systemd cgroup driver needs systemd as the init system: this host \
+                 was not booted with systemd (PID 1 is"
+            ) && err.contains("use the cgroupfs driver"),
+            "{err}"
+        );
+        assert_eq!(
+            err.matches("systemd cgroup driver").count(),
+            1,
+            "once: {err}"
+        );
+    };
+    said(&w.fails(
+        125,
+        &[
+            "--cgroup-manager",
+            "systemd",
+            "run",
+            "--rm",
+            &busybox(),
+            "true",
+        ],
+    ));
+    said(&w.fails(1, &["--cgroup-manager", "systemd", "ps"]));
+    // From the config file too, where the flag still wins.
+    let cfg = w.path("no-config.json");
+    std::fs::write(&cfg, r#"{"engine": {"cgroup-manager": "systemd"}}"#).unwrap();
+    said(&w.fails(1, &["ps"]));
+    let out = w.ok(&[
+        "--cgroup-manager",
+        "cgroupfs",
+        "run",
+        "--rm",
+        &busybox(),
+        "echo",
+        "hi",
+    ]);
+    assert_eq!(out, "hi\n");
+    std::fs::write(&cfg, r#"{"engine": {"cgroup-manager": "upstart"}}"#).unwrap();
+    let err = w.fails(1, &["ps"]);
+    assert!(
+        err.contains(&format!("config file {}", cfg.display()))
+            && err.contains("invalid cgroup manager \"upstart\""),
+        "{err}"
+    );
+    std::fs::remove_file(&cfg).unwrap();
+    let err = w.fails(2, &["--cgroup-manager", "upstart", "ps"]);
+    assert!(err.contains("cgroupfs, systemd"), "{err}");
+    // The daemon refuses to start on it, naming the same cause.
+    let out = w
+        .cmd(&["--cgroup-manager", "systemd", "daemon", "--listen"])
+        .arg(w.path("d.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    said(String::from_utf8_lossy(&out.stderr).trim_end());
+    let info = w.ok(&["info"]);
+    assert!(info.contains(" Cgroup Driver: cgroupfs\n"), "{info}");
+    w.assert_clean();
+}
+
+#[test]
 fn a_host_without_nftables_is_told_what_to_install() {
     let w = Wharf::new("cli-no-nft");
     w.pull_busybox();

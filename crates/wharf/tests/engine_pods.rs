@@ -140,6 +140,88 @@ fn pod_containers_share_net_ipc_uts_only() {
     w.assert_clean();
 }
 
+/// A file of cgroup `path` (absolute, cgroupsPath form): in the v1 hierarchy of
+/// `controller` when there is one, else in the unified one.
+fn cgroup_file(path: &str, controller: &str, v1: &str, v2: &str) -> String {
+    let rel = path.trim_start_matches('/');
+    let v1_path = format!("/sys/fs/cgroup/{controller}/{rel}/{v1}");
+    let file = if std::path::Path::new(&format!("/sys/fs/cgroup/{controller}")).is_dir() {
+        v1_path
+    } else {
+        format!("/sys/fs/cgroup/{rel}/{v2}")
+    };
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("read {file}: {e}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_pods_limits_bound_all_its_containers_together() {
+    let w = Wharf::new("pods-limits");
+    let pod = w
+        .ok(&[
+            "pod",
+            "create",
+            "--name",
+            "lim",
+            "--memory",
+            "96m",
+            "--cpus",
+            "0.5",
+            "--pids-limit",
+            "40",
+        ])
+        .trim()
+        .to_string();
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "in-lim",
+        "--pod",
+        "lim",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let cg = format!("{}/{pod}", w.env.cgroup_parent);
+    assert_eq!(
+        cgroup_file(&cg, "memory", "memory.limit_in_bytes", "memory.max"),
+        (96u64 << 20).to_string()
+    );
+    assert_eq!(cgroup_file(&cg, "pids", "pids.max", "pids.max"), "40");
+    let quota = cgroup_file(&cg, "cpu", "cpu.cfs_quota_us", "cpu.max");
+    assert!(quota == "50000" || quota == "50000 100000", "{quota}");
+    // The container's cgroup is inside the pod's.
+    let pid = w.pids("in-lim")[0];
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert!(own.contains(&format!("{cg}/")), "{own}");
+    // Changed while it runs: what is named changes, the rest stays.
+    w.ok(&["pod", "update", "--memory", "128m", "lim"]);
+    assert_eq!(
+        cgroup_file(&cg, "memory", "memory.limit_in_bytes", "memory.max"),
+        (128u64 << 20).to_string()
+    );
+    assert_eq!(cgroup_file(&cg, "pids", "pids.max", "pids.max"), "40");
+    let spec = w.ok(&[
+        "pod",
+        "inspect",
+        "--format",
+        "{{json .Spec.Resources}}",
+        "lim",
+    ]);
+    assert!(spec.contains(&(128u64 << 20).to_string()), "{spec}");
+    let err = w.fails(1, &["pod", "update", "lim"]);
+    assert!(err.contains("no limit given"), "{err}");
+    let err = w.fails(1, &["pod", "update", "--memory", "64m", "ghost"]);
+    assert!(err.contains("no such pod: ghost"), "{err}");
+    let err = w.fails(1, &["pod", "create", "--cpus=-1"]);
+    assert!(err.contains("invalid --cpus -1"), "{err}");
+    w.ok(&["pod", "rm", "-f", "lim"]);
+    w.assert_clean();
+}
+
 #[test]
 fn pod_sharing_its_pid_namespace() {
     let w = Wharf::new("pods-pid");

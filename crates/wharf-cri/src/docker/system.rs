@@ -136,7 +136,7 @@ pub async fn info(api: &Arc<Api>) -> Result<Reply, ApiError> {
                 ..Default::default()
             })?;
             let images: HashSet<String> = e.images().list()?.into_iter().map(|i| i.id).collect();
-            let cgroups = wharf_engine::host::cgroups();
+            let cgroups = wharf_engine::host::cgroups(e.options().cgroup_driver);
             Ok((c, images.len(), e.paths().root.clone(), cgroups))
         })
         .await?;

@@ -14,6 +14,8 @@ pub struct Cli {
     pub run: PathBuf,
     /// Wharf's config file.
     pub config: PathBuf,
+    /// `--cgroup-manager`.
+    pub cgroup_manager: Option<String>,
     /// The command.
     pub cmd: Cmd,
 }
@@ -487,6 +489,24 @@ pub enum SystemCmd {
     },
 }
 
+/// `wharf pod create`'s limits: the pod's cgroup (with the systemd driver, its scope's
+/// properties), which its containers' own limits sit below.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PodLimits {
+    /// Memory limit of the whole pod (e.g. 256m).
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// CPUs the whole pod may use (e.g. 1.5).
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// CPUs the pod's processes may run on (e.g. 0-1).
+    #[arg(long = "cpuset-cpus")]
+    pub cpuset_cpus: Option<String>,
+    /// Most processes the whole pod may hold (-1: no limit).
+    #[arg(long = "pids-limit", allow_hyphen_values = true)]
+    pub pids_limit: Option<i64>,
+}
+
 /// Pod subcommands.
 #[derive(Subcommand, Debug)]
 pub enum PodCmd {
@@ -514,6 +534,17 @@ pub enum PodCmd {
         /// Restart policy of its containers.
         #[arg(long, default_value = "no")]
         restart: String,
+        /// The pod's limits, shared by all its containers (podman's pod flags).
+        #[command(flatten)]
+        limits: PodLimits,
+    },
+    /// Change a pod's limits (podman's `pod update`).
+    Update {
+        /// The new limits (the others stay).
+        #[command(flatten)]
+        limits: PodLimits,
+        /// Pod.
+        pod: String,
     },
     /// List pods.
     #[command(alias = "list", alias = "ps")]

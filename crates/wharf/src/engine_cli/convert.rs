@@ -104,6 +104,36 @@ pub fn update_resources(
 }
 
 /// `k=v` pairs of a repeated flag, each checked.
+/// `wharf pod create`'s limits as the pod cgroup's resources (None when none is asked).
+pub fn pod_limits(l: &super::args::PodLimits) -> Result<Option<oci_spec::runtime::LinuxResources>> {
+    use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxPids, LinuxResources};
+    let mut res = LinuxResources::default();
+    if let Some(m) = &l.memory {
+        let mut mem = LinuxMemory::default();
+        mem.set_limit(Some(size(m)?));
+        res.set_memory(Some(mem));
+    }
+    if l.cpus.is_some() || l.cpuset_cpus.is_some() {
+        let mut cpu = LinuxCpu::default();
+        if let Some(c) = l.cpus {
+            anyhow::ensure!(
+                c > 0.0 && c.is_finite(),
+                "invalid --cpus {c}: it must be a positive number"
+            );
+            cpu.set_period(Some(100_000));
+            cpu.set_quota(Some((c * 100_000.0).round() as i64));
+        }
+        cpu.set_cpus(l.cpuset_cpus.clone());
+        res.set_cpu(Some(cpu));
+    }
+    if let Some(p) = l.pids_limit {
+        let mut pids = LinuxPids::default();
+        pids.set_limit(if p <= 0 { -1 } else { p });
+        res.set_pids(Some(pids));
+    }
+    Ok((res != LinuxResources::default()).then_some(res))
+}
+
 pub fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
     items
         .iter()

@@ -173,6 +173,25 @@ fn default_network(config: &std::path::Path) -> Result<wharf_engine::sandbox::De
     })
 }
 
+/// The config file's `engine.cgroup-manager` (podman's containers.conf `cgroup_manager`).
+fn config_cgroup_manager(config: &std::path::Path) -> Result<Option<String>> {
+    let text = match std::fs::read(config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
+    };
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("config file {}", config.display()))?;
+    match &v["engine"]["cgroup-manager"] {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::String(s) => Ok(Some(s.clone())),
+        other => anyhow::bail!(
+            "config file {}: engine.cgroup-manager must be \"cgroupfs\" or \"systemd\", not {other}",
+            config.display()
+        ),
+    }
+}
+
 /// `network.cni-conf-dir` and `network.cni-bin-dir` of the config file (a path or a
 /// list of paths each; the environment's WHARF_CNI_CONF_DIR / WHARF_CNI_BIN_DIR win).
 type Dirs = Option<Vec<PathBuf>>;
@@ -209,12 +228,13 @@ fn cni_dirs(config: &std::path::Path) -> Result<(Dirs, Dirs)> {
     Ok((dirs("cni-conf-dir")?, dirs("cni-bin-dir")?))
 }
 
-/// Engine options from the global options (state, run directory, config file) and the
-/// environment; the daemon's too.
+/// Engine options from the global options (state, run directory, config file, cgroup
+/// manager) and the environment; the daemon's too.
 pub fn engine_options(
     root: &std::path::Path,
     run: &std::path::Path,
     config: &std::path::Path,
+    cgroup_manager: Option<&str>,
 ) -> Result<EngineOptions> {
     let mut opts = EngineOptions {
         root: root.to_path_buf(),
@@ -233,9 +253,19 @@ pub fn engine_options(
     let (conf_dirs, bin_dirs) = cni_dirs(config)?;
     opts.net.cni_conf_dirs = conf_dirs;
     opts.net.cni_bin_dirs = bin_dirs;
-    if let Ok(v) = std::env::var("WHARF_CGROUP_PARENT") {
-        opts.cgroup_parent = v;
-    }
+    opts.cgroup_driver = match cgroup_manager
+        .map(str::to_string)
+        .or(config_cgroup_manager(config)?)
+    {
+        Some(name) => wharf_engine::cgroup_driver::CgroupDriver::parse(&name)
+            .with_context(|| format!("config file {}", config.display()))?,
+        None => wharf_engine::cgroup_driver::CgroupDriver::host_default(),
+    };
+    opts.cgroup_driver.check_host()?;
+    opts.cgroup_parent = match std::env::var("WHARF_CGROUP_PARENT") {
+        Ok(v) => v,
+        Err(_) => opts.cgroup_driver.default_parent().to_string(),
+    };
     // Set and not empty, the environment wins over the config file.
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     if let Some(v) = env("WHARF_CNI_CONF_DIR") {
@@ -304,7 +334,12 @@ fn touched(cmd: &Cmd) -> Option<Vec<String>> {
 }
 
 fn open(cli: &Cli) -> Result<Engine> {
-    let mut opts = engine_options(&cli.root, &cli.run, &cli.config)?;
+    let mut opts = engine_options(
+        &cli.root,
+        &cli.run,
+        &cli.config,
+        cli.cgroup_manager.as_deref(),
+    )?;
     if let Some(keys) = touched(&cli.cmd) {
         opts.reconcile = wharf_engine::reconcile::Reconcile::Touched(keys);
     } else if matches!(
@@ -882,6 +917,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
             share_pid,
             userns,
             restart,
+            limits,
         } => {
             let (restart, max_restarts) = convert::restart(restart)?;
             let spec = wharf_engine::model::PodSpec {
@@ -899,9 +935,18 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                 userns: wharf_docker::create::userns_mode(userns.as_deref().unwrap_or(""))?,
                 restart,
                 max_restarts,
+                resources: convert::pod_limits(limits)?,
                 ..Default::default()
             };
             println!("{}", engine.create_pod(&spec)?.id);
+        }
+        PodCmd::Update { limits, pod } => {
+            let Some(res) = convert::pod_limits(limits)? else {
+                anyhow::bail!(
+                    "wharf pod update {pod}: no limit given (--memory, --cpus, --cpuset-cpus, --pids-limit)"
+                );
+            };
+            println!("{}", engine.update_pod_resources(pod, &res)?.id);
         }
         PodCmd::Ls { format, quiet } => output::pods(&engine, format, *quiet)?,
         PodCmd::Inspect { pods, format } => output::inspect_pods(&engine, pods, format.as_deref())?,
@@ -979,8 +1024,12 @@ fn system(cli: &Cli, cmd: &SystemCmd) -> Result<i32> {
             }
         }
         SystemCmd::Repair => {
-            let (_engine, report) =
-                wharf_engine::system::repair(engine_options(&cli.root, &cli.run, &cli.config)?)?;
+            let (_engine, report) = wharf_engine::system::repair(engine_options(
+                &cli.root,
+                &cli.run,
+                &cli.config,
+                cli.cgroup_manager.as_deref(),
+            )?)?;
             for line in &report.lines {
                 println!("{line}");
             }

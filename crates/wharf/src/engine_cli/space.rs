@@ -221,7 +221,7 @@ pub fn info(engine: &Engine, root: &std::path::Path, format_arg: Option<&str>) -
     let running = count(ContainerState::Running);
     let paused = count(ContainerState::Paused);
     let images: HashSet<String> = engine.images().list()?.into_iter().map(|r| r.id).collect();
-    let cgroups = wharf_engine::host::cgroups();
+    let cgroups = wharf_engine::host::cgroups(engine.options().cgroup_driver);
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let os = read("/etc/os-release")
         .lines()
