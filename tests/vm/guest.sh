@@ -151,7 +151,8 @@ EOF
   check kubelet-pod-in-kubepods-slice sh -c "grep -Eq '^0::/kubepods.slice/(kubepods-[a-z]+.slice/)?kubepods-([a-z]+-)?pod[0-9a-f_]+.slice/wharf-pod-[0-9a-f]+.scope/' /proc/$pid/cgroup ||
     { cat /proc/$pid/cgroup; exit 1; }"
   check kubelet-pod-limits sh -c "d=/sys/fs/cgroup\$(sed -n 's/^0:://p' /proc/$pid/cgroup) &&
-    [ \"\$(cat \$d/memory.max)\" = 67108864 ] && [ \"\$(cat \$d/cpu.max)\" = '25000 100000' ]"
+    [ \"\$(cat \$d/memory.max)\" = 67108864 ] && [ \"\$(cat \$d/cpu.max)\" = '25000 100000' ] &&
+    [ \"\$(cat \$d/memory.oom.group)\" = 1 ]"
   check kubelet-driver-systemd sh -c "journalctl -u kubelet --no-pager | grep -i 'cgroup driver' | grep -q systemd"
   check kubelet-restart-keeps-pod sh -c "systemctl restart kubelet && sleep 5 && for i in \$(seq 120); do
       [ \"\$(curl -s --max-time 5 http://127.0.0.1:10248/healthz)\" = ok ] && break; sleep 1; done && sleep 20 &&

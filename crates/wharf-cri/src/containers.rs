@@ -159,6 +159,13 @@ pub fn container_spec(pod: &PodRow, config: &ContainerConfig) -> Result<Containe
         memory_swap: (res.memory_swap_limit_in_bytes > 0).then_some(res.memory_swap_limit_in_bytes),
         cpus,
         cpu_shares: (res.cpu_shares > 0).then_some(res.cpu_shares as u64),
+        cpuset_cpus: Some(res.cpuset_cpus.clone()).filter(|c| !c.is_empty()),
+        cpuset_mems: Some(res.cpuset_mems.clone()).filter(|c| !c.is_empty()),
+        unified: res
+            .unified
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         oom_score_adj: (res.oom_score_adj != 0).then_some(res.oom_score_adj as i32),
         privileged: sc.privileged,
         cap_add: sc
@@ -718,5 +725,8 @@ pub fn linux_resources(r: LinuxContainerResources) -> oci_spec::runtime::LinuxRe
     res.set_cpu(Some(cpu));
     res.set_memory(Some(memory));
     res.set_devices(None);
+    if !r.unified.is_empty() {
+        res.set_unified(Some(r.unified.into_iter().collect()));
+    }
     res
 }

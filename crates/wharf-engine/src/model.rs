@@ -335,6 +335,10 @@ pub struct ContainerSpec {
     /// Memory nodes it may use (`--cpuset-mems`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpuset_mems: Option<String>,
+    /// Raw cgroup v2 files (`linux.resources.unified`; the CRI's `unified`, such as the
+    /// `memory.oom.group` kubelet asks for on cgroup v2 hosts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unified: BTreeMap<String, String>,
     /// A health check its shim runs while it runs (docker's HEALTHCHECK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<wharf_shim::protocol::HealthSpec>,

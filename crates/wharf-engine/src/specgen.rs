@@ -826,6 +826,14 @@ fn resources(i: &Inputs<'_>) -> Result<LinuxResources> {
         pids.set_limit(p);
         r.set_pids(Some(pids));
     }
+    if !spec.unified.is_empty() {
+        r.set_unified(Some(
+            spec.unified
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ));
+    }
     Ok(r)
 }
 

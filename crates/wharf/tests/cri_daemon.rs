@@ -631,6 +631,25 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         })
         .expect("a memory cgroup");
     assert_eq!(limit.trim(), "67108864");
+    // Raw cgroup v2 files (kubelet's memory.oom.group on a unified host; a core file here,
+    // where the memory controller is v1's).
+    rt.update_container_resources(UpdateContainerResourcesRequest {
+        container_id: ctr.clone(),
+        linux: Some(LinuxContainerResources {
+            unified: [("cgroup.max.descendants".to_string(), "7".to_string())].into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let most = cgroups
+        .iter()
+        .find_map(|c| {
+            std::fs::read_to_string(c.join(&below_kubelet).join("cgroup.max.descendants")).ok()
+        })
+        .expect("a unified cgroup");
+    assert_eq!(most.trim(), "7");
 
     // Listing with filters.
     let list = |f: ContainerFilter| ListContainersRequest { filter: Some(f) };
