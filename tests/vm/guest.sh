@@ -59,7 +59,7 @@ wait_for() { # wait_for SECONDS COMMAND...
 # against `wharf runtime` and Debian's runc on this same host: one result per binary, a
 # failure only where Wharf fails a spec runc passes. The TAP of both is on the console.
 runtime_tools() {
-  local rt=$P/runtime-tools t name wf rk extra
+  local rt=$P/runtime-tools t name wf rk extra wrc rrc
   # A TAP file's "not ok" and "ok" test numbers; "none" when it has no plan (nothing ran).
   numbers() { # numbers FILE ok|not
     grep -q '^1\.\.' "$1" || { echo none; return; }
@@ -74,16 +74,20 @@ runtime_tools() {
     name=$(basename "$t" .t)
     wf=/var/tmp/rt/$name.wharf rk=/var/tmp/rt/$name.runc
     (cd /var/tmp/rt && rm -rf ocitest*)
-    RUNTIME=/usr/local/bin/wharf-runc TMPDIR=/var/tmp/rt timeout 300 "$t" >"$wf" 2>&1
-    RUNTIME=/usr/sbin/runc TMPDIR=/var/tmp/rt timeout 300 "$t" >"$rk" 2>&1
-    # A regression: a test Wharf fails (or never reaches) that runc passes.
+    RUNTIME=/usr/local/bin/wharf-runc TMPDIR=/var/tmp/rt timeout 300 "$t" >"$wf" 2>&1; wrc=$?
+    RUNTIME=/usr/sbin/runc TMPDIR=/var/tmp/rt timeout 300 "$t" >"$rk" 2>&1; rrc=$?
+    # A regression: a test Wharf fails (or never reaches) that runc passes. A binary that
+    # prints no TAP and exits 0 passed: the *_fail ones want the runtime to refuse the
+    # config (process_capabilities_fail: an unknown capability MUST be an error), and
+    # print nothing more when it does.
     if [ "$(numbers "$wf" not)" = none ]; then
-      extra=$(numbers "$rk" ok | grep -v none | head -1)
+      if [ $wrc = 0 ]; then extra=; else extra=$(numbers "$rk" ok | grep -v none | head -1); fi
     else
       extra=$(comm -12 <(numbers "$wf" not) <(numbers "$rk" ok))
     fi
-    echo "runtime-tools $name: wharf $(grep -c '^ok' "$wf") ok, $(grep -c '^not ok' "$wf") not ok;" \
-      "runc $(grep -c '^ok' "$rk") ok, $(grep -c '^not ok' "$rk") not ok"
+    echo "runtime-tools $name: wharf $(grep -c '^ok' "$wf") ok, $(grep -c '^not ok' "$wf") not ok, exit $wrc;" \
+      "runc $(grep -c '^ok' "$rk") ok, $(grep -c '^not ok' "$rk") not ok, exit $rrc"
+    grep -q '^1\.\.' "$wf" || { echo "--- wharf (no TAP):"; head -3 "$wf"; }
     if grep -q '^not ok' "$wf" "$rk"; then
       echo "--- wharf:"; grep -v '^ok' "$wf" | head -8; echo "--- runc:"; grep -v '^ok' "$rk" | head -8
     fi
