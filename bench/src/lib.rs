@@ -231,11 +231,6 @@ pub fn private_wharf(
     env
 }
 
-/// Whether systemd booted this host (its systemd cgroup driver can be measured).
-pub fn systemd_booted() -> bool {
-    std::path::Path::new("/run/systemd/system").is_dir()
-}
-
 /// Whether `bin` runs (`bin --version` succeeds).
 pub fn have(bin: &str) -> bool {
     Command::new(bin)

@@ -139,22 +139,16 @@ fn main() {
     // Where systemd booted the host, Wharf's default driver there too: each pod a scope
     // made over D-Bus, in a slice of the benchmark's.
     let slice = format!("wharf-bench{pid}.slice");
-    if wharf_bench::systemd_booted() {
+    if wharf_systemd::booted() {
         let mut env = wharf_env.clone();
         env.retain(|(k, _)| k != "WHARF_CGROUP_MANAGER" && k != "WHARF_CGROUP_PARENT");
         env.push(("WHARF_CGROUP_MANAGER".into(), "systemd".into()));
         env.push(("WHARF_CGROUP_PARENT".into(), slice.clone()));
+        // The same command as "wharf --network none", in the other driver's places.
+        let argv = engines[1].argv.clone();
         engines.push(Engine {
             name: "wharf --network none, systemd driver",
-            argv: vec![
-                s(&wharf),
-                "run".into(),
-                "--rm".into(),
-                "--network".into(),
-                "none".into(),
-                image.clone(),
-                "true".into(),
-            ],
+            argv,
             env,
             mount_ns: None,
             needs_id: false,
@@ -293,7 +287,7 @@ fn main() {
     unmount_below(&work);
     let _ = std::fs::remove_dir_all(&work);
     remove_cgroup_tree(&cgroup_parent);
-    if wharf_bench::systemd_booted() {
+    if wharf_systemd::booted() {
         let _ = Command::new("systemctl").args(["stop", &slice]).status();
     }
     if let Err(err) = outcome {

@@ -62,11 +62,8 @@ impl CgroupDriver {
 
     /// Refuse the systemd driver on a host systemd did not boot.
     pub fn check_host(self) -> Result<()> {
-        if self == CgroupDriver::Systemd && !wharf_systemd::booted() {
-            return Err(wharf_systemd::Manager::connect().err().map_or_else(
-                || Error::Precondition("systemd is not running".into()),
-                Into::into,
-            ));
+        if self == CgroupDriver::Systemd {
+            wharf_systemd::require_booted()?;
         }
         Ok(())
     }
@@ -197,12 +194,13 @@ impl SystemdLink {
     pub fn place_shim(&self, pod: &PodRow, unit: &PodUnit, pid: u32) -> Result<()> {
         let m = self.manager()?;
         let leaf = format!("{}/wharf-shim", pod.sandbox.cgroup.trim_end_matches('/'));
-        match m.active_state(&unit.scope)?.as_deref() {
+        let rest = match m.active_state(&unit.scope)?.as_deref() {
             Some("active") | Some("activating") | Some("reloading") => {
                 // Straight into the leaf: the scope's own cgroup hands controllers to its
                 // containers' and may hold no process.
                 leaf_dir(&leaf)?;
                 m.attach(&unit.scope, "/wharf-shim", &[pid])?;
+                return Ok(());
             }
             state => {
                 if state.is_some() {
@@ -223,15 +221,14 @@ impl SystemdLink {
                     &[pid],
                     &props,
                 )?;
-                leaf_dir(&leaf)?.add_pid_unified(pid as i32)?;
-                if let Some(rest) = rest {
-                    let cg = resolve(&pod.sandbox.cgroup, &pod.id)?;
-                    wharf_runtime::cgroups::apply_resources(&cg, &rest)?;
-                }
-                return Ok(());
+                rest
             }
-        }
+        };
         leaf_dir(&leaf)?.add_pid_unified(pid as i32)?;
+        if let Some(rest) = rest {
+            let cg = resolve(&pod.sandbox.cgroup, &pod.id)?;
+            wharf_runtime::cgroups::apply_resources(&cg, &rest)?;
+        }
         Ok(())
     }
 

@@ -47,3 +47,16 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub fn booted() -> bool {
     std::path::Path::new("/run/systemd/system").is_dir()
 }
+
+/// [`booted`], or the error that says the driver cannot work here and names PID 1.
+pub fn require_booted() -> Result<()> {
+    if booted() {
+        return Ok(());
+    }
+    let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+    Err(Error::NoSystemd(format!(
+        "this host was not booted with systemd (PID 1 is {:?}, and /run/systemd/system does \
+         not exist); use the cgroupfs driver",
+        init.trim()
+    )))
+}

@@ -25,14 +25,7 @@ impl Manager {
     /// systemctl uses as root, names itself in its messages' sender field with a name zbus
     /// refuses, and zbus's reader then aborts the process.)
     pub fn connect() -> Result<Manager> {
-        if !crate::booted() {
-            let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
-            return Err(Error::NoSystemd(format!(
-                "this host was not booted with systemd (PID 1 is {:?}, and /run/systemd/system \
-                 does not exist); use the cgroupfs driver",
-                init.trim()
-            )));
-        }
+        crate::require_booted()?;
         let conn = Connection::system().map_err(|e| {
             Error::NoSystemd(format!(
                 "cannot reach systemd on the system bus ({e}): is dbus installed and running \

@@ -621,15 +621,18 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     })
     .await
     .unwrap();
-    let limit = cgroups
-        .iter()
-        .map(|c| c.join(&below_kubelet))
-        .find_map(|c| {
-            std::fs::read_to_string(c.join("memory.limit_in_bytes"))
-                .or_else(|_| std::fs::read_to_string(c.join("memory.max")))
-                .ok()
-        })
-        .expect("a memory cgroup");
+    // The first of `files` the container's cgroup has, in any hierarchy.
+    let container_file = |files: &[&str]| {
+        cgroups
+            .iter()
+            .map(|c| c.join(&below_kubelet))
+            .find_map(|c| {
+                files
+                    .iter()
+                    .find_map(|f| std::fs::read_to_string(c.join(f)).ok())
+            })
+    };
+    let limit = container_file(&["memory.limit_in_bytes", "memory.max"]).expect("a memory cgroup");
     assert_eq!(limit.trim(), "67108864");
     // Raw cgroup v2 files (kubelet's memory.oom.group on a unified host; a core file here,
     // where the memory controller is v1's).
@@ -643,12 +646,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     })
     .await
     .unwrap();
-    let most = cgroups
-        .iter()
-        .find_map(|c| {
-            std::fs::read_to_string(c.join(&below_kubelet).join("cgroup.max.descendants")).ok()
-        })
-        .expect("a unified cgroup");
+    let most = container_file(&["cgroup.max.descendants"]).expect("a unified cgroup");
     assert_eq!(most.trim(), "7");
 
     // Listing with filters.

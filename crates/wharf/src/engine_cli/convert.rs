@@ -103,7 +103,6 @@ pub fn update_resources(
     Ok(res)
 }
 
-/// `k=v` pairs of a repeated flag, each checked.
 /// `wharf pod create`'s limits as the pod cgroup's resources (None when none is asked).
 pub fn pod_limits(l: &super::args::PodLimits) -> Result<Option<oci_spec::runtime::LinuxResources>> {
     use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxPids, LinuxResources};
@@ -134,6 +133,7 @@ pub fn pod_limits(l: &super::args::PodLimits) -> Result<Option<oci_spec::runtime
     Ok((res != LinuxResources::default()).then_some(res))
 }
 
+/// `k=v` pairs of a repeated flag, each checked.
 pub fn pairs(flag: &str, items: &[String]) -> Result<BTreeMap<String, String>> {
     items
         .iter()

@@ -157,31 +157,30 @@ fn prints_only(cmd: &Cmd) -> bool {
     )
 }
 
-/// The config file's `network.default` (`{"network": {"default": "mynet"}}`): the built-in
-/// network unless it names another.
-fn default_network(config: &std::path::Path) -> Result<wharf_engine::sandbox::DefaultNetwork> {
+/// The config file as JSON (null when there is none), read once for the keys below.
+fn config_json(config: &std::path::Path) -> Result<serde_json::Value> {
     let text = match std::fs::read(config) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(serde_json::Value::Null),
         Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
     };
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("config file {}", config.display()))?;
-    Ok(match v["network"]["default"].as_str() {
+    serde_json::from_slice(&text).with_context(|| format!("config file {}", config.display()))
+}
+
+/// The config file's `network.default` (`{"network": {"default": "mynet"}}`): the built-in
+/// network unless it names another.
+fn default_network(v: &serde_json::Value) -> wharf_engine::sandbox::DefaultNetwork {
+    match v["network"]["default"].as_str() {
         Some(name) => wharf_engine::sandbox::DefaultNetwork::parse(name),
         None => Default::default(),
-    })
+    }
 }
 
 /// The config file's `engine.cgroup-manager` (podman's containers.conf `cgroup_manager`).
-fn config_cgroup_manager(config: &std::path::Path) -> Result<Option<String>> {
-    let text = match std::fs::read(config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
-    };
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("config file {}", config.display()))?;
+fn config_cgroup_manager(
+    config: &std::path::Path,
+    v: &serde_json::Value,
+) -> Result<Option<String>> {
     match &v["engine"]["cgroup-manager"] {
         serde_json::Value::Null => Ok(None),
         serde_json::Value::String(s) => Ok(Some(s.clone())),
@@ -195,14 +194,7 @@ fn config_cgroup_manager(config: &std::path::Path) -> Result<Option<String>> {
 /// `network.cni-conf-dir` and `network.cni-bin-dir` of the config file (a path or a
 /// list of paths each; the environment's WHARF_CNI_CONF_DIR / WHARF_CNI_BIN_DIR win).
 type Dirs = Option<Vec<PathBuf>>;
-fn cni_dirs(config: &std::path::Path) -> Result<(Dirs, Dirs)> {
-    let text = match std::fs::read(config) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
-        Err(e) => return Err(e).with_context(|| format!("read {}", config.display())),
-    };
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .with_context(|| format!("config file {}", config.display()))?;
+fn cni_dirs(config: &std::path::Path, v: &serde_json::Value) -> Result<(Dirs, Dirs)> {
     let dirs = |key: &str| -> Result<Dirs> {
         match &v["network"][key] {
             serde_json::Value::Null => Ok(None),
@@ -249,13 +241,14 @@ pub fn engine_options(
             .map(PathBuf::from)
             .collect()
     };
-    opts.net.default_network = default_network(config)?;
-    let (conf_dirs, bin_dirs) = cni_dirs(config)?;
+    let file = config_json(config)?;
+    opts.net.default_network = default_network(&file);
+    let (conf_dirs, bin_dirs) = cni_dirs(config, &file)?;
     opts.net.cni_conf_dirs = conf_dirs;
     opts.net.cni_bin_dirs = bin_dirs;
     opts.cgroup_driver = match cgroup_manager
         .map(str::to_string)
-        .or(config_cgroup_manager(config)?)
+        .or(config_cgroup_manager(config, &file)?)
     {
         Some(name) => wharf_engine::cgroup_driver::CgroupDriver::parse(&name)
             .with_context(|| format!("config file {}", config.display()))?,
