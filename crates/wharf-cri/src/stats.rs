@@ -26,6 +26,22 @@ pub fn working_set(s: &wharf_engine::stats::Stats) -> u64 {
     s.memory.usage.usage.saturating_sub(inactive)
 }
 
+/// A cgroup's pressure stall information as the CRI carries it (KEP-4205): the kernel
+/// counts the total in microseconds, the CRI in nanoseconds. None where the cgroup keeps no
+/// PSI (cgroup v1, or a kernel without `CONFIG_PSI`).
+fn psi(p: &Option<wharf_engine::stats::Psi>) -> Option<PsiStats> {
+    let data = |d: &wharf_engine::stats::PsiData| PsiData {
+        total: d.total.saturating_mul(1000),
+        avg10: d.avg10,
+        avg60: d.avg60,
+        avg300: d.avg300,
+    };
+    p.as_ref().map(|p| PsiStats {
+        full: Some(data(&p.full)),
+        some: Some(data(&p.some)),
+    })
+}
+
 /// One container's usage (zeros once it stopped: its cgroup is gone).
 pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats, Status> {
     let now = meta::now_nanos();
@@ -35,6 +51,12 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
     } else {
         None
     };
+    let io = cg.as_ref().and_then(|s| {
+        psi(&s.blkio.psi).map(|p| IoUsage {
+            timestamp: now,
+            psi: Some(p),
+        })
+    });
     let (cpu, mem) = match &cg {
         Some(s) => {
             let usage = s.memory.usage.usage;
@@ -47,6 +69,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
                 CpuUsage {
                     timestamp: now,
                     usage_core_nano_seconds: value(s.cpu.usage.total),
+                    psi: psi(&s.cpu.psi),
                     ..Default::default()
                 },
                 MemoryUsage {
@@ -56,6 +79,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
                     rss_bytes: value(rss),
                     page_faults: faults(&["total_pgfault", "pgfault"]).and_then(value),
                     major_page_faults: faults(&["total_pgmajfault", "pgmajfault"]).and_then(value),
+                    psi: psi(&s.memory.psi),
                     ..Default::default()
                 },
             )
@@ -94,6 +118,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
         cpu: Some(cpu),
         memory: Some(mem),
         writable_layer: writable,
+        io,
         ..Default::default()
     })
 }
@@ -118,6 +143,11 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
     let cpu = sum(&|c| c.cpu.as_ref()?.usage_core_nano_seconds.map(|v| v.value));
     let ws = sum(&|c| c.memory.as_ref()?.working_set_bytes.map(|v| v.value));
     let usage = sum(&|c| c.memory.as_ref()?.usage_bytes.map(|v| v.value));
+    // Stall times overlap between containers, so the pod's come from its own cgroup.
+    let own = e.pod_cgroup_stats(pod);
+    let own_psi = |f: fn(&wharf_engine::stats::Stats) -> &Option<wharf_engine::stats::Psi>| {
+        own.as_ref().and_then(|s| psi(f(s)))
+    };
     Ok(PodSandboxStats {
         attributes: Some(PodSandboxAttributes {
             id: pod.id.clone(),
@@ -129,16 +159,22 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
             cpu: Some(CpuUsage {
                 timestamp: now,
                 usage_core_nano_seconds: value(cpu),
+                psi: own_psi(|s| &s.cpu.psi),
                 ..Default::default()
             }),
             memory: Some(MemoryUsage {
                 timestamp: now,
                 working_set_bytes: value(ws),
                 usage_bytes: value(usage),
+                psi: own_psi(|s| &s.memory.psi),
                 ..Default::default()
             }),
             network: network(e, pod, now),
             containers,
+            io: own_psi(|s| &s.blkio.psi).map(|p| IoUsage {
+                timestamp: now,
+                psi: Some(p),
+            }),
             ..Default::default()
         }),
         ..Default::default()

@@ -417,6 +417,20 @@ impl Engine {
         Ok(rt.stats(&row.id).ok())
     }
 
+    /// Resource usage of a pod's own cgroup, the parent of its containers' (None when it is
+    /// gone). What cannot be summed from the containers' (pressure stall information, for
+    /// one) is read here.
+    pub fn pod_cgroup_stats(&self, pod: &PodRow) -> Option<wharf_runtime::cgroups::Stats> {
+        let layout = wharf_runtime::cgroups::detect().ok()?;
+        let cg = wharf_runtime::cgroups::Cgroup::resolve(
+            &layout,
+            Some(Path::new(&pod.sandbox.cgroup)),
+            &pod.id,
+        )
+        .ok()?;
+        cg.stats().ok()
+    }
+
     /// What a running container's cgroup says, read from one load of its runtime state:
     /// usage, the limits it holds now (with its OOM-kill count) and its processes (None
     /// once it is gone).

@@ -592,6 +592,20 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         .into_inner()
         .stats
         .unwrap();
+    // Pressure stall information (KEP-4205) wherever the kernel keeps it: a hybrid host's
+    // containers have it in their unified directory.
+    if Path::new("/proc/pressure/cpu").exists() {
+        let psi = |p: Option<&PsiStats>| {
+            let p = p.unwrap_or_else(|| panic!("no PSI in {stats:?}"));
+            let (some, full) = (p.some.clone().unwrap(), p.full.clone().unwrap());
+            assert!(some.avg10 >= 0.0 && some.avg300 <= 100.0, "{p:?}");
+            assert!(full.total <= some.total, "{p:?}");
+            some.total
+        };
+        psi(stats.cpu.as_ref().and_then(|c| c.psi.as_ref()));
+        psi(stats.memory.as_ref().and_then(|m| m.psi.as_ref()));
+        psi(stats.io.as_ref().and_then(|i| i.psi.as_ref()));
+    }
     assert!(stats.memory.unwrap().working_set_bytes.unwrap().value > 0);
     assert!(stats.cpu.unwrap().usage_core_nano_seconds.is_some());
     let all = rt
@@ -610,7 +624,18 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
         .into_inner()
         .stats
         .unwrap();
-    assert_eq!(pod_stats.linux.unwrap().containers.len(), 1);
+    let linux = pod_stats.linux.unwrap();
+    assert_eq!(linux.containers.len(), 1);
+    if Path::new("/proc/pressure/cpu").exists() {
+        let pod_psi = linux.cpu.and_then(|c| c.psi).and_then(|p| p.some);
+        let ctr_psi = linux.containers[0].cpu.as_ref().and_then(|c| c.psi.clone());
+        // The pod's cgroup holds its containers' stalls, and more (the shim's).
+        assert!(
+            pod_psi.unwrap().total >= ctr_psi.unwrap().some.unwrap().total,
+            "pod and container PSI"
+        );
+        assert!(linux.io.and_then(|i| i.psi).is_some(), "no pod io PSI");
+    }
     rt.update_container_resources(UpdateContainerResourcesRequest {
         container_id: ctr.clone(),
         linux: Some(LinuxContainerResources {
