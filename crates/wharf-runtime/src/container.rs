@@ -351,7 +351,18 @@ impl Runtime {
         opts: &CreateOptions,
         rollback: &mut Rollback<'_>,
     ) -> Result<(i32, OwnedFd, bool)> {
-        let prepared = crate::mount_sources::prepare(&bundle.spec, &bundle.dir)?;
+        // The init's mount namespace is copied from the small template where it can be
+        // (see mount_template), with its rootfs and binds opened here beforehand.
+        let template = if crate::mount_template::usable(&bundle.spec, opts.no_pivot) {
+            crate::mount_template::open(self.store.root())
+        } else {
+            None
+        };
+        let prepared = crate::mount_sources::prepare(
+            &bundle.spec,
+            &bundle.dir,
+            template.as_ref().map(|_| bundle.rootfs.as_path()),
+        )?;
         // Namespaces that apply to children only are entered by the runtime just around the
         // clone, then left again.
         let _restore_pid = match &plan.join_pid {
@@ -406,6 +417,12 @@ impl Runtime {
         } else {
             None
         };
+        // In the template just for the clone: the init (or the intermediate process, which
+        // unshares the mount namespace) starts from it.
+        let _in_template = template
+            .as_ref()
+            .map(crate::mount_template::Entered::enter)
+            .transpose()?;
         // SAFETY: as above.
         let forked = unsafe { sys::clone_process(flags, cgroup_fd) }
             .ctx(|| "clone the container's init".into())?;

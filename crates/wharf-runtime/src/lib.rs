@@ -22,6 +22,7 @@ mod intermediate;
 pub mod log;
 pub mod lsm;
 pub mod mount_sources;
+mod mount_template;
 pub mod mounts;
 pub mod namespaces;
 mod process_attrs;

@@ -33,29 +33,63 @@ pub struct PreparedMount {
     pub is_dir: bool,
 }
 
-/// The prepared mounts, by their index in config.json's `mounts`.
+/// The prepared mounts, by their index in config.json's `mounts`, and the rootfs when the
+/// init is cloned from the mount namespace template ([`crate::mount_template`]).
 #[derive(Default)]
-pub struct Prepared(Vec<Option<PreparedMount>>);
+pub struct Prepared {
+    mounts: Vec<Option<PreparedMount>>,
+    rootfs: Option<OwnedFd>,
+}
 
 impl Prepared {
     /// The prepared tree of mount `index`, if it was id-mapped.
     pub fn get(&self, index: usize) -> Option<&PreparedMount> {
-        self.0.get(index).and_then(Option::as_ref)
+        self.mounts.get(index).and_then(Option::as_ref)
+    }
+
+    /// The rootfs as a detached tree, for an init cloned from the template.
+    pub fn rootfs(&self) -> Option<&OwnedFd> {
+        self.rootfs.as_ref()
     }
 }
 
 type Maps = (Vec<LinuxIdMapping>, Vec<LinuxIdMapping>);
 
 /// Prepare the mounts of `spec` (sources relative to `bundle`) that must be: id-mapped
-/// ones, and every bind when the container has a user namespace.
-pub fn prepare(spec: &Spec, bundle: &std::path::Path) -> Result<Prepared> {
+/// ones, and every bind when the container has a user namespace. With `rootfs` (the init
+/// is cloned from the mount namespace template, where no host path is looked up), every
+/// bind and the rootfs itself.
+pub fn prepare(
+    spec: &Spec,
+    bundle: &std::path::Path,
+    rootfs: Option<&std::path::Path>,
+) -> Result<Prepared> {
+    let rootfs = rootfs
+        .map(|r| {
+            let dir = rustix::fs::open(
+                r,
+                rustix::fs::OFlags::PATH
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(|e| Error::os(format!("open rootfs {}", p(r)), std::io::Error::from(e)))?;
+            sys::clone_tree(dir.as_fd(), true)
+                .map_err(|e| Error::os(format!("bind mount rootfs {}", p(r)), e))
+        })
+        .transpose()?;
+    let every_bind = rootfs.is_some();
     let Some(mounts) = spec.mounts() else {
-        return Ok(Prepared::default());
+        return Ok(Prepared {
+            mounts: Vec::new(),
+            rootfs,
+        });
     };
     let linux = spec.linux().clone().unwrap_or_default();
-    let user_ns = crate::spec::namespaces(spec)
-        .iter()
-        .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User);
+    let open_every_bind = every_bind
+        || crate::spec::namespaces(spec)
+            .iter()
+            .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User);
     let mut namespaces: Vec<(Maps, OwnedFd)> = Vec::new();
     let mut out = Vec::with_capacity(mounts.len());
     for m in mounts {
@@ -71,7 +105,7 @@ pub fn prepare(spec: &Spec, bundle: &std::path::Path) -> Result<Prepared> {
                 p(dest)
             )));
         }
-        if !is_bind || !(idmapped || user_ns) {
+        if !is_bind || !(idmapped || open_every_bind) {
             out.push(None);
             continue;
         }
@@ -146,7 +180,10 @@ pub fn prepare(spec: &Spec, bundle: &std::path::Path) -> Result<Prepared> {
         set_flags(&tree, &opts, dest)?;
         out.push(Some(PreparedMount { tree, is_dir }));
     }
-    Ok(Prepared(out))
+    Ok(Prepared {
+        mounts: out,
+        rootfs,
+    })
 }
 
 /// The mount's ro, nosuid, nodev and noexec on the top of a prepared tree (as a bind's

@@ -213,6 +213,14 @@ pub fn attach_prepared(
         .ctx(|| format!("create mount point {}", p(dest)))?;
     sys::move_mount(prep.tree.as_fd(), target.as_fd())
         .ctx(|| format!("attach the prepared mount {}", p(dest)))?;
+    // The tree carries ro, nosuid, nodev and noexec already; any other per-mount flag
+    // (atime, sync) takes a remount, as a bind made here does.
+    let set = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let flags = opts.flags & !(libc::MS_BIND | libc::MS_REC | libc::MS_REMOUNT);
+    if flags & !set != 0 {
+        let t = safe_path::lookup(ctx.root, dest).ctx(|| format!("reopen mount {}", p(dest)))?;
+        remount(&t, flags, dest)?;
+    }
     finish(ctx, dest, &opts)
 }
 

@@ -114,7 +114,15 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         }
     }
     let rootfs_c = crate::mounts::path_cstr(o.rootfs);
-    let root = if o.from_cwd {
+    let root = if let Some(tree) = o.prepared.rootfs() {
+        // Cloned from the mount namespace template: the rootfs, opened on the host, is
+        // attached on the template's own mount point.
+        let at = Path::new(crate::mount_template::ROOTFS);
+        let point = open_root(at)?;
+        sys::move_mount(tree.as_fd(), point.as_fd())
+            .ctx(|| format!("attach rootfs {}", p(o.rootfs)))?;
+        open_root(at)?
+    } else if o.from_cwd {
         // The rootfs bound onto itself through the working directory, and entered.
         let cwd = rustix::fs::open(
             ".",
@@ -240,8 +248,15 @@ pub fn enter(_spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     if o.no_pivot {
         return move_root(o.rootfs, o.from_cwd);
     }
-    // The rootfs: its path, or the working directory prepare left the init in.
-    let at: &Path = if o.from_cwd { Path::new(".") } else { o.rootfs };
+    // The rootfs: its path, the working directory prepare left the init in, or where it
+    // was attached in the template.
+    let at: &Path = if o.from_cwd {
+        Path::new(".")
+    } else if o.prepared.rootfs().is_some() {
+        Path::new(crate::mount_template::ROOTFS)
+    } else {
+        o.rootfs
+    };
     let new_root = rustix::fs::open(
         at,
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,

@@ -319,6 +319,12 @@ pub fn remove_cgroup_tree(dir: &Path) {
     }
 }
 
+/// The runtime's mount namespace template (its private mount point and its pin): made
+/// once per runtime root and kept, like the netns directory, so no leftover of a pod.
+pub fn is_mount_template(m: &Path) -> bool {
+    m.components().any(|c| c.as_os_str() == ".mnt-template")
+}
+
 /// Unmount everything mounted at or below `dir` (deepest first).
 pub fn unmount_below(dir: &Path) {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

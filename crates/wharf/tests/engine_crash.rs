@@ -249,6 +249,7 @@ impl World {
             .filter_map(|l| l.split(' ').nth(4))
             .map(PathBuf::from)
             .filter(|m| m.starts_with(self.env.path()) && !keep.contains(m))
+            .filter(|m| !wharf_testbed::is_mount_template(m))
             .map(|m| m.display().to_string())
             .collect()
     }
@@ -384,10 +385,12 @@ fn mount_tmpfs(dir: &Path) {
     assert_eq!(rc, 0, "mount a tmpfs on {}", dir.display());
 }
 
+/// What a directory holds, but the runtime's mount namespace template (made once, kept).
 fn read_dir(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
+    v.retain(|p| !wharf_testbed::is_mount_template(p));
     v.sort();
     v
 }

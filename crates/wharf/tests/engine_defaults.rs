@@ -68,6 +68,10 @@ impl Cli {
         let left: Vec<&str> = mounts
             .lines()
             .filter(|l| l.contains(dir) && l.split(' ').nth(4) != Some(netns_dir.as_str()))
+            .filter(|l| {
+                let point = l.split(' ').nth(4).unwrap_or_default();
+                !wharf_testbed::is_mount_template(Path::new(point))
+            })
             .collect();
         assert!(left.is_empty(), "mounts left: {left:#?}");
         for d in self.env.cgroup_dirs() {

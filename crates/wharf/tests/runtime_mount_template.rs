@@ -1,0 +1,169 @@
+//! Containers' mount namespaces are copied from the runtime's small template rather than
+//! from the host's, whose mounts grow with every pod: what the template holds, and that
+//! the host's mounts still reach containers through their binds.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::json;
+
+/// Mount points of the mount namespace pinned at `pin`, as a process inside it lists them
+/// (a forked child: the template holds no binary to run there, and setns of a mount
+/// namespace needs a single-threaded caller). The child only makes raw syscalls.
+fn mount_points_in(pin: &Path) -> Vec<String> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let pin_c = std::ffi::CString::new(pin.as_os_str().as_bytes()).unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a two-element array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: the child makes only async-signal-safe syscalls and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above; the buffer is on the child's stack.
+        unsafe {
+            let ns = libc::open(pin_c.as_ptr(), libc::O_RDONLY);
+            if ns < 0 || libc::setns(ns, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(2);
+            }
+            let m = libc::open(c"/proc/self/mountinfo".as_ptr(), libc::O_RDONLY);
+            if m < 0 {
+                libc::_exit(3);
+            }
+            let mut buf = [0u8; 16384];
+            loop {
+                let n = libc::read(m, buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(fds[1], buf.as_ptr().cast(), n as usize);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: both ends are ours; the write end closes so that the read sees EOF.
+    let mut r = unsafe {
+        libc::close(fds[1]);
+        std::fs::File::from_raw_fd(fds[0])
+    };
+    let mut text = String::new();
+    r.read_to_string(&mut text).unwrap();
+    let mut status = 0;
+    // SAFETY: reap our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(status, 0, "reading the template's mounts failed");
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .collect()
+}
+
+fn mount_tmpfs(at: &Path) {
+    std::fs::create_dir_all(at).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(at)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mount a tmpfs on {}", at.display());
+}
+
+#[test]
+fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_through_binds() {
+    let env = Env::new("mnt-template");
+    // Mounts of the host made before the template: a node's pods' (never in it).
+    let before = env.path().join("before");
+    for i in 0..20 {
+        mount_tmpfs(&before.join(i.to_string()));
+    }
+    let out = {
+        let b = env.bundle("first", BASE, &["sh", "-c", "echo first"]);
+        run(&env, &b, "first")
+    };
+    assert_eq!(out.0, 0, "first container: {out:?}");
+    assert_eq!(out.1, "first\n");
+
+    let pin = env.root.join(".mnt-template/ns");
+    let fs = rustix::fs::statfs(&pin).expect("statfs the template's pin");
+    assert_eq!(fs.f_type as i64, 0x6e73_6673, "the pin is not a namespace");
+    let points = mount_points_in(&pin);
+    // Its own root, and the host's /proc, /sys and /dev with what is mounted below them.
+    for want in ["/", "/proc", "/sys", "/dev"] {
+        assert!(
+            points.iter().any(|p| p == want),
+            "{want} missing: {points:?}"
+        );
+    }
+    let foreign: Vec<&String> = points
+        .iter()
+        .filter(|p| {
+            !["/", "/proc", "/sys", "/dev"]
+                .iter()
+                .any(|k| *p == k || p.starts_with(&format!("{k}/")))
+        })
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "the template holds host mounts: {foreign:?}"
+    );
+    assert!(
+        !points.iter().any(|p| p.contains("wharf-test")),
+        "the template holds the test's mounts: {points:?}"
+    );
+
+    // A host mount made after the template, bound into a container: read and written
+    // through (its source is opened on the host, not looked up in the template).
+    let late = env.path().join("late");
+    mount_tmpfs(&late);
+    std::fs::write(late.join("in"), "late mount\n").unwrap();
+    let mut b = env.bundle(
+        "binds",
+        BASE,
+        &[
+            "sh",
+            "-c",
+            "cat /mnt/late/in; echo out > /mnt/late/out; cat /etc/one",
+        ],
+    );
+    let file = before.join("3/one");
+    std::fs::write(&file, "file on an early mount\n").unwrap();
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    mounts.push(json!({"destination": "/mnt/late", "type": "bind", "source": late, "options": ["rbind", "rw"]}));
+    mounts.push(json!({"destination": "/etc/one", "type": "bind", "source": file, "options": ["bind", "ro", "noatime"]}));
+    b.save();
+    let out = run(&env, &b, "binds");
+    assert_eq!(out.0, 0, "binds container: {out:?}");
+    assert_eq!(out.1, "late mount\nfile on an early mount\n");
+    assert_eq!(std::fs::read_to_string(late.join("out")).unwrap(), "out\n");
+    // The template is made once: still the same namespace.
+    let again = rustix::fs::stat(&pin).unwrap().st_ino;
+    let out = {
+        let b = env.bundle("third", BASE, &["true"]);
+        run(&env, &b, "third")
+    };
+    assert_eq!(out.0, 0, "third container: {out:?}");
+    assert_eq!(rustix::fs::stat(&pin).unwrap().st_ino, again);
+    assert!(
+        state_left(&env).is_empty(),
+        "state left: {:?}",
+        state_left(&env)
+    );
+}
+
+#[test]
+fn a_lost_template_is_made_again() {
+    let env = Env::new("mnt-template-lost");
+    let b = env.bundle("c", BASE, &["true"]);
+    assert_eq!(run(&env, &b, "c").0, 0);
+    let pin = env.root.join(".mnt-template/ns");
+    // Someone unmounts it (an admin's umount -R of the runtime's directory).
+    let ok = Command::new("umount").arg(&pin).status().unwrap().success();
+    assert!(ok, "umount {}", pin.display());
+    assert_eq!(run(&env, &b, "c").0, 0);
+    let fs = rustix::fs::statfs(&pin).unwrap();
+    assert_eq!(fs.f_type as i64, 0x6e73_6673, "the pin was not made again");
+}
