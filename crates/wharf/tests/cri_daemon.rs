@@ -597,7 +597,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     if Path::new("/proc/pressure/cpu").exists() {
         let psi = |p: Option<&PsiStats>| {
             let p = p.unwrap_or_else(|| panic!("no PSI in {stats:?}"));
-            let (some, full) = (p.some.clone().unwrap(), p.full.clone().unwrap());
+            let (some, full) = (p.some.unwrap(), p.full.unwrap());
             assert!(some.avg10 >= 0.0 && some.avg300 <= 100.0, "{p:?}");
             assert!(full.total <= some.total, "{p:?}");
             some.total
@@ -628,7 +628,7 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     assert_eq!(linux.containers.len(), 1);
     if Path::new("/proc/pressure/cpu").exists() {
         let pod_psi = linux.cpu.and_then(|c| c.psi).and_then(|p| p.some);
-        let ctr_psi = linux.containers[0].cpu.as_ref().and_then(|c| c.psi.clone());
+        let ctr_psi = linux.containers[0].cpu.as_ref().and_then(|c| c.psi);
         // The pod's cgroup holds its containers' stalls, and more (the shim's).
         assert!(
             pod_psi.unwrap().total >= ctr_psi.unwrap().some.unwrap().total,
