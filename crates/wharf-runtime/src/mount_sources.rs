@@ -74,8 +74,10 @@ pub fn prepare(
                 rustix::fs::Mode::empty(),
             )
             .map_err(|e| Error::os(format!("open rootfs {}", p(r)), std::io::Error::from(e)))?;
-            sys::clone_tree(dir.as_fd(), true)
-                .map_err(|e| Error::os(format!("bind mount rootfs {}", p(r)), e))
+            let tree = sys::clone_tree(dir.as_fd(), true)
+                .map_err(|e| Error::os(format!("bind mount rootfs {}", p(r)), e))?;
+            slave(&tree, r)?;
+            Ok(tree)
         })
         .transpose()?;
     let every_bind = rootfs.is_some();
@@ -137,6 +139,7 @@ pub fn prepare(
         if !idmapped {
             let tree = sys::clone_tree(file.as_fd(), recursive)
                 .map_err(|e| Error::os(format!("bind {} for {}", p(&src), p(dest)), e))?;
+            slave(&tree, dest)?;
             set_flags(&tree, &opts, dest)?;
             out.push(Some(PreparedMount { tree, is_dir }));
             continue;
@@ -177,6 +180,7 @@ pub fn prepare(
                 Error::os(format!("id-map {} for {}", p(&src), p(dest)), e)
             }
         })?;
+        slave(&tree, dest)?;
         set_flags(&tree, &opts, dest)?;
         out.push(Some(PreparedMount { tree, is_dir }));
     }
@@ -184,6 +188,20 @@ pub fn prepare(
         mounts: out,
         rootfs,
     })
+}
+
+/// A cloned tree receives the host's mount events but sends none: a clone of a shared
+/// mount (any mount on a systemd host, whose / is shared) is a peer of its source, so
+/// what the container mounts in it would reach the host, and pivot_root refuses a shared
+/// rootfs. A bind made in a namespace copied from the host's, made rslave first, is the
+/// same slave.
+fn slave(tree: &OwnedFd, what: &std::path::Path) -> Result<()> {
+    let attr = MountAttr {
+        propagation: libc::MS_SLAVE,
+        ..Default::default()
+    };
+    sys::mount_setattr(tree.as_fd(), libc::AT_RECURSIVE as u32, &attr)
+        .map_err(|e| Error::os(format!("make the mount of {} a slave", p(what)), e))
 }
 
 /// The mount's ro, nosuid, nodev and noexec on the top of a prepared tree (as a bind's

@@ -72,6 +72,19 @@ fn mount_tmpfs(at: &Path) {
     assert!(ok, "mount a tmpfs on {}", at.display());
 }
 
+/// A bundle running `script` with sh, with binds of (destination, source, options).
+fn sh_with_binds(env: &Env, name: &str, script: &str, binds: &[(&str, &Path, &[&str])]) -> Bundle {
+    let mut b = env.bundle(name, BASE, &["sh", "-c", script]);
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    for (dest, source, options) in binds {
+        mounts.push(
+            json!({"destination": dest, "type": "bind", "source": source, "options": options}),
+        );
+    }
+    b.save();
+    b
+}
+
 #[test]
 fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_through_binds() {
     let env = Env::new("mnt-template");
@@ -120,21 +133,17 @@ fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_thro
     let late = env.path().join("late");
     mount_tmpfs(&late);
     std::fs::write(late.join("in"), "late mount\n").unwrap();
-    let mut b = env.bundle(
-        "binds",
-        BASE,
-        &[
-            "sh",
-            "-c",
-            "cat /mnt/late/in; echo out > /mnt/late/out; cat /etc/one",
-        ],
-    );
     let file = before.join("3/one");
     std::fs::write(&file, "file on an early mount\n").unwrap();
-    let mounts = b.config["mounts"].as_array_mut().unwrap();
-    mounts.push(json!({"destination": "/mnt/late", "type": "bind", "source": late, "options": ["rbind", "rw"]}));
-    mounts.push(json!({"destination": "/etc/one", "type": "bind", "source": file, "options": ["bind", "ro", "noatime"]}));
-    b.save();
+    let b = sh_with_binds(
+        &env,
+        "binds",
+        "cat /mnt/late/in; echo out > /mnt/late/out; cat /etc/one",
+        &[
+            ("/mnt/late", &late, &["rbind", "rw"]),
+            ("/etc/one", &file, &["bind", "ro", "noatime"]),
+        ],
+    );
     let out = run(&env, &b, "binds");
     assert_eq!(out.0, 0, "binds container: {out:?}");
     assert_eq!(out.1, "late mount\nfile on an early mount\n");
@@ -166,4 +175,48 @@ fn a_lost_template_is_made_again() {
     assert_eq!(run(&env, &b, "c").0, 0);
     let fs = rustix::fs::statfs(&pin).unwrap();
     assert_eq!(fs.f_type as i64, 0x6e73_6673, "the pin was not made again");
+}
+
+#[test]
+fn where_the_hosts_mounts_are_shared_the_rootfs_and_binds_are_slaves_of_them() {
+    // As on a systemd host, whose / is shared: a clone of a shared mount joins its peer
+    // group, so unchanged the container's mounts would reach the host, and pivot_root
+    // refuses a shared rootfs.
+    let env = Env::new("mnt-template-shared");
+    let vol = env.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    std::fs::write(vol.join("in"), "in the volume\n").unwrap();
+    let b = sh_with_binds(
+        &env,
+        "c",
+        "cat /mnt/v/in; awk '$5 == \"/\" || $5 == \"/mnt/v\"' /proc/self/mountinfo",
+        &[("/mnt/v", &vol, &["rbind", "rw"])],
+    );
+    // In a mount namespace of the test's own whose mounts are all shared.
+    let script = format!(
+        "mount --make-rshared / && {} runtime --root {} run --bundle {} c",
+        env!("CARGO_BIN_EXE_wharf"),
+        env.root.display(),
+        b.dir.display()
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "unchanged", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "container failed: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("in the volume"));
+    let mounts: Vec<&str> = lines.collect();
+    assert!(mounts.len() >= 2, "{mounts:?}");
+    for l in &mounts {
+        assert!(
+            !l.contains(" shared:"),
+            "a container mount is a peer of the host's: {l}"
+        );
+    }
 }
