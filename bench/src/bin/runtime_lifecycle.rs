@@ -144,6 +144,8 @@ fn main() {
     for d in cgroup_dirs(&cgroup_parent) {
         let _ = std::fs::remove_dir(&d);
     }
+    // The runtime's mount namespace template is pinned in its root.
+    wharf_bench::unmount_below(&work);
     let _ = std::fs::remove_dir_all(&work);
     if let Some(mut child) = hider {
         let _ = child.kill();

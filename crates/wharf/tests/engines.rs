@@ -50,6 +50,8 @@ impl Drop for Containerd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The runtime's mount namespace template lives in its root, outside the test's dir.
+        wharf_testbed::unmount_below(&self.runc_root);
         let _ = std::fs::remove_dir_all(&self.runc_root);
     }
 }
