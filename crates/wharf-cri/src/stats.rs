@@ -42,6 +42,14 @@ fn psi(p: &Option<wharf_engine::stats::Psi>) -> Option<PsiStats> {
     })
 }
 
+/// The CRI's I/O usage, which holds nothing but the I/O PSI.
+fn io_usage(p: &Option<wharf_engine::stats::Psi>, now: i64) -> Option<IoUsage> {
+    psi(p).map(|p| IoUsage {
+        timestamp: now,
+        psi: Some(p),
+    })
+}
+
 /// One container's usage (zeros once it stopped: its cgroup is gone).
 pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats, Status> {
     let now = meta::now_nanos();
@@ -51,12 +59,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
     } else {
         None
     };
-    let io = cg.as_ref().and_then(|s| {
-        psi(&s.blkio.psi).map(|p| IoUsage {
-            timestamp: now,
-            psi: Some(p),
-        })
-    });
+    let io = cg.as_ref().and_then(|s| io_usage(&s.blkio.psi, now));
     let (cpu, mem) = match &cg {
         Some(s) => {
             let usage = s.memory.usage.usage;
@@ -148,6 +151,7 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
     let own_psi = |f: fn(&wharf_engine::stats::Stats) -> &Option<wharf_engine::stats::Psi>| {
         own.as_ref().and_then(|s| psi(f(s)))
     };
+    let io = own.as_ref().and_then(|s| io_usage(&s.blkio.psi, now));
     Ok(PodSandboxStats {
         attributes: Some(PodSandboxAttributes {
             id: pod.id.clone(),
@@ -171,10 +175,7 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
             }),
             network: network(e, pod, now),
             containers,
-            io: own_psi(|s| &s.blkio.psi).map(|p| IoUsage {
-                timestamp: now,
-                psi: Some(p),
-            }),
+            io,
             ..Default::default()
         }),
         ..Default::default()

@@ -282,7 +282,8 @@ fn leaf_dir(leaf: &str) -> Result<wharf_runtime::cgroups::Cgroup> {
     Ok(cg)
 }
 
-fn resolve(path: &str, id: &str) -> Result<wharf_runtime::cgroups::Cgroup> {
+/// The cgroup at `path` (absolute, the cgroupsPath form) in every hierarchy of this host.
+pub(crate) fn resolve(path: &str, id: &str) -> Result<wharf_runtime::cgroups::Cgroup> {
     let layout = wharf_runtime::cgroups::detect()?;
     Ok(wharf_runtime::cgroups::Cgroup::resolve(
         &layout,

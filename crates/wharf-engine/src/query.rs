@@ -421,14 +421,10 @@ impl Engine {
     /// gone). What cannot be summed from the containers' (pressure stall information, for
     /// one) is read here.
     pub fn pod_cgroup_stats(&self, pod: &PodRow) -> Option<wharf_runtime::cgroups::Stats> {
-        let layout = wharf_runtime::cgroups::detect().ok()?;
-        let cg = wharf_runtime::cgroups::Cgroup::resolve(
-            &layout,
-            Some(Path::new(&pod.sandbox.cgroup)),
-            &pod.id,
-        )
-        .ok()?;
-        cg.stats().ok()
+        crate::cgroup_driver::resolve(&pod.sandbox.cgroup, &pod.id)
+            .ok()?
+            .stats()
+            .ok()
     }
 
     /// What a running container's cgroup says, read from one load of its runtime state:

@@ -265,8 +265,7 @@ fn create_steps(
     // made with the pod's shim, its first process (cgroup_driver.rs); its limits are
     // checked now.
     if sb.unit.is_none() {
-        let layout = wharf_runtime::cgroups::detect()?;
-        let cg = wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)?;
+        let cg = crate::cgroup_driver::resolve(&sb.cgroup, id)?;
         cg.create()?;
         if let Some(res) = &spec.resources {
             wharf_runtime::cgroups::apply_resources(&cg, res)?;
@@ -575,9 +574,7 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
     if sb.unit.is_some() {
         keep(s.systemd.remove(sb));
     }
-    if let Ok(layout) = wharf_runtime::cgroups::detect()
-        && let Ok(cg) =
-            wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(Path::new(&sb.cgroup)), id)
+    if let Ok(cg) = crate::cgroup_driver::resolve(&sb.cgroup, id)
         && !sb.cgroup.is_empty()
     {
         let _ = cg.signal_all(libc::SIGKILL);

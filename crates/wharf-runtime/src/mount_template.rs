@@ -17,7 +17,7 @@
 //! hooks run before pivot_root, mounts that must receive or send propagation, a user
 //! namespace, a mount namespace it joins) the runtime clones from the host's as before.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
@@ -231,34 +231,24 @@ fn populate(dir: &Path) -> Result<()> {
 }
 
 /// The calling process moved into the template's mount namespace; back into its own, and
-/// its working directory, when dropped. The clone of an init happens in between.
+/// its working directory, when dropped (fields drop in order: the namespace first). The
+/// clone of an init happens in between.
 pub struct Entered {
-    own: OwnedFd,
-    cwd: OwnedFd,
+    _own: crate::namespaces::Restore,
+    _cwd: sys::CwdGuard,
 }
 
 impl Entered {
     /// Enter `template` (the caller must be single-threaded: setns of a mount namespace
     /// refuses a shared filesystem context).
     pub fn enter(template: &OwnedFd) -> Result<Entered> {
-        let own = crate::namespaces::own("mnt")?;
-        let cwd = rustix::fs::open(
-            ".",
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .ctx(|| "open the working directory".into())?;
+        let own = crate::namespaces::Restore::save(LinuxNamespaceType::Mount)?;
+        let cwd = sys::CwdGuard::here().ctx(|| "open the working directory".into())?;
         crate::namespaces::join(LinuxNamespaceType::Mount, template)?;
-        Ok(Entered { own, cwd })
-    }
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        // SAFETY: setns(2) back into the namespace this process was in, by a descriptor
-        // opened before leaving it; then its working directory again.
-        unsafe { libc::setns(self.own.as_fd().as_raw_fd(), libc::CLONE_NEWNS) };
-        let _ = rustix::process::fchdir(&self.cwd);
+        Ok(Entered {
+            _own: own,
+            _cwd: cwd,
+        })
     }
 }
 

@@ -347,12 +347,19 @@ pub struct CwdGuard(OwnedFd);
 impl CwdGuard {
     /// chdir into `dir`, remembering where the process was.
     pub fn enter(dir: &std::path::Path) -> io::Result<CwdGuard> {
+        let here = CwdGuard::here()?;
+        rustix::process::chdir(dir)?;
+        Ok(here)
+    }
+
+    /// Remember where the process is, to come back when dropped (after a setns into a
+    /// mount namespace, which moves it to that namespace's root).
+    pub fn here() -> io::Result<CwdGuard> {
         let here = rustix::fs::open(
             ".",
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
-        rustix::process::chdir(dir)?;
         Ok(CwdGuard(here))
     }
 }
