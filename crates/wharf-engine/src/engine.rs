@@ -285,16 +285,14 @@ impl Engine {
                     self.shutdown_shim(&row);
                     let _ = sandbox::destroy(&self.setup(), &id, spec, &row.sandbox);
                     let _ = sandbox::remove_pod_dir(&self.setup(), &id);
-                    let _ = self.db.delete_pod(&id);
-                    self.locks.forget(&id);
+                    let _ = self.locks.forget_with(&id, || self.db.delete_pod(&id));
                     return Err(e);
                 }
                 self.refresh_names_of_networks(&row.spec);
                 Ok(row)
             }
             Err(e) => {
-                let _ = self.db.delete_pod(&id);
-                self.locks.forget(&id);
+                let _ = self.locks.forget_with(&id, || self.db.delete_pod(&id));
                 Err(self.pods_by_name(e))
             }
         }
@@ -351,11 +349,12 @@ impl Engine {
         let net = net.finish();
         crate::hooks::step("pod: sandbox destroyed");
         rest.and(net)?;
-        self.db.transaction(|db| {
-            db.delete_pod(&pod.id)?;
-            db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
+        self.locks.forget_with(&pod.id, || {
+            self.db.transaction(|db| {
+                db.delete_pod(&pod.id)?;
+                db.event("removed", "pod", &pod.id, &pod.name, serde_json::json!({}))
+            })
         })?;
-        self.locks.forget(&pod.id);
         self.refresh_names_of_networks(&pod.spec);
         Ok(())
     }

@@ -10,11 +10,13 @@
 //! A lock file is unlinked (while held) when its pod is removed; a process that was waiting
 //! on it then finds the path gone or replaced, and locks the path anew.
 //!
-//! A new pod's lock is taken before its row exists, so a process killed in between leaves
-//! a lock file no row names. A mark beside it, `<run>/locks.new/<pod id>`, flock'ed by its
-//! creator until the row is written, finds these without a look at every pod: the
-//! directory holds only pods being made, and a mark nobody holds is such a leftover
-//! ([`PodLocks::clean_unrecorded`], which every reconcile runs).
+//! A new pod's lock is taken before its row exists, and a removed pod's lock file is
+//! unlinked after its row is deleted, so a process killed in between leaves a lock file no
+//! row names. A mark beside it, `<run>/locks.new/<pod id>`, flock'ed from before the row
+//! is written (or deleted) until the lock file is kept (or unlinked), finds these without
+//! a look at every pod: the directory holds only pods being made or unmade, and a mark
+//! nobody holds is such a leftover ([`PodLocks::clean_unrecorded`], which every reconcile
+//! runs).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -29,7 +31,7 @@ use crate::error::{Error, Result};
 /// The pod locks one engine holds.
 pub(crate) struct PodLocks {
     dir: PathBuf,
-    /// The marks of pods being made (`<locks>.new`).
+    /// The marks of pods being made or unmade (`<locks>.new`).
     new_dir: PathBuf,
     held: Mutex<HashMap<String, OwnedFd>>,
 }
@@ -50,13 +52,14 @@ impl Drop for PodLock<'_> {
     }
 }
 
-/// A new pod's mark (see the module's doc), removed when dropped.
-pub(crate) struct NewPodMark {
+/// The mark of a pod whose row is being written or deleted (see the module's doc),
+/// removed when dropped.
+pub(crate) struct TransitionMark {
     path: PathBuf,
     _fd: OwnedFd,
 }
 
-impl Drop for NewPodMark {
+impl Drop for TransitionMark {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
@@ -107,7 +110,29 @@ impl PodLocks {
     /// Lock new pod `id` (see [`PodLocks::hold`]) under a mark that says it has no row
     /// yet; the mark goes when the returned guard is dropped (the row written, or the
     /// creation given up).
-    pub(crate) fn hold_new(&self, id: &str) -> Result<NewPodMark> {
+    pub(crate) fn hold_new(&self, id: &str) -> Result<TransitionMark> {
+        let mark = self.mark(id)?;
+        self.hold(id)?;
+        Ok(mark)
+    }
+
+    /// Delete pod `id`'s row with `delete_row` (under the pod's lock, which the caller
+    /// holds), then unlink its lock file: a process killed in between leaves a mark that
+    /// the next reconcile finds, so the lock file does not outlive the pod.
+    pub(crate) fn forget_with<T>(
+        &self,
+        id: &str,
+        delete_row: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let _mark = self.mark(id)?;
+        let done = delete_row()?;
+        crate::hooks::step("pod: row deleted");
+        self.forget(id);
+        Ok(done)
+    }
+
+    /// Mark pod `id` as being made or unmade, until the returned guard is dropped.
+    fn mark(&self, id: &str) -> Result<TransitionMark> {
         let dir = &self.new_dir;
         std::fs::create_dir_all(dir).map_err(|e| Error::Os {
             what: format!("create {}", dir.display()),
@@ -117,17 +142,16 @@ impl PodLocks {
         let fd = open(&path)
             .and_then(|fd| rustix::fs::flock(&fd, FlockOperation::LockExclusive).map(|()| fd))
             .map_err(|e| Error::Os {
-                what: format!("mark the new pod {}", path.display()),
+                what: format!("mark the pod {}", path.display()),
                 err: e.into(),
             })?;
-        let mark = NewPodMark { path, _fd: fd };
-        self.hold(id)?;
-        Ok(mark)
+        Ok(TransitionMark { path, _fd: fd })
     }
 
-    /// Remove the lock files of new pods whose creator died before writing their row
-    /// (`recorded` says whether a pod has one), and the marks of creators that died at all.
-    /// Costs one read of a directory that holds only pods being made.
+    /// Remove the lock files of pods whose creator died before writing their row, or whose
+    /// remover died after deleting it (`recorded` says whether a pod has one), and the
+    /// marks of creators and removers that died at all. Costs one read of a directory that
+    /// holds only pods being made or unmade.
     pub(crate) fn clean_unrecorded(&self, recorded: impl Fn(&str) -> bool) {
         let dir = &self.new_dir;
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -140,7 +164,7 @@ impl PodLocks {
             let path = dir.join(&id);
             let Ok(fd) = open(&path) else { continue };
             if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
-                continue; // its creator is at work
+                continue; // its creator or remover is at work
             }
             if !recorded(&id)
                 && let Ok(Some(_lock)) = self.try_lock(&id)
@@ -265,6 +289,36 @@ mod tests {
         );
         drop(mark);
         assert!(names(&t.path().join("locks.new")).is_empty());
+    }
+
+    #[test]
+    fn a_removal_is_marked_until_its_lock_file_is_gone() {
+        let t = tempfile::tempdir().unwrap();
+        let a = PodLocks::new(t.path().join("locks"));
+        let b = PodLocks::new(t.path().join("locks"));
+        let marks = t.path().join("locks.new");
+        let _g = a.lock("p").unwrap();
+        // A failed deletion keeps the lock file and drops the mark.
+        let err = a.forget_with("p", || -> Result<()> { Err(Error::Other("no".into())) });
+        assert!(err.is_err());
+        assert!(t.path().join("locks/p").exists());
+        assert_eq!(std::fs::read_dir(&marks).unwrap().count(), 0);
+        // While the row is deleted, the mark is there and held: a reconcile leaves it be.
+        a.forget_with("p", || {
+            assert!(
+                rustix::fs::flock(
+                    open(&marks.join("p")).unwrap(),
+                    FlockOperation::NonBlockingLockExclusive
+                )
+                .is_err()
+            );
+            b.clean_unrecorded(|_| false);
+            assert!(t.path().join("locks/p").exists());
+            Ok(())
+        })
+        .unwrap();
+        assert!(!t.path().join("locks/p").exists());
+        assert_eq!(std::fs::read_dir(&marks).unwrap().count(), 0);
     }
 
     #[test]

@@ -456,18 +456,18 @@ impl Engine {
         self.shutdown_shim(pod);
         crate::sandbox::destroy(&self.setup(), &pod.id, &pod.spec, &self.sandbox_of(pod))?;
         crate::sandbox::remove_pod_dir(&self.setup(), &pod.id)?;
-        self.db.transaction(|db| {
-            db.delete_pod(&pod.id)?;
-            db.event(
-                "removed",
-                "pod",
-                &pod.id,
-                &pod.name,
-                serde_json::json!({"reason": "creation interrupted"}),
-            )
-        })?;
-        self.locks.forget(&pod.id);
-        Ok(())
+        self.locks.forget_with(&pod.id, || {
+            self.db.transaction(|db| {
+                db.delete_pod(&pod.id)?;
+                db.event(
+                    "removed",
+                    "pod",
+                    &pod.id,
+                    &pod.name,
+                    serde_json::json!({"reason": "creation interrupted"}),
+                )
+            })
+        })
     }
 
     /// Release what is left of a pod whose namespaces are gone, and mark it dead. Its

@@ -647,6 +647,8 @@ const REMOVE_STEPS: &[&str] = &[
     "pod: removing",
     "pod: shim shut down",
     "pod: sandbox destroyed",
+    // The row is gone, the lock file not yet: the mark of the removal finds it.
+    "pod: row deleted",
 ];
 
 #[test]
