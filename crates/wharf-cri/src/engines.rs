@@ -23,6 +23,8 @@ pub struct Engines {
     opts: Arc<RwLock<(u64, Arc<EngineOptions>)>>,
     /// The listings kept between calls (see [`crate::listings`]).
     listings: Arc<crate::listings::Listings>,
+    /// The last CPU samples, for usage rates (see [`crate::cpu_rate`]).
+    rates: Arc<crate::cpu_rate::CpuRates>,
 }
 
 impl Engines {
@@ -31,6 +33,7 @@ impl Engines {
         Engines {
             opts: Arc::new(RwLock::new((0, Arc::new(opts)))),
             listings: Default::default(),
+            rates: Default::default(),
         }
     }
 
@@ -42,6 +45,11 @@ impl Engines {
     /// The listings kept between calls.
     pub fn listings(&self) -> Arc<crate::listings::Listings> {
         self.listings.clone()
+    }
+
+    /// The CPU samples kept between stats calls.
+    pub fn rates(&self) -> Arc<crate::cpu_rate::CpuRates> {
+        self.rates.clone()
     }
 
     /// The options engines are opened with.

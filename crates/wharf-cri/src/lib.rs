@@ -14,6 +14,7 @@ pub mod config;
 pub mod conn_gate;
 mod container_events;
 mod containers;
+mod cpu_rate;
 pub mod daemon;
 pub mod docker;
 mod engines;

@@ -135,13 +135,18 @@ const FAMILIES: &[Family] = &[
         &[],
     ),
     gauge(
-        "container_fs_inodes_free",
-        "Free inodes of the filesystem holding the writable layer.",
+        "container_fs_io_current",
+        "I/Os of the container queued on the device.",
         DEVICE,
     ),
-    gauge(
-        "container_fs_inodes_total",
-        "Inodes of the filesystem holding the writable layer.",
+    counter(
+        "container_fs_io_time_seconds_total",
+        "Cumulative time the device spent on the container's I/O, in seconds.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_io_time_weighted_seconds_total",
+        "Cumulative time the container's I/Os spent queued and in service, in seconds.",
         DEVICE,
     ),
     gauge(
@@ -155,8 +160,28 @@ const FAMILIES: &[Family] = &[
         DEVICE,
     ),
     counter(
+        "container_fs_read_seconds_total",
+        "Cumulative time the container's reads took to be served, in seconds.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_reads_merged_total",
+        "Cumulative reads of the container merged with others.",
+        DEVICE,
+    ),
+    counter(
         "container_fs_reads_total",
         "Cumulative reads completed on the device.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_sector_reads_total",
+        "Cumulative sectors read on the device.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_sector_writes_total",
+        "Cumulative sectors written on the device.",
         DEVICE,
     ),
     gauge(
@@ -167,6 +192,16 @@ const FAMILIES: &[Family] = &[
     counter(
         "container_fs_writes_bytes_total",
         "Cumulative bytes written to the device.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_write_seconds_total",
+        "Cumulative time the container's writes took to be served, in seconds.",
+        DEVICE,
+    ),
+    counter(
+        "container_fs_writes_merged_total",
+        "Cumulative writes of the container merged with others.",
         DEVICE,
     ),
     counter(
@@ -192,6 +227,16 @@ const FAMILIES: &[Family] = &[
     gauge(
         "container_memory_cache",
         "Page cache memory, in bytes.",
+        &[],
+    ),
+    counter(
+        "container_memory_events_high_total",
+        "Times memory usage went over the high boundary and was throttled.",
+        &[],
+    ),
+    counter(
+        "container_memory_events_max_total",
+        "Times memory usage was about to go over the limit.",
         &[],
     ),
     gauge(
@@ -497,14 +542,27 @@ fn container_metrics(
     cpu(&mut sink, &s);
     memory(&mut sink, &s, &l);
     processes(&mut sink, &s, &l, &pids);
-    blkio(&mut sink, &s);
+    let upper = e.writable_layer(row).ok();
+    let layer_device = upper
+        .as_deref()
+        .and_then(|u| std::fs::metadata(u).ok())
+        .map(|md| {
+            use std::os::unix::fs::MetadataExt;
+            (
+                rustix::fs::major(md.dev()) as u64,
+                rustix::fs::minor(md.dev()) as u64,
+            )
+        })
+        // an anonymous device (tmpfs, a btrfs subvolume) is no block device
+        .filter(|(major, _)| *major != 0);
+    blkio(&mut sink, &s, layer_device);
     pressure(&mut sink, &s);
     for (size, h) in &s.hugetlb {
         sink.push("container_hugetlb_usage_bytes", &[size], h.usage);
         sink.push("container_hugetlb_max_usage_bytes", &[size], h.max);
     }
-    if let Ok(upper) = e.writable_layer(row) {
-        writable_layer(&mut sink, &upper);
+    if let Some(upper) = &upper {
+        writable_layer(&mut sink, upper);
     }
     let secs = |ns: i64| (ns.max(0) as u64) / NANOS;
     sink.push("container_last_seen", &[], secs(meta::now_nanos()));
@@ -617,6 +675,16 @@ fn memory(sink: &mut Sink, s: &Stats, l: &Limits) {
         );
     }
     sink.push("container_oom_events_total", &[], l.oom_kills);
+    sink.push(
+        "container_memory_events_high_total",
+        &[],
+        l.memory_high_events,
+    );
+    sink.push(
+        "container_memory_events_max_total",
+        &[],
+        l.memory_max_events,
+    );
 }
 
 fn processes(sink: &mut Sink, s: &Stats, l: &Limits, pids: &[i32]) {
@@ -655,48 +723,116 @@ fn open_files_soft_limit(pid: i32) -> Option<u64> {
         .ok()
 }
 
-fn blkio(sink: &mut Sink, s: &Stats) {
+/// What a device served the container, from the cgroup's block I/O accounting.
+#[derive(Default)]
+struct DeviceIo {
+    read_bytes: u64,
+    write_bytes: u64,
+    reads: u64,
+    writes: u64,
+    reads_merged: u64,
+    writes_merged: u64,
+    read_ns: u64,
+    write_ns: u64,
+    wait_ns: u64,
+    queued: u64,
+    io_ms: u64,
+}
+
+/// The per-device families (cAdvisor's `container_fs_*` and
+/// `container_blkio_device_usage_total`). The device holding the writable layer
+/// (`layer_device`) is always reported, at zero when the container did no I/O on it, as
+/// cAdvisor reports a container's filesystem devices. The counters only cgroup v1 with a
+/// CFQ or BFQ scheduler keeps (merges, service and wait times, queue) read 0 where the
+/// kernel does not count them, as cAdvisor reports them on cgroup v2. Sectors read and
+/// written read 0 always: v2 does not count them, and v1's one sectors count does not say
+/// which way they went.
+fn blkio(sink: &mut Sink, s: &Stats, layer_device: Option<(u64, u64)>) {
     use std::collections::BTreeMap;
-    // Per device: bytes read, bytes written, reads, writes.
-    let mut per_dev: BTreeMap<(u64, u64), [u64; 4]> = BTreeMap::new();
-    // Each device's name, looked up once.
-    let mut names: BTreeMap<(u64, u64), String> = BTreeMap::new();
-    let mut name_of = |major: u64, minor: u64| {
-        names
-            .entry((major, minor))
-            .or_insert_with(|| block_device_name(major, minor))
-            .clone()
+    let mut per_dev: BTreeMap<(u64, u64), DeviceIo> = BTreeMap::new();
+    if let Some(d) = layer_device {
+        per_dev.entry(d).or_default();
+    }
+    let b = &s.blkio;
+    let by_op = |entries: &[wharf_engine::stats::BlkioEntry],
+                 per_dev: &mut BTreeMap<(u64, u64), DeviceIo>,
+                 f: fn(&mut DeviceIo, &str, u64)| {
+        for e in entries {
+            f(
+                per_dev.entry((e.major, e.minor)).or_default(),
+                &e.op,
+                e.value,
+            );
+        }
     };
-    for b in &s.blkio.io_service_bytes_recursive {
-        let name = name_of(b.major, b.minor);
-        let (major, minor) = (b.major.to_string(), b.minor.to_string());
-        sink.push(
-            "container_blkio_device_usage_total",
-            &[&name, &major, &minor, &b.op],
-            b.value,
-        );
-        let d = per_dev.entry((b.major, b.minor)).or_default();
-        match b.op.as_str() {
-            "Read" | "read" => d[0] += b.value,
-            "Write" | "write" => d[1] += b.value,
+    fn read_write(op: &str, read: &mut u64, write: &mut u64, v: u64) {
+        match op {
+            "Read" | "read" => *read += v,
+            "Write" | "write" => *write += v,
             _ => {}
         }
     }
-    for b in &s.blkio.io_serviced_recursive {
-        let d = per_dev.entry((b.major, b.minor)).or_default();
-        match b.op.as_str() {
-            "Read" | "read" => d[2] += b.value,
-            "Write" | "write" => d[3] += b.value,
-            _ => {}
-        }
+    fn total(op: &str) -> bool {
+        matches!(op, "" | "Total" | "total")
     }
-    for ((major, minor), [rb, wb, r, w]) in per_dev {
-        let name = name_of(major, minor);
+    by_op(&b.io_service_bytes_recursive, &mut per_dev, |d, op, v| {
+        read_write(op, &mut d.read_bytes, &mut d.write_bytes, v)
+    });
+    by_op(&b.io_serviced_recursive, &mut per_dev, |d, op, v| {
+        read_write(op, &mut d.reads, &mut d.writes, v)
+    });
+    by_op(&b.io_merged_recursive, &mut per_dev, |d, op, v| {
+        read_write(op, &mut d.reads_merged, &mut d.writes_merged, v)
+    });
+    by_op(&b.io_service_time_recursive, &mut per_dev, |d, op, v| {
+        read_write(op, &mut d.read_ns, &mut d.write_ns, v)
+    });
+    by_op(&b.io_wait_time_recursive, &mut per_dev, |d, op, v| {
+        if total(op) {
+            d.wait_ns += v
+        }
+    });
+    by_op(&b.io_queued_recursive, &mut per_dev, |d, op, v| {
+        if total(op) {
+            d.queued += v
+        }
+    });
+    by_op(&b.io_time_recursive, &mut per_dev, |d, op, v| {
+        if total(op) {
+            d.io_ms += v
+        }
+    });
+    for ((major, minor), d) in per_dev {
+        let name = block_device_name(major, minor);
+        let (maj, min) = (major.to_string(), minor.to_string());
+        for (op, v) in [("Read", d.read_bytes), ("Write", d.write_bytes)] {
+            sink.push(
+                "container_blkio_device_usage_total",
+                &[&name, &maj, &min, op],
+                v,
+            );
+        }
         let dev = [name.as_str()];
-        sink.push("container_fs_reads_bytes_total", &dev, rb);
-        sink.push("container_fs_writes_bytes_total", &dev, wb);
-        sink.push("container_fs_reads_total", &dev, r);
-        sink.push("container_fs_writes_total", &dev, w);
+        for (family, v) in [
+            ("container_fs_reads_bytes_total", d.read_bytes),
+            ("container_fs_writes_bytes_total", d.write_bytes),
+            ("container_fs_reads_total", d.reads),
+            ("container_fs_writes_total", d.writes),
+            ("container_fs_reads_merged_total", d.reads_merged),
+            ("container_fs_writes_merged_total", d.writes_merged),
+            ("container_fs_sector_reads_total", 0),
+            ("container_fs_sector_writes_total", 0),
+            ("container_fs_read_seconds_total", d.read_ns / NANOS),
+            ("container_fs_write_seconds_total", d.write_ns / NANOS),
+            (
+                "container_fs_io_time_weighted_seconds_total",
+                (d.read_ns + d.write_ns + d.wait_ns) / NANOS,
+            ),
+            ("container_fs_io_time_seconds_total", d.io_ms / 1000),
+            ("container_fs_io_current", d.queued),
+        ] {
+            sink.push(family, &dev, v);
+        }
     }
 }
 
@@ -712,7 +848,7 @@ fn block_device_name(major: u64, minor: u64) -> String {
         .unwrap_or_else(|| format!("{major}:{minor}"))
 }
 
-/// The writable layer: its usage, and the size and inodes of the filesystem holding it.
+/// The writable layer: its usage, and the size of the filesystem holding it.
 fn writable_layer(sink: &mut Sink, upper: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(md) = std::fs::metadata(upper) else {
@@ -728,10 +864,11 @@ fn writable_layer(sink: &mut Sink, upper: &Path) {
     let dev = [device.as_str()];
     let (bytes, _) = crate::images::usage(upper);
     sink.push("container_fs_usage_bytes", &dev, bytes);
+    // The filesystem's inodes are left out, as cAdvisor leaves them out of a container
+    // whose layers it does not own (node conformance expects them absent or tiny): the
+    // summary API's rootfs inodes come from ContainerStats instead.
     if let Ok(v) = rustix::fs::statvfs(upper) {
         sink.push("container_fs_limit_bytes", &dev, v.f_blocks * v.f_frsize);
-        sink.push("container_fs_inodes_total", &dev, v.f_files);
-        sink.push("container_fs_inodes_free", &dev, v.f_ffree);
     }
 }
 
@@ -766,7 +903,7 @@ mod tests {
                 "{}",
                 m.name
             );
-            // Prometheus names counters `_total` (a gauge may end so too: inodes_total).
+            // Prometheus names counters `_total`.
             if FAMILIES.iter().any(|f| f.name == m.name && f.counter) {
                 assert!(m.name.ends_with("_total"), "{}", m.name);
             }

@@ -449,10 +449,11 @@ impl RuntimeService for Runtime {
         request: Request<ContainerStatsRequest>,
     ) -> Result<Response<ContainerStatsResponse>, Status> {
         let id = request.into_inner().container_id;
+        let r = self.engines.rates();
         self.call("ContainerStats", move |e| {
             let row = crate::containers::row(e, &id)?;
             Ok(ContainerStatsResponse {
-                stats: Some(crate::stats::container_stats(e, &row)?),
+                stats: Some(crate::stats::container_stats(e, &r, &row)?),
             })
         })
         .await
@@ -462,10 +463,10 @@ impl RuntimeService for Runtime {
         request: Request<ListContainerStatsRequest>,
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
-        let l = self.engines.listings();
+        let (l, r) = (self.engines.listings(), self.engines.rates());
         self.call("ListContainerStats", move |e| {
             Ok(ListContainerStatsResponse {
-                stats: crate::stats::list_containers(e, &l, f)?,
+                stats: crate::stats::list_containers(e, &l, &r, f)?,
             })
         })
         .await
@@ -475,10 +476,11 @@ impl RuntimeService for Runtime {
         request: Request<PodSandboxStatsRequest>,
     ) -> Result<Response<PodSandboxStatsResponse>, Status> {
         let id = request.into_inner().pod_sandbox_id;
+        let r = self.engines.rates();
         self.call("PodSandboxStats", move |e| {
             let pod = e.pod(&id).map_err(from_engine)?.row;
             Ok(PodSandboxStatsResponse {
-                stats: Some(crate::stats::pod_stats(e, &pod)?),
+                stats: Some(crate::stats::pod_stats(e, &r, &pod)?),
             })
         })
         .await
@@ -488,10 +490,10 @@ impl RuntimeService for Runtime {
         request: Request<ListPodSandboxStatsRequest>,
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
-        let l = self.engines.listings();
+        let (l, r) = (self.engines.listings(), self.engines.rates());
         self.call("ListPodSandboxStats", move |e| {
             Ok(ListPodSandboxStatsResponse {
-                stats: crate::stats::list_pods(e, &l, f)?,
+                stats: crate::stats::list_pods(e, &l, &r, f)?,
             })
         })
         .await
@@ -583,10 +585,10 @@ impl RuntimeService for Runtime {
         request: Request<StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
-        let l = self.engines.listings();
+        let (l, r) = (self.engines.listings(), self.engines.rates());
         let stats = self
             .call("StreamContainerStats", move |e| {
-                crate::stats::list_containers(e, &l, f)
+                crate::stats::list_containers(e, &l, &r, f)
             })
             .await?
             .into_inner();
@@ -601,10 +603,10 @@ impl RuntimeService for Runtime {
         request: Request<StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
         let f = request.into_inner().filter.unwrap_or_default();
-        let l = self.engines.listings();
+        let (l, r) = (self.engines.listings(), self.engines.rates());
         let stats = self
             .call("StreamPodSandboxStats", move |e| {
-                crate::stats::list_pods(e, &l, f)
+                crate::stats::list_pods(e, &l, &r, f)
             })
             .await?
             .into_inner();

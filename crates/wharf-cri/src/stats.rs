@@ -1,6 +1,7 @@
 //! Container and pod statistics as kubelet reads them (its summary API and eviction
-//! manager): CPU time, memory usage and working set (usage less inactive file pages, as
-//! cAdvisor and containerd count it), the writable layer's usage, and the pod's total.
+//! manager): CPU time and rate, memory usage, working set (usage less inactive file pages,
+//! as cAdvisor and containerd count it) and what is left below the limit, pressure stalls,
+//! the writable layer's usage, and the pod's own totals and process count.
 
 use tonic::Status;
 use wharf_engine::Engine;
@@ -8,6 +9,7 @@ use wharf_engine::db::{ContainerRow, PodRow};
 use wharf_engine::model::ContainerState;
 
 use crate::api::*;
+use crate::cpu_rate::CpuRates;
 use crate::listings::Listings;
 use crate::meta;
 use crate::status::from_engine;
@@ -50,43 +52,70 @@ fn io_usage(p: &Option<wharf_engine::stats::Psi>, now: i64) -> Option<IoUsage> {
     })
 }
 
+/// Bytes left before the memory limit (`limit` 0 or "unlimited": none, and then no value,
+/// as cAdvisor leaves it out).
+fn available(limit: u64, working_set: u64) -> Option<UInt64Value> {
+    (limit > 0 && limit < i64::MAX as u64 / 2).then(|| UInt64Value {
+        value: limit.saturating_sub(working_set),
+    })
+}
+
+/// A cgroup's memory as the CRI carries it; `limit` its memory limit (0: none).
+fn memory_usage(s: &wharf_engine::stats::Stats, limit: u64, now: i64) -> MemoryUsage {
+    let raw = |k: &[&str]| k.iter().find_map(|k| s.memory.raw.get(*k).copied());
+    let ws = working_set(s);
+    MemoryUsage {
+        timestamp: now,
+        working_set_bytes: value(ws),
+        available_bytes: available(limit, ws),
+        usage_bytes: value(s.memory.usage.usage),
+        rss_bytes: value(raw(&["total_rss", "anon"]).unwrap_or(0)),
+        page_faults: raw(&["total_pgfault", "pgfault"]).and_then(value),
+        major_page_faults: raw(&["total_pgmajfault", "pgmajfault"]).and_then(value),
+        psi: psi(&s.memory.psi),
+    }
+}
+
 /// One container's usage (zeros once it stopped: its cgroup is gone).
-pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats, Status> {
+pub fn container_stats(
+    e: &Engine,
+    rates: &CpuRates,
+    row: &ContainerRow,
+) -> Result<ContainerStats, Status> {
+    Ok(container_stats_and_processes(e, rates, row)?.0)
+}
+
+/// One container's usage and its number of processes.
+fn container_stats_and_processes(
+    e: &Engine,
+    rates: &CpuRates,
+    row: &ContainerRow,
+) -> Result<(ContainerStats, u64), Status> {
     let now = meta::now_nanos();
     let running = row.state == ContainerState::Running;
-    let cg = if running {
-        e.container_stats(&row.id).map_err(from_engine)?
+    let usage = if running {
+        e.container_usage(&row.id).map_err(from_engine)?
     } else {
         None
     };
-    let io = cg.as_ref().and_then(|s| io_usage(&s.blkio.psi, now));
-    let (cpu, mem) = match &cg {
-        Some(s) => {
-            let usage = s.memory.usage.usage;
-            let rss = ["total_rss", "anon"]
-                .iter()
-                .find_map(|k| s.memory.raw.get(*k).copied())
-                .unwrap_or(0);
-            let faults = |k: &[&str]| k.iter().find_map(|k| s.memory.raw.get(*k).copied());
-            (
-                CpuUsage {
-                    timestamp: now,
-                    usage_core_nano_seconds: value(s.cpu.usage.total),
-                    psi: psi(&s.cpu.psi),
-                    ..Default::default()
-                },
-                MemoryUsage {
-                    timestamp: now,
-                    working_set_bytes: value(working_set(s)),
-                    usage_bytes: value(usage),
-                    rss_bytes: value(rss),
-                    page_faults: faults(&["total_pgfault", "pgfault"]).and_then(value),
-                    major_page_faults: faults(&["total_pgmajfault", "pgmajfault"]).and_then(value),
-                    psi: psi(&s.memory.psi),
-                    ..Default::default()
-                },
-            )
-        }
+    let io = usage
+        .as_ref()
+        .and_then(|u| io_usage(&u.stats.blkio.psi, now));
+    let (cpu, mem, processes) = match &usage {
+        Some(wharf_engine::ContainerUsage {
+            stats: s,
+            limits,
+            pids,
+        }) => (
+            CpuUsage {
+                timestamp: now,
+                usage_core_nano_seconds: value(s.cpu.usage.total),
+                usage_nano_cores: rates.rate(&row.id, now, s.cpu.usage.total).and_then(value),
+                psi: psi(&s.cpu.psi),
+            },
+            memory_usage(s, limits.memory, now),
+            pids.len() as u64,
+        ),
         None => (
             CpuUsage {
                 timestamp: now,
@@ -98,6 +127,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
                 working_set_bytes: value(0),
                 ..Default::default()
             },
+            0,
         ),
     };
     let writable = e.writable_layer(row).ok().map(|upper| {
@@ -111,7 +141,7 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
             inodes_used: value(inodes),
         }
     });
-    Ok(ContainerStats {
+    let stats = ContainerStats {
         attributes: Some(ContainerAttributes {
             id: row.id.clone(),
             metadata: Some(meta::container_metadata(&row.spec.labels)),
@@ -123,13 +153,18 @@ pub fn container_stats(e: &Engine, row: &ContainerRow) -> Result<ContainerStats,
         writable_layer: writable,
         io,
         ..Default::default()
-    })
+    };
+    Ok((stats, processes))
 }
 
-/// A pod's usage: its containers', summed.
-pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
+/// A pod's usage. CPU and memory are its own cgroup's, which holds its containers and
+/// counts what containers that exited or restarted used, as kubelet's cAdvisor reads a
+/// pod (the sum of the containers' where that cgroup cannot be read); the number of
+/// processes is its containers'.
+pub fn pod_stats(e: &Engine, rates: &CpuRates, pod: &PodRow) -> Result<PodSandboxStats, Status> {
     let now = meta::now_nanos();
     let mut containers = Vec::new();
+    let mut processes = 0;
     for c in e
         .list_containers(&wharf_engine::ContainerFilter {
             all: true,
@@ -138,18 +173,30 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
         })
         .map_err(from_engine)?
     {
-        containers.push(container_stats(e, &c.row)?);
+        let (stats, procs) = container_stats_and_processes(e, rates, &c.row)?;
+        containers.push(stats);
+        processes += procs;
     }
     let sum = |f: &dyn Fn(&ContainerStats) -> Option<u64>| -> u64 {
         containers.iter().filter_map(f).sum()
     };
-    let cpu = sum(&|c| c.cpu.as_ref()?.usage_core_nano_seconds.map(|v| v.value));
-    let ws = sum(&|c| c.memory.as_ref()?.working_set_bytes.map(|v| v.value));
-    let usage = sum(&|c| c.memory.as_ref()?.usage_bytes.map(|v| v.value));
-    // Stall times overlap between containers, so the pod's come from its own cgroup.
     let own = e.pod_cgroup_stats(pod);
-    let own_psi = |f: fn(&wharf_engine::stats::Stats) -> &Option<wharf_engine::stats::Psi>| {
-        own.as_ref().and_then(|s| psi(f(s)))
+    let (cpu_total, memory) = match &own {
+        Some(s) => (
+            s.cpu.usage.total,
+            memory_usage(s, s.memory.usage.limit, now),
+        ),
+        None => (
+            sum(&|c| c.cpu.as_ref()?.usage_core_nano_seconds.map(|v| v.value)),
+            MemoryUsage {
+                timestamp: now,
+                working_set_bytes: value(sum(&|c| {
+                    c.memory.as_ref()?.working_set_bytes.map(|v| v.value)
+                })),
+                usage_bytes: value(sum(&|c| c.memory.as_ref()?.usage_bytes.map(|v| v.value))),
+                ..Default::default()
+            },
+        ),
     };
     let io = own.as_ref().and_then(|s| io_usage(&s.blkio.psi, now));
     Ok(PodSandboxStats {
@@ -162,31 +209,32 @@ pub fn pod_stats(e: &Engine, pod: &PodRow) -> Result<PodSandboxStats, Status> {
         linux: Some(LinuxPodSandboxStats {
             cpu: Some(CpuUsage {
                 timestamp: now,
-                usage_core_nano_seconds: value(cpu),
-                psi: own_psi(|s| &s.cpu.psi),
-                ..Default::default()
+                usage_core_nano_seconds: value(cpu_total),
+                usage_nano_cores: rates.rate(&pod.id, now, cpu_total).and_then(value),
+                psi: own.as_ref().and_then(|s| psi(&s.cpu.psi)),
             }),
-            memory: Some(MemoryUsage {
-                timestamp: now,
-                working_set_bytes: value(ws),
-                usage_bytes: value(usage),
-                psi: own_psi(|s| &s.memory.psi),
-                ..Default::default()
-            }),
+            memory: Some(memory),
             network: network(e, pod, now),
+            process: Some(ProcessUsage {
+                timestamp: now,
+                process_count: value(processes),
+            }),
             containers,
             io,
-            ..Default::default()
         }),
         ..Default::default()
     })
 }
 
 /// The pod's interfaces: eth0 (what CNI plugins and the built-in bridge name the pod's
-/// interface) as the default, the others besides. None on the host's network.
+/// interface) as the default, and every interface in the list, the default among them.
+/// The CRI's comment says the list excludes the default, but kubelet copies it to its
+/// summary API's `interfaces` as it is, where cAdvisor (and so every consumer of the
+/// summary) lists them all; a pod with one interface would otherwise show none there.
+/// None on the host's network.
 fn network(e: &Engine, pod: &PodRow, now: i64) -> Option<NetworkUsage> {
     let counters = e.pod_network_counters(&pod.id).ok()?;
-    let mut all: Vec<NetworkInterfaceUsage> = counters
+    let all: Vec<NetworkInterfaceUsage> = counters
         .into_iter()
         .map(|i| NetworkInterfaceUsage {
             name: i.name,
@@ -199,7 +247,7 @@ fn network(e: &Engine, pod: &PodRow, now: i64) -> Option<NetworkUsage> {
     let default = all.iter().position(|i| i.name == "eth0").unwrap_or(0);
     (!all.is_empty()).then(|| NetworkUsage {
         timestamp: now,
-        default_interface: Some(all.remove(default)),
+        default_interface: Some(all[default].clone()),
         interfaces: all,
     })
 }
@@ -213,6 +261,7 @@ fn gone<T>(r: &Result<T, Status>) -> bool {
 pub fn list_containers(
     e: &Engine,
     listings: &Listings,
+    rates: &CpuRates,
     f: ContainerStatsFilter,
 ) -> Result<Vec<ContainerStats>, Status> {
     let filter = ContainerFilter {
@@ -225,7 +274,7 @@ pub fn list_containers(
     };
     crate::containers::rows(e, listings, &filter)?
         .iter()
-        .map(|row| container_stats(e, row))
+        .map(|row| container_stats(e, rates, row))
         .filter(|r| !gone(r))
         .collect()
 }
@@ -234,6 +283,7 @@ pub fn list_containers(
 pub fn list_pods(
     e: &Engine,
     listings: &Listings,
+    rates: &CpuRates,
     f: PodSandboxStatsFilter,
 ) -> Result<Vec<PodSandboxStats>, Status> {
     let filter = PodSandboxFilter {
@@ -245,7 +295,7 @@ pub fn list_pods(
     };
     crate::sandboxes::rows(e, listings, &filter)?
         .iter()
-        .map(|pod| pod_stats(e, pod))
+        .map(|pod| pod_stats(e, rates, pod))
         .filter(|r| !gone(r))
         .collect()
 }

@@ -28,6 +28,12 @@ pub struct Limits {
     pub pids: u64,
     /// Processes the kernel's OOM killer killed in the cgroup.
     pub oom_kills: u64,
+    /// Times usage went over the high boundary and was throttled (v2 `memory.events`
+    /// `high`; v1 has no such boundary: 0).
+    pub memory_high_events: u64,
+    /// Times usage was about to go over the limit (v2 `memory.events` `max`; v1's
+    /// `memory.failcnt` counts the same).
+    pub memory_max_events: u64,
 }
 
 /// An unlimited value (u64::MAX, or the v1 page-rounded "unlimited") as 0.
@@ -60,6 +66,7 @@ impl Cgroup {
                     limit(files::read_u64_opt(dir, "memory.soft_limit_in_bytes")?);
                 l.oom_kills =
                     files::keyed_value(dir, "memory.oom_control", "oom_kill")?.unwrap_or(0);
+                l.memory_max_events = files::read_u64_opt(dir, "memory.failcnt")?.unwrap_or(0);
             }
             Some(Place::V2(dir)) => {
                 l.memory = limit(files::read_u64_opt(dir, "memory.max")?);
@@ -72,6 +79,9 @@ impl Cgroup {
                 };
                 l.memory_reservation = limit(files::read_u64_opt(dir, "memory.low")?);
                 l.oom_kills = files::keyed_value(dir, "memory.events", "oom_kill")?.unwrap_or(0);
+                l.memory_high_events =
+                    files::keyed_value(dir, "memory.events", "high")?.unwrap_or(0);
+                l.memory_max_events = files::keyed_value(dir, "memory.events", "max")?.unwrap_or(0);
             }
             None => {}
         }
@@ -147,7 +157,7 @@ mod tests {
         w("memory.max", "67108864\n");
         w("memory.swap.max", "max\n");
         w("memory.low", "0\n");
-        w("memory.events", "low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\n");
+        w("memory.events", "low 0\nhigh 3\nmax 2\noom 1\noom_kill 1\n");
         w("pids.max", "max\n");
         let l = cg.limits().unwrap();
         assert_eq!(
@@ -161,6 +171,8 @@ mod tests {
                 memory_reservation: 0,
                 pids: 0,
                 oom_kills: 1,
+                memory_high_events: 3,
+                memory_max_events: 2,
             }
         );
     }
