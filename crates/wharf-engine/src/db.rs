@@ -586,10 +586,20 @@ impl Db {
         let mut stmt = self
             .conn
             .prepare("SELECT id, name, created_at, spec, sandbox, state FROM engine_pods ORDER BY created_at, id")?;
-        let rows = stmt
-            .query_map([], Self::pod_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let mut rows = Vec::with_capacity(self.count("engine_pods")?);
+        for r in stmt.query_map([], Self::pod_from_row)? {
+            rows.push(r?);
+        }
         Ok(rows)
+    }
+
+    /// The number of rows in `table`, to size a listing's vector once: rows are large, and
+    /// growing a vector of a thousand copies them all again at each doubling.
+    fn count(&self, table: &str) -> Result<usize> {
+        let n: i64 = self
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+        Ok(n.max(0) as usize)
     }
 
     /// Give container `id` the name `name`; fails with [`Error::NameInUse`] if it is taken.
@@ -744,11 +754,16 @@ impl Db {
             ),
         };
         let mut stmt = self.conn.prepare(&sql)?;
-        let rows = match pod {
+        let mut rows = Vec::with_capacity(match pod {
+            Some(_) => 0,
+            None => self.count("engine_containers")?,
+        });
+        for r in match pod {
             Some(p) => stmt.query_map([p], Self::container_from_row)?,
             None => stmt.query_map([], Self::container_from_row)?,
+        } {
+            rows.push(r?);
         }
-        .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 

@@ -3,7 +3,7 @@
 //! resource usage and processes. The CLI formats these; the CRI server will translate them.
 //! No front end reads the store, a shim's records, a log file or a runtime's state itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -142,11 +142,7 @@ fn labels_match(have: &BTreeMap<String, String>, want: &BTreeMap<String, String>
 }
 
 impl Engine {
-    fn view(
-        &self,
-        row: ContainerRow,
-        pods: &mut BTreeMap<String, Option<PodRow>>,
-    ) -> ContainerView {
+    fn view(&self, row: ContainerRow, pods: &mut HashMap<String, Option<PodRow>>) -> ContainerView {
         let pod = pods
             .entry(row.pod_id.clone())
             .or_insert_with(|| self.db.find_pod(&row.pod_id).ok())
@@ -171,20 +167,20 @@ impl Engine {
     pub fn list_containers_and_pods(
         &self,
         f: &ContainerFilter,
-    ) -> Result<(Vec<ContainerView>, BTreeMap<String, PodRow>)> {
+    ) -> Result<(Vec<ContainerView>, HashMap<String, PodRow>)> {
         let pod_id = match &f.pod {
             Some(p) => Some(self.db.find_pod(p)?.id),
             None => None,
         };
         let mut out = Vec::new();
-        // Each pod read once, not once per container (for the refresh and the view).
-        let mut pods: BTreeMap<String, Option<PodRow>> = match &pod_id {
+        // Each pod read once, not once per container (for the refresh and the view). A
+        // hash map: rows are large, and a sorted map would move each of them many times.
+        let rows = match &pod_id {
             Some(id) => vec![self.db.find_pod(id)?],
             None => self.db.pods()?,
-        }
-        .into_iter()
-        .map(|p| (p.id.clone(), Some(p)))
-        .collect();
+        };
+        let mut pods: HashMap<String, Option<PodRow>> = HashMap::with_capacity(rows.len());
+        pods.extend(rows.into_iter().map(|p| (p.id.clone(), Some(p))));
         // A pod whose shim lives (its lock is held) and marked nothing changed has nothing
         // new in its records: the store is current for it. Marks are taken (claimed)
         // before the records are read and dropped once the store has what they say, and
@@ -250,11 +246,9 @@ impl Engine {
                 wharf_shim::liveness::Changes::release(claimed);
             }
         }
-        let pods = pods
-            .into_iter()
-            .filter_map(|(id, p)| Some((id, p?)))
-            .collect();
-        Ok((out, pods))
+        let mut found = HashMap::with_capacity(pods.len());
+        found.extend(pods.into_iter().filter_map(|(id, p)| Some((id, p?))));
+        Ok((out, found))
     }
 
     /// The exit code container `id` (its full id) last recorded, also once it is removed:
@@ -266,7 +260,7 @@ impl Engine {
     /// One container (by name, id or id prefix) as it is now.
     pub fn container(&self, key: &str) -> Result<ContainerView> {
         let row = self.refresh(&self.db.find_container(key)?)?;
-        Ok(self.view(row, &mut BTreeMap::new()))
+        Ok(self.view(row, &mut HashMap::new()))
     }
 
     /// One container's full status (see [`ContainerStatus`]).

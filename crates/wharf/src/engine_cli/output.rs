@@ -121,10 +121,11 @@ pub fn ps(
         ..Default::default()
     })?;
     let mut rows: Vec<_> = listed
-        .into_iter()
+        .iter()
         .filter(|v| filters.iter().all(|f| f.matches(v)))
         .collect();
     // Newest first, as docker lists them; -n N / -l keep the newest (of every state).
+    // (References are sorted: a row is large.)
     rows.sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
     if let Some(n) = last {
         rows.truncate(n);
