@@ -12,6 +12,7 @@
 //! Network counters belong to the pod (its containers share its namespace); everything
 //! else to each running container.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use tonic::Status;
@@ -133,6 +134,16 @@ const FAMILIES: &[Family] = &[
         "container_file_descriptors",
         "Number of open file descriptors of the container's processes.",
         &[],
+    ),
+    gauge(
+        "container_fs_inodes_free",
+        "Free inodes of the filesystem holding the pod's writable layers.",
+        DEVICE,
+    ),
+    gauge(
+        "container_fs_inodes_total",
+        "Inodes of the filesystem holding the pod's writable layers.",
+        DEVICE,
     ),
     gauge(
         "container_fs_io_current",
@@ -507,6 +518,11 @@ fn pod_metrics(e: &Engine, pod: &PodRow) -> Result<PodSandboxMetrics, Status> {
             containers.push(m);
         }
     }
+    // The filesystem's inodes are the pod's (all its containers' layers share them), as
+    // cAdvisor reports them for the machine rather than per container.
+    if let Some(upper) = running.iter().find_map(|c| e.writable_layer(&c.row).ok()) {
+        filesystem_inodes(&mut sink, &upper);
+    }
     Ok(PodSandboxMetrics {
         pod_sandbox_id: pod.id.clone(),
         metrics: sink.metrics,
@@ -547,7 +563,6 @@ fn container_metrics(
         .as_deref()
         .and_then(|u| std::fs::metadata(u).ok())
         .map(|md| {
-            use std::os::unix::fs::MetadataExt;
             (
                 rustix::fs::major(md.dev()) as u64,
                 rustix::fs::minor(md.dev()) as u64,
@@ -850,26 +865,33 @@ fn block_device_name(major: u64, minor: u64) -> String {
 
 /// The writable layer: its usage, and the size of the filesystem holding it.
 fn writable_layer(sink: &mut Sink, upper: &Path) {
-    use std::os::unix::fs::MetadataExt;
     let Ok(md) = std::fs::metadata(upper) else {
         return;
     };
-    let device = mount_source(md.dev()).unwrap_or_else(|| {
-        format!(
-            "{}:{}",
-            rustix::fs::major(md.dev()),
-            rustix::fs::minor(md.dev())
-        )
-    });
+    let device = device_name(md.dev());
     let dev = [device.as_str()];
     let (bytes, _) = crate::images::usage(upper);
     sink.push("container_fs_usage_bytes", &dev, bytes);
-    // The filesystem's inodes are left out, as cAdvisor leaves them out of a container
-    // whose layers it does not own (node conformance expects them absent or tiny): the
-    // summary API's rootfs inodes come from ContainerStats instead.
+    // The filesystem's inodes are reported for the pod (see `pod_metrics`).
     if let Ok(v) = rustix::fs::statvfs(upper) {
         sink.push("container_fs_limit_bytes", &dev, v.f_blocks * v.f_frsize);
     }
+}
+
+/// The total and free inodes of the filesystem holding `upper`, by its device.
+fn filesystem_inodes(sink: &mut Sink, upper: &Path) {
+    let (Ok(md), Ok(v)) = (std::fs::metadata(upper), rustix::fs::statvfs(upper)) else {
+        return;
+    };
+    let device = device_name(md.dev());
+    sink.push("container_fs_inodes_total", &[&device], v.f_files);
+    sink.push("container_fs_inodes_free", &[&device], v.f_ffree);
+}
+
+/// A filesystem's device label: its mount's source (e.g. /dev/vda1), else major:minor.
+fn device_name(dev: u64) -> String {
+    mount_source(dev)
+        .unwrap_or_else(|| format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev)))
 }
 
 /// The source of the mount whose device is `dev` (e.g. /dev/vda1), from mountinfo.

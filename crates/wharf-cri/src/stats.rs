@@ -198,6 +198,25 @@ pub fn pod_stats(e: &Engine, rates: &CpuRates, pod: &PodRow) -> Result<PodSandbo
             },
         ),
     };
+    let mut memory = memory;
+    // A pod cgroup without a limit of its own is bounded by its running containers' when
+    // each of them has one (kubelet's cgroupfs pods often hold the limits at the container
+    // level); exited ones (no usage read) use nothing.
+    let running: Vec<&MemoryUsage> = containers
+        .iter()
+        .filter_map(|c| c.memory.as_ref().filter(|m| m.usage_bytes.is_some()))
+        .collect();
+    if memory.available_bytes.is_none()
+        && !running.is_empty()
+        && running.iter().all(|m| m.available_bytes.is_some())
+    {
+        memory.available_bytes = value(
+            running
+                .iter()
+                .filter_map(|m| m.available_bytes.map(|v| v.value))
+                .sum(),
+        );
+    }
     let io = own.as_ref().and_then(|s| io_usage(&s.blkio.psi, now));
     Ok(PodSandboxStats {
         attributes: Some(PodSandboxAttributes {

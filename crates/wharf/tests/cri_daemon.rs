@@ -2444,7 +2444,12 @@ async fn metrics_describe_and_measure_a_running_pod() {
         };
         assert!(usage("Read").is_some() && usage("Write").is_some(), "{m:?}");
     }
+    // The filesystem's inodes are the pod's, not each container's.
     assert!(!m.iter().any(|x| x.name.starts_with("container_fs_inodes")));
+    assert!(
+        metric(net, "container_fs_inodes_free", &[device]).unwrap()
+            < metric(net, "container_fs_inodes_total", &[device]).unwrap()
+    );
     assert_eq!(get("container_memory_events_max_total"), 0);
     assert_eq!(get("container_memory_events_high_total"), 0);
     assert!(
@@ -2505,6 +2510,8 @@ async fn metrics_describe_and_measure_a_running_pod() {
         mem.rss_bytes.is_some() && mem.page_faults.is_some(),
         "{mem:?}"
     );
+    // Its one container has a limit, so the pod is bounded.
+    assert!(mem.available_bytes.unwrap().value <= 64 << 20, "{mem:?}");
     // A container with a limit has what is left under it; CPU in cores comes with the
     // second sample, a second or more after the first.
     let cstats = |rt: &mut RuntimeServiceClient<Channel>| {
