@@ -5,9 +5,17 @@
 #   E2E_NODE=/path/e2e_node.test KUBELET=/path/kubelet AGNHOST=/path/agnhost \
 #   [WHARF=target/release/wharf] [GINKGO=/path/ginkgo PROCS=4] tests/e2e_node/run.sh [flags]
 #
-# RUNTIME=containerd runs the same suite against Debian's containerd (1.6, CRI plugin, runc,
-# cgroupfs, a CNI bridge of its own in the same namespace), for comparing the two on the
-# same machine and selection.
+# RUNTIME=containerd runs the same suite against containerd (CRI plugin, runc, cgroupfs, a
+# CNI bridge of its own in the same namespace), for comparing the two on the same machine
+# and selection. By default that is Debian's containerd 1.6 and runc; CONTAINERD_BIN=DIR
+# takes containerd, containerd-shim-runc-v2 and runc from DIR instead (DIR comes first in
+# the daemon's PATH, and runc's BinaryName is DIR/runc), e.g. containerd 2.x and a newer
+# runc that you built. A containerd 2.x gets a config of version 3 (its plugin names, and
+# registry mirrors as hosts.toml directories); a 1.x one a config of version 2. Where root
+# lacks CAP_SYS_RESOURCE (as here), containerd keeps the pods' oom_score_adj at or above
+# its own (restrict_oom_score_adj): runc cannot lower it and would fail every sandbox.
+# In kubelet's mount namespace /run/containerd is the run's socket directory, where
+# kubelet's cAdvisor looks for containerd.
 #
 # The tools are yours to build (see README.md): nothing here builds them. Without PROCS
 # the suite runs its specs one by one and the flags are its own (--ginkgo.focus=...); with
@@ -31,8 +39,23 @@ RUNTIME=${RUNTIME:-wharf}
 WHARF=${WHARF:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/wharf}
 case "$RUNTIME" in
   wharf) [ -x "$WHARF" ] && [ -x "$(dirname "$WHARF")/wharf-shim" ] || { echo "run.sh: $WHARF (and wharf-shim beside it) missing: cargo build --release" >&2; exit 2; };;
-  containerd) command -v containerd >/dev/null && command -v containerd-shim-runc-v2 >/dev/null && [ -x /usr/lib/cni/bridge ] ||
-    { echo "run.sh: RUNTIME=containerd needs containerd and containernetworking-plugins (apt-get install containerd containernetworking-plugins)" >&2; exit 2; };;
+  containerd)
+    # CONTAINERD_BIN: containerd, containerd-shim-runc-v2 and runc from there, first in PATH
+    CONTAINERD_BIN=${CONTAINERD_BIN:-}
+    if [ -n "$CONTAINERD_BIN" ]; then
+      CONTAINERD_BIN=$(cd "$CONTAINERD_BIN" 2>/dev/null && pwd) || { echo "run.sh: CONTAINERD_BIN: no such directory" >&2; exit 2; }
+      for b in containerd containerd-shim-runc-v2 runc; do
+        [ -x "$CONTAINERD_BIN/$b" ] || { echo "run.sh: CONTAINERD_BIN=$CONTAINERD_BIN has no executable $b" >&2; exit 2; }
+      done
+    fi
+    CTRD_PATH=${CONTAINERD_BIN:+$CONTAINERD_BIN:}$PATH
+    CTRD=$(PATH=$CTRD_PATH command -v containerd) && PATH=$CTRD_PATH command -v containerd-shim-runc-v2 >/dev/null &&
+      RUNC=$(PATH=$CTRD_PATH command -v runc) && [ -x /usr/lib/cni/bridge ] ||
+      { echo "run.sh: RUNTIME=containerd needs containerd, runc and containernetworking-plugins (apt-get install containerd containernetworking-plugins, or CONTAINERD_BIN=DIR)" >&2; exit 2; }
+    # "containerd github.com/containerd/containerd/v2 v2.4.2 ..." or "... 1.6.20~ds1 ..."
+    CTRD_VERSION=$("$CTRD" --version | awk '{print $3}')
+    CTRD_MAJOR=${CTRD_VERSION#v}; CTRD_MAJOR=${CTRD_MAJOR%%.*}
+    case "$CTRD_MAJOR" in 1|2) ;; *) echo "run.sh: $CTRD: version ${CTRD_VERSION:-unknown}: this script knows containerd 1.x and 2.x" >&2; exit 2;; esac;;
   *) echo "run.sh: RUNTIME=$RUNTIME: use wharf or containerd" >&2; exit 2;;
 esac
 for b in "$E2E_NODE" "$KUBELET" "$AGNHOST"; do [ -x "$b" ] || { echo "run.sh: $b is not an executable" >&2; exit 2; }; done
@@ -78,6 +101,13 @@ cleanup() {
        grep -qs "WHARF_RUN=$STATE/run" /proc/$p/environ; then
       kill -KILL "$p" 2>/dev/null
     fi
+  done
+  # containerd's shims listen in /run/containerd/s (a fixed place), and killed ones leave
+  # their sockets there: each task's bundle under $STATE names its shim's (1.x in the file
+  # address, 2.x in bootstrap.json)
+  T=$STATE/containerd/state/io.containerd.runtime.v2.task
+  for a in $(grep -oh 'unix:///run/containerd/s/[0-9a-f]*' "$T"/*/*/address "$T"/*/*/bootstrap.json 2>/dev/null); do
+    rm -f "${a#unix://}"
   done
   if [ -f "$REGDIR/registry.pid" ]; then kill "$(cat "$REGDIR/registry.pid")" 2>/dev/null; rm -f "$REGDIR/registry.pid"; fi
   for _ in 1 2 3; do
@@ -159,6 +189,13 @@ else
   # too, pods on a CNI bridge of this namespace, the stand-in registry over plain HTTP.
   C=$STATE/containerd
   mkdir -p "$C/cni" "$C/ipam"
+  # Without CAP_SYS_RESOURCE (not in this machine's bounding set) no process may lower
+  # its oom_score_adj, and runc fails to start every pod sandbox (which asks for -998) with
+  # "can't get final child's PID from pipe: EOF" (its debug log: "failed to update
+  # /proc/self/oom_score_adj: Permission denied"). restrict_oom_score_adj keeps the
+  # scores at or above containerd's own instead.
+  RESTRICT_OOM=false
+  (( (0x$(awk '/^CapEff:/ {print $2}' /proc/self/status) >> 24) & 1 )) || RESTRICT_OOM=true
   cat > "$C/cni/10-e2e.conflist" <<EOF
 { "cniVersion": "1.0.0", "name": "e2e",
   "plugins": [ { "type": "bridge", "bridge": "e2ebr0", "isGateway": true, "ipMasq": false,
@@ -166,6 +203,7 @@ else
                            "routes": [{ "dst": "0.0.0.0/0" }], "dataDir": "$C/ipam" } },
                { "type": "portmap", "capabilities": { "portMappings": true } } ] }
 EOF
+  if [ "$CTRD_MAJOR" = 1 ]; then
   cat > "$C/config.toml" <<EOF
 version = 2
 root = "$C/root"
@@ -185,6 +223,7 @@ state = "$C/state"
     stream_server_port = "0"
     enable_selinux = false
     disable_apparmor = true
+    restrict_oom_score_adj = $RESTRICT_OOM
     netns_mounts_under_state_dir = true
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
@@ -198,17 +237,78 @@ state = "$C/state"
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false
           Root = "$C/runc"
+          BinaryName = "$RUNC"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
         runtime_type = "io.containerd.runc.v2"
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
           SystemdCgroup = false
           Root = "$C/runc"
+          BinaryName = "$RUNC"
     [plugins."io.containerd.grpc.v1.cri".registry.mirrors."registry.k8s.io"]
       endpoint = ["http://$REG"]
     [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$REG"]
       endpoint = ["http://$REG"]
 EOF
-  nsenter --net="$NSPATH" env TMPDIR="$STATE/tmp" containerd --config "$C/config.toml" > "$LOGS/daemon.log" 2>&1 </dev/null &
+  else
+  # containerd 2.x: the CRI plugin is split in three (images, runtime, and the gRPC
+  # server), the pause image is a pinned image, mirrors are hosts.toml files under
+  # config_path; NRI (whose socket would be /var/run/nri) is off, CDI reads only $C/cdi.
+  mkdir -p "$C/certs.d/registry.k8s.io" "$C/certs.d/$REG" "$C/cdi"
+  printf 'server = "https://registry.k8s.io"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REG" \
+    > "$C/certs.d/registry.k8s.io/hosts.toml"
+  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve", "push"]\n' "$REG" "$REG" \
+    > "$C/certs.d/$REG/hosts.toml"
+  cat > "$C/config.toml" <<EOF
+version = 3
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$C/opt"
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = true
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$REG/pause:3.10.2"
+    [plugins."io.containerd.cri.v1.images".registry]
+      config_path = "$C/certs.d"
+  [plugins."io.containerd.cri.v1.runtime"]
+    enable_selinux = false
+    disable_apparmor = true
+    restrict_oom_score_adj = $RESTRICT_OOM
+    netns_mounts_under_state_dir = true
+    cdi_spec_dirs = ["$C/cdi"]
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$C/cni"
+      max_conf_num = 1
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$C/runc"
+          BinaryName = "$RUNC"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.test-handler]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.test-handler.options]
+          SystemdCgroup = false
+          Root = "$C/runc"
+          BinaryName = "$RUNC"
+  [plugins."io.containerd.grpc.v1.cri"]
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+EOF
+  fi
+  nsenter --net="$NSPATH" env PATH="$CTRD_PATH" TMPDIR="$STATE/tmp" "$CTRD" --config "$C/config.toml" > "$LOGS/daemon.log" 2>&1 </dev/null &
   echo $! > "$STATE/daemon.pid"
 fi
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.2; done
@@ -218,6 +318,14 @@ for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.2; done
 S=$STATE/bin
 mount --bind "$STATE/kubelet" "$STATE/kubelet" && mount --make-shared "$STATE/kubelet"
 echo 1 > "$STATE/sysctl/overcommit_memory"; echo 10 > "$STATE/sysctl/panic"; echo 1 > "$STATE/sysctl/panic_on_oops"
+# cAdvisor asks containerd at /run/containerd/containerd.sock and nowhere else: in kubelet's
+# mount namespace that directory is this run's $STATE/run (containerd creates
+# /run/containerd itself, for its shims' sockets).
+NSBIND=
+if [ "$RUNTIME" = containerd ]; then
+  mkdir -p /run/containerd
+  NSBIND="mount --make-slave \$(findmnt -n -o TARGET --target /run/containerd) && mount --bind $STATE/run /run/containerd"
+fi
 cat > "$S/kubelet-in-ns" <<EOF
 #!/bin/bash
 # kubelet in a mount namespace of its own where the sysctls it rewrites are read-only binds
@@ -226,6 +334,7 @@ exec unshare --mount --propagation unchanged bash -c '
   mount --bind -o ro $STATE/sysctl/overcommit_memory /proc/sys/vm/overcommit_memory
   mount --bind -o ro $STATE/sysctl/panic /proc/sys/kernel/panic
   mount --bind -o ro $STATE/sysctl/panic_on_oops /proc/sys/kernel/panic_on_oops
+  $NSBIND
   exec "\$@"' kubelet "\$@"
 EOF
 cat > "$S/systemd-run" <<EOF
@@ -315,7 +424,7 @@ else
 fi
 rc=$?
 cd /
-echo "=== e2e_node [NodeConformance] against $([ "$RUNTIME" = wharf ] && echo "$WHARF" || containerd --version) (logs: $LOGS)"
+echo "=== e2e_node [NodeConformance] against $([ "$RUNTIME" = wharf ] && echo "$WHARF" || echo "$("$CTRD" --version) with $("$RUNC" --version | head -1) ($RUNC)") (logs: $LOGS)"
 grep -E '^Ran [0-9]+ of [0-9]+ Specs|Passed \| [0-9]+ Failed' "$LOGS/e2e.log"
 if grep -q '^Summarizing [0-9]* Failure' "$LOGS/e2e.log"; then
   echo "--- failed specs:"
