@@ -86,11 +86,13 @@ pub fn update_resources(
     if cpus.is_some() || cpu_shares.is_some() {
         let mut cpu = LinuxCpu::default();
         if let Some(c) = cpus {
-            if c <= 0.0 {
+            if !(c > 0.0 && c.is_finite()) {
                 bail!("--cpus must be above 0");
             }
             cpu.set_period(Some(100_000));
-            cpu.set_quota(Some((c * 100_000.0) as i64));
+            // Rounded as `run --cpus` rounds: 0.29 is 29000 µs, not the 28999 its binary
+            // fraction truncates to.
+            cpu.set_quota(Some((c * 100_000.0).round() as i64));
         }
         cpu.set_shares(cpu_shares);
         res.set_cpu(Some(cpu));
@@ -525,4 +527,19 @@ pub fn pod_flags(a: &RunArgs) -> Vec<&'static str> {
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_cpus_round_as_run_rounds_them() {
+        let r = update_resources(None, None, Some(0.29), None, None).unwrap();
+        let cpu = r.cpu().as_ref().unwrap();
+        assert_eq!(cpu.quota(), Some(29_000));
+        assert_eq!(cpu.period(), Some(100_000));
+        assert!(update_resources(None, None, Some(f64::NAN), None, None).is_err());
+        assert!(update_resources(None, None, Some(0.0), None, None).is_err());
+    }
 }
