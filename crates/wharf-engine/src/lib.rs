@@ -65,7 +65,7 @@ pub use operations::PodChoice;
 pub use pod_lock::PodLock;
 pub use query::{
     ContainerFilter, ContainerStatus, ContainerUsage, ContainerView, LogEntry, LogOptions,
-    PodFilter, PodView, ProcessInfo,
+    PodFilter, PodView, ProcessInfo, StoredState,
 };
 pub use session::{Session, SessionEnd, Signaller};
 pub use supervisor::{StdioMode, restart_backoff};

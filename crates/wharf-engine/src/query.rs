@@ -84,11 +84,33 @@ pub struct PodView {
     /// Their specs as the store has them, by id (what a pod's status needs of them
     /// without a lookup per container).
     pub specs: std::collections::HashMap<String, crate::model::ContainerSpec>,
+    /// Their states as the store has them, by id.
+    pub stored: std::collections::HashMap<String, StoredState>,
+    /// The store is current for this pod: its shim lives and marked no change since the
+    /// store last took its records in, so the states above are the records' (a listing
+    /// may show them without reading the records).
+    pub settled: bool,
+}
+
+/// A container's state as the store has it.
+#[derive(Debug, Clone)]
+pub struct StoredState {
+    pub state: ContainerState,
+    pub restart_count: i64,
+    pub started_at: Option<String>,
 }
 
 impl PodView {
     fn add(&mut self, c: ContainerRow) {
         self.containers.push((c.id.clone(), c.name, c.spec.init));
+        self.stored.insert(
+            c.id.clone(),
+            StoredState {
+                state: c.state,
+                restart_count: c.restart_count,
+                started_at: c.started_at,
+            },
+        );
         self.specs.insert(c.id, c.spec);
     }
 }
@@ -290,6 +312,8 @@ impl Engine {
             row,
             containers: Vec::new(),
             specs: Default::default(),
+            stored: Default::default(),
+            settled: false,
         };
         for c in self.db.containers(Some(&view.row.id))? {
             view.add(c);
@@ -305,6 +329,15 @@ impl Engine {
         for c in self.db.containers(None)? {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
         }
+        // Whether the store is current for a pod (see `list_containers_and_pods`).
+        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+        let changes = live
+            .as_ref()
+            .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
+        let settled = |id: &str| {
+            live.as_ref().is_some_and(|l| l.holds(id))
+                && changes.as_ref().is_some_and(|ch| !ch.touches(id))
+        };
         Ok(self
             .db
             .pods()?
@@ -320,6 +353,8 @@ impl Engine {
                 let mut view = PodView {
                     containers: Vec::new(),
                     specs: Default::default(),
+                    stored: Default::default(),
+                    settled: settled(&row.id),
                     row,
                 };
                 for c in by_pod.remove(&view.row.id).unwrap_or_default() {

@@ -120,6 +120,9 @@ impl ContainerState {
 /// The status of the pod `view` shows (a container removed meanwhile is shown as not
 /// created).
 pub fn pod_status(view: &PodView) -> PodStatus {
+    if let Some(status) = settled_status(view) {
+        return status;
+    }
     let records = StateDir::for_reading(&view.row.sandbox.shim_dir);
     let pod_record = records.pod().ok().flatten();
     // App containers not started while init containers are not done (or failed for
@@ -158,6 +161,47 @@ pub fn pod_status(view: &PodView) -> PodStatus {
         init,
         apps,
     )
+}
+
+/// The status of a pod whose store is current (see [`PodView::settled`]) and whose
+/// containers are plain ones all running since their start: what the records would say,
+/// without reading them (a node's listing of a thousand such pods reads no file). None
+/// for any other pod: init containers, a kubelet's containers (probes, hooks), a restart
+/// (its last state is only in the records), or a container not running.
+fn settled_status(view: &PodView) -> Option<PodStatus> {
+    if !view.settled || view.containers.is_empty() {
+        return None;
+    }
+    let mut apps = Vec::new();
+    for (id, name, is_init) in &view.containers {
+        let spec = view.specs.get(id)?;
+        let stored = view.stored.get(id)?;
+        if *is_init
+            || spec.kube.is_some()
+            || stored.state != wharf_engine::model::ContainerState::Running
+            || stored.restart_count != 0
+        {
+            return None;
+        }
+        apps.push(ContainerStatus {
+            name: spec
+                .labels
+                .get(LABEL_CONTAINER_NAME)
+                .cloned()
+                .unwrap_or_else(|| name.clone()),
+            container_id: id.clone(),
+            ready: true,
+            started: true,
+            restart_count: 0,
+            state: ContainerState::Running {
+                started_at: stored.started_at.clone(),
+            },
+            last_state: None,
+            probe_failure: None,
+            sidecar: false,
+        });
+    }
+    Some(summarize(&view.row, None, Vec::new(), apps))
 }
 
 fn container_status(
