@@ -329,40 +329,64 @@ impl Engine {
         for c in self.db.containers(None)? {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
         }
-        // Whether the store is current for a pod (see `list_containers_and_pods`).
+        // Whether the store is current for a pod (see `list_containers_and_pods`): its
+        // shim lives and marked nothing. A pod whose shim marked changes has its marks
+        // claimed, its containers refreshed from the records into the store, and the marks
+        // released when every container is settled, as a container listing does: the
+        // store is current for it then too.
         let live = wharf_shim::liveness::live(&self.paths.shims_alive());
         let changes = live
             .as_ref()
             .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
-        let settled = |id: &str| {
-            live.as_ref().is_some_and(|l| l.holds(id))
-                && changes.as_ref().is_some_and(|ch| !ch.touches(id))
-        };
-        Ok(self
-            .db
-            .pods()?
-            .into_iter()
-            .filter(|p| {
-                f.name.as_ref().is_none_or(|n| *n == p.name)
-                    && f.id_prefix
-                        .as_ref()
-                        .is_none_or(|x| p.id.starts_with(x.as_str()))
-                    && labels_match(&p.spec.labels, &f.labels)
-            })
-            .map(|row| {
-                let mut view = PodView {
-                    containers: Vec::new(),
-                    specs: Default::default(),
-                    stored: Default::default(),
-                    settled: settled(&row.id),
-                    row,
-                };
-                for c in by_pod.remove(&view.row.id).unwrap_or_default() {
-                    view.add(c);
+        let mut views = Vec::new();
+        for row in self.db.pods()? {
+            if !(f.name.as_ref().is_none_or(|n| *n == row.name)
+                && f.id_prefix
+                    .as_ref()
+                    .is_none_or(|x| row.id.starts_with(x.as_str()))
+                && labels_match(&row.spec.labels, &f.labels))
+            {
+                continue;
+            }
+            let rows = by_pod.remove(&row.id).unwrap_or_default();
+            let lives = live.as_ref().is_some_and(|l| l.holds(&row.id));
+            let (rows, settled) = match &changes {
+                Some(ch) if lives && ch.touches(&row.id) => {
+                    let claimed = ch.claim(&row.id);
+                    let mut refreshed = Vec::with_capacity(rows.len());
+                    let mut settled = true;
+                    for c in &rows {
+                        match self.refresh_in(c, &row, live.as_ref()) {
+                            Ok(c) => {
+                                settled &= !c.waiting && !c.restarting;
+                                refreshed.push(c);
+                            }
+                            // Removed by another process since the listing began.
+                            Err(Error::NotFound { .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if settled {
+                        wharf_shim::liveness::Changes::release(&claimed);
+                    }
+                    (refreshed, settled)
                 }
-                view
-            })
-            .collect())
+                Some(_) => (rows, lives),
+                None => (rows, false),
+            };
+            let mut view = PodView {
+                containers: Vec::new(),
+                specs: Default::default(),
+                stored: Default::default(),
+                settled,
+                row,
+            };
+            for c in rows {
+                view.add(c);
+            }
+            views.push(view);
+        }
+        Ok(views)
     }
 
     /// One pod (by name, id or id prefix).

@@ -2923,3 +2923,54 @@ fn resource_flags_cidfile_and_logs_until() {
     w.ok(&["rm", "-f", "r"]);
     w.assert_clean();
 }
+
+/// `pod ls` shows settled pods from the store without reading their shims' records, and an
+/// exit the shim saw since (no other command in between) still shows in the next listing.
+#[test]
+fn pod_ls_sees_an_exit_behind_its_back() {
+    let w = Wharf::new("cli-pod-ls-settled");
+    w.pull_busybox();
+    w.ok(&["run", "-d", "--name", "quiet", &busybox(), "sleep", "1000"]);
+    w.ok(&["run", "-d", "--name", "victim", &busybox(), "sleep", "1000"]);
+    let ls = || {
+        let mut rows: Vec<String> = w
+            .ok(&[
+                "pod",
+                "ls",
+                "--format",
+                "{{.Name}} {{.Status}} {{.Ready}} {{.Restarts}}",
+            ])
+            .lines()
+            .map(String::from)
+            .collect();
+        rows.sort();
+        rows
+    };
+    // Twice: the second one finds both pods settled.
+    for _ in 0..2 {
+        assert_eq!(ls(), ["quiet Running 1/1 0", "victim Running 1/1 0"]);
+    }
+    let pid: i32 = w
+        .ok(&["inspect", "-f", "{{.State.Pid}}", "victim"])
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) of the container's init this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let rows = ls();
+        if rows[1] != "victim Running 1/1 0" {
+            assert_eq!(rows[0], "quiet Running 1/1 0");
+            assert!(rows[1].starts_with("victim Error 0/1"), "{rows:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exit never showed: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    w.ok(&["rm", "-f", "quiet", "victim"]);
+    w.assert_clean();
+}
