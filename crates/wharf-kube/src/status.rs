@@ -135,9 +135,7 @@ pub fn pod_status(view: &PodView) -> PodStatus {
     let mut apps = Vec::new();
     for (id, name, is_init) in &view.containers {
         let spec = view.specs.get(id);
-        let short = spec
-            .and_then(|s| s.labels.get(LABEL_CONTAINER_NAME).cloned())
-            .unwrap_or_else(|| name.clone());
+        let short = manifest_name(spec, name);
         let sidecar = spec
             .and_then(|s| s.kube.as_ref())
             .is_some_and(|k| k.sidecar);
@@ -184,11 +182,7 @@ fn settled_status(view: &PodView) -> Option<PodStatus> {
             return None;
         }
         apps.push(ContainerStatus {
-            name: spec
-                .labels
-                .get(LABEL_CONTAINER_NAME)
-                .cloned()
-                .unwrap_or_else(|| name.clone()),
+            name: manifest_name(Some(spec), name),
             container_id: id.clone(),
             ready: true,
             started: true,
@@ -202,6 +196,12 @@ fn settled_status(view: &PodView) -> Option<PodStatus> {
         });
     }
     Some(summarize(&view.row, None, Vec::new(), apps))
+}
+
+/// A container's name in its manifest (its label), else the engine's name for it.
+fn manifest_name(spec: Option<&wharf_engine::model::ContainerSpec>, name: &str) -> String {
+    spec.and_then(|s| s.labels.get(LABEL_CONTAINER_NAME).cloned())
+        .unwrap_or_else(|| name.to_string())
 }
 
 fn container_status(
