@@ -92,15 +92,19 @@ impl Listings {
             |e| {
                 // As `wharf pod ls` does: pods whose shim is gone, or that an interrupted
                 // operation left, are put right first (the store alone lists them ready).
-                let report = e.reconcile_listing();
+                let mut report = e.reconcile_touched(&[]);
+                let (pods, listed) = e
+                    .list_pods_reconciled(&wharf_engine::PodFilter::default())
+                    .map_err(from_engine)?;
+                report.repaired.extend(listed.repaired);
+                report.warnings.extend(listed.warnings);
                 for line in &report.repaired {
                     log(Level::Info, "reconciled", &[("repair", line)]);
                 }
                 for line in &report.warnings {
                     log(Level::Warn, "reconcile", &[("warning", line)]);
                 }
-                Ok(e.list_pods(&wharf_engine::PodFilter::default())
-                    .map_err(from_engine)?
+                Ok(pods
                     .into_iter()
                     .map(|p| p.row)
                     .filter(|p| crate::meta::is_cri(&p.spec.labels))

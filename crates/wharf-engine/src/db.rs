@@ -190,7 +190,7 @@ pub struct PodRow {
     /// Creation time (RFC 3339).
     pub created_at: String,
     /// What was asked for.
-    pub spec: PodSpec,
+    pub spec: Box<PodSpec>,
     /// What was set up.
     pub sandbox: Sandbox,
     /// Its lifecycle state.
@@ -209,7 +209,7 @@ pub struct ContainerRow {
     /// Creation time (RFC 3339).
     pub created_at: String,
     /// What was asked for.
-    pub spec: ContainerSpec,
+    pub spec: Box<ContainerSpec>,
     /// Image id (config digest).
     pub image_id: String,
     /// Image name as given.
@@ -547,7 +547,6 @@ impl Db {
         }
     }
 
-    /// All pods, oldest first.
     /// The pods an interrupted operation may have left wrong, found by the store alone:
     /// being created or removed, holding a container still being made, or holding no
     /// container (a `run` killed between its pod and its container).
@@ -567,21 +566,7 @@ impl Db {
         Ok(rows)
     }
 
-    /// Per pod, what a listing's reconcile decides on without reading the pod whole: its
-    /// id, whether it shares its pid namespace, and whether a container of it is still
-    /// `created` (see [`crate::reconcile::Reconcile::Listing`]).
-    pub fn pod_listing_facts(&self) -> Result<Vec<(String, bool, bool)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, COALESCE(json_extract(spec, '$.share_pid'), 0) != 0, \
-             EXISTS (SELECT 1 FROM engine_containers c WHERE c.pod_id = p.id AND c.state = 'created') \
-             FROM engine_pods p",
-        )?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    }
-
+    /// All pods, oldest first.
     pub fn pods(&self) -> Result<Vec<PodRow>> {
         let mut stmt = self
             .conn
@@ -880,7 +865,7 @@ mod tests {
             id: id.into(),
             name: name.into(),
             created_at: "2026-01-01T00:00:00Z".into(),
-            spec: PodSpec::default(),
+            spec: Box::new(PodSpec::default()),
             sandbox: Sandbox::default(),
             state: PodState::Created,
         }

@@ -79,7 +79,7 @@ impl Engine {
         engine.reconciled = match &engine.opts.reconcile {
             crate::reconcile::Reconcile::All => engine.reconcile(),
             crate::reconcile::Reconcile::Touched(keys) => engine.reconcile_touched(keys),
-            crate::reconcile::Reconcile::Listing => engine.reconcile_listing(),
+            crate::reconcile::Reconcile::Listing => engine.reconcile_touched(&[]),
         };
         Ok(engine)
     }
@@ -227,7 +227,7 @@ impl Engine {
             id: id.clone(),
             name,
             created_at: wharf_sys::time::now_rfc3339_nano(),
-            spec: spec.clone(),
+            spec: Box::new(spec.clone()),
             sandbox: Sandbox::default(),
             state: PodState::Creating,
         };
@@ -398,7 +398,7 @@ impl Engine {
             name,
             pod_id: pod.id.clone(),
             created_at: wharf_sys::time::now_rfc3339_nano(),
-            spec: spec.clone(),
+            spec: Box::new(spec.clone()),
             image_id: image.id.to_string(),
             image_name: spec
                 .image_name

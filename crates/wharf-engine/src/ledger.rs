@@ -58,7 +58,7 @@ pub fn save_pod(paths: &Paths, pod: &PodRow) -> Result<()> {
         id: pod.id.clone(),
         name: pod.name.clone(),
         created_at: pod.created_at.clone(),
-        spec: pod.spec.clone(),
+        spec: (*pod.spec).clone(),
         sandbox: pod.sandbox.clone(),
     };
     crate::paths::write_private(&dir.join(POD_FILE), &serde_json::to_vec(&f).expect("json"))
@@ -71,7 +71,7 @@ pub fn save_container(paths: &Paths, c: &ContainerRow) -> Result<()> {
         name: c.name.clone(),
         pod_id: c.pod_id.clone(),
         created_at: c.created_at.clone(),
-        spec: c.spec.clone(),
+        spec: (*c.spec).clone(),
         image_id: c.image_id.clone(),
         image_name: c.image_name.clone(),
     };
@@ -120,7 +120,7 @@ impl PodFile {
             id: self.id.clone(),
             name: self.name.clone(),
             created_at: self.created_at.clone(),
-            spec: self.spec.clone(),
+            spec: Box::new(self.spec.clone()),
             sandbox: self.sandbox.clone(),
             state,
         }
@@ -135,7 +135,7 @@ impl ContainerFile {
             name: self.name.clone(),
             pod_id: self.pod_id.clone(),
             created_at: self.created_at.clone(),
-            spec: self.spec.clone(),
+            spec: Box::new(self.spec.clone()),
             image_id: self.image_id.clone(),
             image_name: self.image_name.clone(),
             state: ContainerState::Created,

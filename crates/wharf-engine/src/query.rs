@@ -83,7 +83,7 @@ pub struct PodView {
     pub containers: Vec<(String, String, bool)>,
     /// Their specs as the store has them, by id (what a pod's status needs of them
     /// without a lookup per container).
-    pub specs: std::collections::HashMap<String, crate::model::ContainerSpec>,
+    pub specs: std::collections::HashMap<String, Box<crate::model::ContainerSpec>>,
     /// Their states as the store has them, by id.
     pub stored: std::collections::HashMap<String, StoredState>,
     /// The store is current for this pod: its shim lives and marked no change since the
@@ -321,11 +321,34 @@ impl Engine {
         Ok(view)
     }
 
-    /// Pods, oldest first.
+    /// Pods, oldest first, as the store and their shims' records have them.
     pub fn list_pods(&self, f: &PodFilter) -> Result<Vec<PodView>> {
+        self.list_pods_checking(f, None)
+    }
+
+    /// [`Engine::list_pods`] for an engine opened with [`Reconcile::Listing`]: the pods
+    /// whose state the store alone cannot tell (their shim is not found alive, they share
+    /// their pid namespace, or a container of theirs is still `created`) are checked and
+    /// repaired first, as [`Engine::reconcile`] does, and read again. What that did is in
+    /// the report.
+    ///
+    /// [`Reconcile::Listing`]: crate::reconcile::Reconcile::Listing
+    pub fn list_pods_reconciled(
+        &self,
+        f: &PodFilter,
+    ) -> Result<(Vec<PodView>, crate::reconcile::Report)> {
+        let mut report = crate::reconcile::Report::default();
+        let views = self.list_pods_checking(f, Some(&mut report))?;
+        Ok((views, report))
+    }
+
+    fn list_pods_checking(
+        &self,
+        f: &PodFilter,
+        check: Option<&mut crate::reconcile::Report>,
+    ) -> Result<Vec<PodView>> {
         // Every pod's containers from one query, not one per pod.
-        let mut by_pod: std::collections::HashMap<String, Vec<ContainerRow>> =
-            std::collections::HashMap::new();
+        let mut by_pod: HashMap<String, Vec<ContainerRow>> = HashMap::new();
         for c in self.db.containers(None)? {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
         }
@@ -335,10 +358,8 @@ impl Engine {
         // released when every container is settled, as a container listing does: the
         // store is current for it then too.
         let live = wharf_shim::liveness::live(&self.paths.shims_alive());
-        let changes = live
-            .as_ref()
-            .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
-        let mut views = Vec::new();
+        let mut pods: Vec<(PodRow, Vec<ContainerRow>, bool)> = Vec::new();
+        let mut unsure = Vec::new();
         for row in self.db.pods()? {
             if !(f.name.as_ref().is_none_or(|n| *n == row.name)
                 && f.id_prefix
@@ -350,6 +371,41 @@ impl Engine {
             }
             let rows = by_pod.remove(&row.id).unwrap_or_default();
             let lives = live.as_ref().is_some_and(|l| l.holds(&row.id));
+            if check.is_some()
+                && (!lives
+                    || row.spec.share_pid
+                    || rows.iter().any(|c| c.state == ContainerState::Created))
+            {
+                unsure.push(row.id.clone());
+            }
+            pods.push((row, rows, lives));
+        }
+        if let Some(report) = check
+            && !unsure.is_empty()
+        {
+            self.check_listed_pods(&unsure, report);
+            let unsure: std::collections::HashSet<String> = unsure.into_iter().collect();
+            let mut again = Vec::with_capacity(pods.len());
+            for (row, rows, lives) in pods {
+                if !unsure.contains(&row.id) {
+                    again.push((row, rows, lives));
+                    continue;
+                }
+                // Repaired, or removed (an empty standalone pod): read as it is now.
+                let Ok(row) = self.db.find_pod(&row.id) else {
+                    continue;
+                };
+                let rows = self.db.containers(Some(&row.id))?;
+                let lives = live.as_ref().is_some_and(|l| l.holds(&row.id));
+                again.push((row, rows, lives));
+            }
+            pods = again;
+        }
+        let changes = live
+            .as_ref()
+            .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
+        let mut views = Vec::with_capacity(pods.len());
+        for (row, rows, lives) in pods {
             let (rows, settled) = match &changes {
                 Some(ch) if lives && ch.touches(&row.id) => {
                     let claimed = ch.claim(&row.id);
@@ -375,9 +431,9 @@ impl Engine {
                 None => (rows, false),
             };
             let mut view = PodView {
-                containers: Vec::new(),
-                specs: Default::default(),
-                stored: Default::default(),
+                containers: Vec::with_capacity(rows.len()),
+                specs: HashMap::with_capacity(rows.len()),
+                stored: HashMap::with_capacity(rows.len()),
                 settled,
                 row,
             };

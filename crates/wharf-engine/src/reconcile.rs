@@ -48,12 +48,13 @@ pub enum Reconcile {
     /// not for every pod of the node. A shim that died under another pod is found when
     /// that pod is next named, listed or reconciled in full.
     Touched(Vec<String>),
-    /// [`Reconcile::Touched`] without keys, and every pod whose shim is not found alive
-    /// in the node's registry of live shims (one read for all of them, see
-    /// [`wharf_shim::liveness`]), or whose state its shim's records alone can tell
-    /// (shared pid namespace: the pod's init may have died; containers created but not
-    /// yet known started): what a listing of pods shows is current, for far less than a
-    /// look at every shim.
+    /// [`Reconcile::Touched`] without keys at open; the listing then checks, from the rows
+    /// it reads anyway ([`Engine::list_pods_reconciled`]), every pod whose shim is not
+    /// found alive in the node's registry of live shims (see [`wharf_shim::liveness`]), or
+    /// whose state its shim's records alone can tell (shared pid namespace: the pod's init
+    /// may have died; containers created but not yet known started): what a listing of
+    /// pods shows is current, for far less than a look at every shim, and without a
+    /// second pass over the store and the registry.
     Listing,
 }
 
@@ -193,36 +194,10 @@ impl Engine {
         report
     }
 
-    /// [`Reconcile::Listing`]: [`Reconcile::Touched`] without keys, and every pod whose
-    /// shim is not found alive, that shares its pid namespace or that holds a `created`
-    /// container (from one light query and the registry of live shims); each pod checked
-    /// once.
-    pub fn reconcile_listing(&self) -> Report {
-        let mut report = Report::default();
-        let facts = self.db.pod_listing_facts().map_err(|e| {
-            report
-                .warnings
-                .push(format!("reconcile: reading the store: {e}"))
-        });
-        if let (Some(mut ids), Ok(facts)) = (self.touched_pods(&[], &mut report), facts) {
-            let live = wharf_shim::liveness::live(&self.paths.shims_alive());
-            ids.extend(
-                facts
-                    .into_iter()
-                    .filter_map(|(id, share_pid, has_created)| {
-                        let settled = live.as_ref().is_some_and(|l| l.holds(&id))
-                            && !share_pid
-                            && !has_created;
-                        (!settled).then_some(id)
-                    }),
-            );
-            dedup(&mut ids);
-            self.check_pods(&ids, &mut report);
-        }
-        self.reconcile_rm_guards(&mut report);
-        self.clean_unrecorded_pods();
-        crate::hooks::step("reconciled");
-        report
+    /// The listing's part of [`Reconcile::Listing`]: check (and repair) pods `ids`, which
+    /// [`Engine::list_pods_reconciled`] found the store alone cannot tell, each read afresh.
+    pub(crate) fn check_listed_pods(&self, ids: &[String], report: &mut Report) {
+        self.check_pods(ids, report);
     }
 
     /// The pods interrupted operations left and those `keys` name (containers or pods);

@@ -134,7 +134,7 @@ pub fn pod_status(view: &PodView) -> PodStatus {
     let mut init = Vec::new();
     let mut apps = Vec::new();
     for (id, name, is_init) in &view.containers {
-        let spec = view.specs.get(id);
+        let spec = view.specs.get(id).map(|s| &**s);
         let short = manifest_name(spec, name);
         let sidecar = spec
             .and_then(|s| s.kube.as_ref())

@@ -346,15 +346,20 @@ fn open(cli: &Cli) -> Result<Engine> {
     let engine = Engine::open(opts)
         .with_context(|| format!("opening Wharf's state in {}", cli.root.display()))?;
     // Opening reconciles the state with reality (crashed commands, dead shims).
-    for w in &engine.reconciled().warnings {
+    print_reconciled(engine.reconciled());
+    Ok(engine)
+}
+
+/// What a reconcile did: its warnings always, its repairs with `WHARF_DEBUG`.
+fn print_reconciled(report: &wharf_engine::reconcile::Report) {
+    for w in &report.warnings {
         eprintln!("wharf: warning: {w}");
     }
     if std::env::var_os("WHARF_DEBUG").is_some() {
-        for r in &engine.reconciled().repaired {
+        for r in &report.repaired {
             eprintln!("wharf: reconciled: {r}");
         }
     }
-    Ok(engine)
 }
 
 fn dispatch(cli: &Cli) -> Result<i32> {

@@ -430,7 +430,9 @@ fn pod_summary(p: &PodView, k: &wharf_kube::PodStatus) -> String {
 
 /// `wharf pod ls`.
 pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
-    let pods = engine.list_pods(&PodFilter::default())?;
+    // Opened with `Reconcile::Listing`: the listing checks what the store cannot tell.
+    let (pods, report) = engine.list_pods_reconciled(&PodFilter::default())?;
+    super::print_reconciled(&report);
     if quiet {
         for p in &pods {
             println!("{}", &p.row.id[..12]);
