@@ -7,7 +7,6 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -122,7 +121,7 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
         .arg("--runtime-root")
         .arg(&opts.runtime_root)
         .arg("--ready-fd")
-        .arg("3");
+        .arg("1");
     if let Some(n) = opts.log_max_size {
         cmd.arg("--log-max-size").arg(n.to_string());
     }
@@ -135,26 +134,18 @@ pub fn spawn(opts: &SpawnOptions) -> Result<ShimClient> {
     if let Some(a) = &opts.alive {
         cmd.arg("--alive").arg(a);
     }
+    // The ready pipe is the shim's standard output (it moves it off fd 1 first thing): no
+    // hook between fork and exec, so the spawn is a posix_spawn (vfork-like). A fork of a
+    // large, busy daemon copies its page tables and makes each page it writes afterwards
+    // fault once, for every pod started.
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::from(ready_w))
         .stderr(Stdio::null());
-    let raw = ready_w.as_raw_fd();
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if raw == 3 {
-                let flags = libc::fcntl(3, libc::F_GETFD);
-                libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(raw, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let status = cmd
         .status()
         .map_err(|e| err(format!("run {}: {e}", opts.binary.display())))?;
-    drop(ready_w);
+    // Our copy of the write end: the shim's exit without a word must read as EOF.
+    drop(cmd);
     if !status.success() {
         // The shim printed why on the ready pipe, if it got that far.
         let msg = read_ready(&ready_r, opts.timeout).unwrap_or_default();

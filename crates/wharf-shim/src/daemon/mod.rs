@@ -112,7 +112,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     // SAFETY: adopting the descriptor the spawner passed us.
     let mut ready = args
         .ready_fd
-        .map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }));
+        .map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+        .map(off_standard_fds);
     let fail = |ready: &mut Option<std::fs::File>, msg: String| {
         if let Some(r) = ready.as_mut() {
             let _ = writeln!(r, "error: {msg}");
@@ -160,6 +161,23 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     ));
     let code = setup.run();
     std::process::exit(code)
+}
+
+/// The ready pipe moved above the standard descriptors (close-on-exec), where it was given
+/// as one of them (the spawner passes it as standard output): the shim points those at
+/// /dev/null and its log before it reports ready.
+fn off_standard_fds(ready: std::fs::File) -> std::fs::File {
+    if ready.as_raw_fd() > 2 {
+        return ready;
+    }
+    match rustix::io::fcntl_dupfd_cloexec(&ready, 3) {
+        Ok(moved) => {
+            // The standard descriptor stays open (on the pipe) until setup replaces it.
+            std::mem::forget(ready);
+            std::fs::File::from(moved)
+        }
+        Err(_) => ready,
+    }
 }
 
 /// The outermost ancestor of `dir` (or `dir` itself) that does not exist yet.
