@@ -627,11 +627,13 @@ async fn pods_and_containers_live_and_die_through_the_cri() {
     let linux = pod_stats.linux.unwrap();
     assert_eq!(linux.containers.len(), 1);
     if Path::new("/proc/pressure/cpu").exists() {
+        // The pod's own cgroup's stalls, beside its container's. (Not compared: the kernel
+        // weighs each CPU's stall time by the group's non-idle time there, so a parent's
+        // total can trail its child's on a machine with more than one CPU.)
         let pod_psi = linux.cpu.and_then(|c| c.psi).and_then(|p| p.some);
         let ctr_psi = linux.containers[0].cpu.as_ref().and_then(|c| c.psi);
-        // The pod's cgroup holds its containers' stalls, and more (the shim's).
         assert!(
-            pod_psi.unwrap().total >= ctr_psi.unwrap().some.unwrap().total,
+            pod_psi.is_some() && ctr_psi.and_then(|p| p.some).is_some(),
             "pod and container PSI"
         );
         assert!(linux.io.and_then(|i| i.psi).is_some(), "no pod io PSI");
@@ -1027,7 +1029,9 @@ async fn a_daemon_killed_and_started_again_serves_the_same_pods_and_the_exits_it
     for (i, script) in [
         "echo up; exec sleep 1000",
         "echo up; exec sleep 1000",
-        "echo up; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo leaving; exit 7",
+        // It leaves a second after the exec'd `touch` made the file: its end kills what is
+        // left in its pid namespace, and a loaded machine may not have reaped `touch` yet.
+        "echo up; while [ ! -e /tmp/go ]; do sleep 0.05; done; sleep 1; echo leaving; exit 7",
     ]
     .into_iter()
     .enumerate()
