@@ -326,10 +326,16 @@ impl Engine {
         let Some(_lock) = self.locks.try_lock(id)? else {
             return Ok(Vec::new());
         };
-        // Read again under the lock: the pod may have changed or gone meanwhile.
+        // Read again under the lock: the pod may have changed or gone meanwhile. Gone, its
+        // remover unlinked the lock file before we opened the path, and ours is a new
+        // file no row names: unlink it again (we hold it, so no one else is at work on it).
         let pod = match self.db.find_pod(id) {
             Ok(p) if p.id == id => p,
-            Ok(_) | Err(Error::NotFound { .. }) => return Ok(Vec::new()),
+            Ok(_) => return Ok(Vec::new()),
+            Err(Error::NotFound { .. }) => {
+                self.locks.forget(id);
+                return Ok(Vec::new());
+            }
             Err(e) => return Err(e),
         };
         let records = wharf_shim::records::StateDir::new(self.shim_state_dir(&pod));

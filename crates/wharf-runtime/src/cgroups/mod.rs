@@ -346,9 +346,27 @@ fn collect_pids(dir: &Path, out: &mut Vec<i32>) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether a v1 cpuset has its CPUs and memory nodes (a new one has neither, and no task
+/// may join it until both are set).
+fn cpuset_filled(dir: &Path) -> bool {
+    ["cpuset.cpus", "cpuset.mems"]
+        .iter()
+        .all(|f| std::fs::read_to_string(dir.join(f)).is_ok_and(|v| !v.trim().is_empty()))
+}
+
+/// Make v1 cpuset `dir` and its missing ancestors, each with its parent's CPUs and memory
+/// nodes. A directory that exists but is still empty is filled too: another process may
+/// have made it a moment ago and not filled it yet, and a child made below it meanwhile
+/// would copy its emptiness (and refuse every task: ENOSPC).
 fn create_cpuset(dir: &Path) -> Result<()> {
     if dir.exists() {
-        return Ok(());
+        if cpuset_filled(dir) {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent() {
+            create_cpuset(parent)?;
+        }
+        return fill_cpuset(dir);
     }
     if let Some(parent) = dir.parent() {
         create_cpuset(parent)?;
@@ -366,6 +384,11 @@ fn create_cpuset(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
     }
+    fill_cpuset(dir)
+}
+
+/// Give cpuset `dir` its parent's CPUs and memory nodes where it has none.
+fn fill_cpuset(dir: &Path) -> Result<()> {
     let parent = dir.parent().unwrap_or(dir);
     for file in ["cpuset.cpus", "cpuset.mems"] {
         let own = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
