@@ -423,6 +423,27 @@ pub(crate) mod tests {
         assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
     }
 
+    #[test]
+    fn a_cpuset_made_but_not_yet_filled_by_another_process_is_filled_before_its_child() {
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("cpuset");
+        std::fs::create_dir(&top).unwrap();
+        std::fs::write(top.join("cpuset.cpus"), "0-1\n").unwrap();
+        std::fs::write(top.join("cpuset.mems"), "0\n").unwrap();
+        // Another process has just made the pod's cpuset: the kernel gave it empty files.
+        let pod = top.join("pod");
+        std::fs::create_dir(&pod).unwrap();
+        std::fs::write(pod.join("cpuset.cpus"), "\n").unwrap();
+        std::fs::write(pod.join("cpuset.mems"), "\n").unwrap();
+        let ctr = pod.join("ctr");
+        create_cpuset(&ctr).unwrap();
+        for dir in [&pod, &ctr] {
+            assert!(cpuset_filled(dir), "{} left empty", dir.display());
+            let cpus = std::fs::read_to_string(dir.join("cpuset.cpus")).unwrap();
+            assert_eq!(cpus.trim(), "0-1");
+        }
+    }
+
     /// A fake pure-v2 cgroup tree under `base`: the root offers the usual controllers, the
     /// container's directory `unified/parent/c` holds `files` (empty). Returns the cgroup
     /// and that directory.
