@@ -383,7 +383,7 @@ impl Engine {
         if let Some(report) = check
             && !unsure.is_empty()
         {
-            self.check_listed_pods(&unsure, report);
+            self.check_pods(&unsure, report);
             let unsure: std::collections::HashSet<String> = unsure.into_iter().collect();
             let mut again = Vec::with_capacity(pods.len());
             for (row, rows, lives) in pods {

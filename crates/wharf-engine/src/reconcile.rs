@@ -194,12 +194,6 @@ impl Engine {
         report
     }
 
-    /// The listing's part of [`Reconcile::Listing`]: check (and repair) pods `ids`, which
-    /// [`Engine::list_pods_reconciled`] found the store alone cannot tell, each read afresh.
-    pub(crate) fn check_listed_pods(&self, ids: &[String], report: &mut Report) {
-        self.check_pods(ids, report);
-    }
-
     /// The pods interrupted operations left and those `keys` name (containers or pods);
     /// `None`, with a warning in `report`, when the store cannot be read.
     fn touched_pods(&self, keys: &[String], report: &mut Report) -> Option<Vec<String>> {
@@ -223,8 +217,9 @@ impl Engine {
     }
 
     /// [`Engine::check_pod`] for each of pods `ids`, read afresh (gone ones are skipped),
-    /// under the reconcile's shim deadline.
-    fn check_pods(&self, ids: &[String], report: &mut Report) {
+    /// under the reconcile's shim deadline (also the listing's part of
+    /// [`Reconcile::Listing`], see [`Engine::list_pods_reconciled`]).
+    pub(crate) fn check_pods(&self, ids: &[String], report: &mut Report) {
         self.with_reconcile_deadline(|| {
             for id in ids {
                 let (Ok(pod), Ok(containers)) =

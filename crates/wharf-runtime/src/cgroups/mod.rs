@@ -359,14 +359,8 @@ fn cpuset_filled(dir: &Path) -> bool {
 /// have made it a moment ago and not filled it yet, and a child made below it meanwhile
 /// would copy its emptiness (and refuse every task: ENOSPC).
 fn create_cpuset(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        if cpuset_filled(dir) {
-            return Ok(());
-        }
-        if let Some(parent) = dir.parent() {
-            create_cpuset(parent)?;
-        }
-        return fill_cpuset(dir);
+    if cpuset_filled(dir) {
+        return Ok(());
     }
     if let Some(parent) = dir.parent() {
         create_cpuset(parent)?;
