@@ -319,8 +319,7 @@ impl Engine {
     /// Remove a pod's sandbox and record (its containers must be removed first, or `force`).
     pub fn remove_pod(&self, key: &str, force: bool) -> Result<()> {
         let pod = self.db.find_pod(key)?;
-        let _lock = self.locks.lock(&pod.id)?;
-        let pod = self.db.find_pod(&pod.id)?;
+        let (_lock, pod) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         let containers = self.db.containers(Some(&pod.id))?;
         if !containers.is_empty() && !force {
             return Err(Error::Precondition(format!(
@@ -365,7 +364,8 @@ impl Engine {
     pub fn create_container(&self, pod_key: &str, spec: &ContainerSpec) -> Result<ContainerRow> {
         crate::validate::container_spec(spec)?;
         let pod = self.db.find_pod(pod_key)?;
-        let _lock = self.locks.lock(&pod.id)?;
+        // Read again under the lock: a pod removed meanwhile gets no container.
+        let (_lock, pod) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         let image = self.images.resolve(&spec.image)?;
         let id = paths::new_id();
         let name = match &spec.name {
@@ -538,8 +538,7 @@ impl Engine {
     /// rootfs mount, snapshot, bundle, logs and record.
     pub fn remove_container(&self, key: &str, force: bool) -> Result<()> {
         let row = self.db.find_container(key)?;
-        let _lock = self.locks.lock(&row.pod_id)?;
-        let row = self.db.find_container(&row.id)?;
+        let (_lock, row) = self.lock_and_read(&row.pod_id, || self.db.find_container(&row.id))?;
         // An exit nobody recorded yet (a --rm container removed by its shim's exit
         // command) is recorded first: its "exited" event, with the code, outlives the row,
         // for a wait that sees the container only once it is gone.

@@ -126,8 +126,7 @@ impl Engine {
         check_all("network alias", aliases, Rule::HostAlias)?;
         check("network name", network, Rule::NetworkName)?;
         let row = self.db.find_container(key)?;
-        let _lock = self.lock_pod(&row.pod_id)?;
-        let mut pod = self.db.find_pod(&row.pod_id)?;
+        let (_lock, mut pod) = self.lock_and_read(&row.pod_id, || self.db.find_pod(&row.pod_id))?;
         // The network exists (404 before anything else).
         let record =
             crate::network_records::load(&self.paths, network)?.ok_or_else(|| Error::NotFound {
@@ -196,8 +195,7 @@ impl Engine {
     /// are there.
     pub fn disconnect_network(&self, key: &str, network: &str) -> Result<()> {
         let row = self.db.find_container(key)?;
-        let _lock = self.lock_pod(&row.pod_id)?;
-        let mut pod = self.db.find_pod(&row.pod_id)?;
+        let (_lock, mut pod) = self.lock_and_read(&row.pod_id, || self.db.find_pod(&row.pod_id))?;
         if pod.sandbox.network == network && !network.is_empty() {
             return Err(Error::Precondition(format!(
                 "container {} joined network {network} when it was made: Wharf keeps a pod on its first network (its default route and published ports are there)",

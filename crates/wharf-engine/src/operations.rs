@@ -274,8 +274,7 @@ impl Engine {
     pub fn remove(&self, key: &str, force: bool) -> Result<()> {
         let row = self.db.find_container(key)?;
         // The pod stays locked between its last container's removal and its own.
-        let _lock = self.lock_pod(&row.pod_id)?;
-        let row = self.refresh(&row)?;
+        let (_lock, row) = self.lock_and_read(&row.pod_id, || self.refresh(&row))?;
         if row.state == ContainerState::Running && !force {
             return Err(Error::Precondition(format!(
                 "container {} is running: stop it first or use --force",
@@ -330,8 +329,7 @@ impl Engine {
             return Ok(pod);
         }
         self.stop_pod(&pod.id, grace)?;
-        let _lock = self.lock_pod(&pod.id)?;
-        let mut pod = self.db.find_pod(&pod.id)?;
+        let (_lock, mut pod) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         crate::sandbox::start_network_teardown(&self.setup(), &pod.id, &pod.spec, &pod.sandbox)
             .finish()?;
         // Its namespace is gone: the record says so, so that nothing joins it again.
@@ -375,8 +373,7 @@ impl Engine {
         res: &oci_spec::runtime::LinuxResources,
     ) -> Result<PodRow> {
         let id = self.db.find_pod(key)?.id;
-        let _lock = self.locks.lock(&id)?;
-        let mut pod = self.db.find_pod(&id)?;
+        let (_lock, mut pod) = self.lock_and_read(&id, || self.db.find_pod(&id))?;
         if !pod.state.ready() {
             return Err(Error::Precondition(format!(
                 "pod {} is {}: only a ready pod's limits can be changed",
@@ -398,8 +395,12 @@ impl Engine {
     pub fn rename(&self, key: &str, new: &str) -> Result<ContainerRow> {
         crate::validate::check("container name", new, crate::validate::Rule::ObjectName)?;
         let row = self.db.find_container(key)?;
-        let _lock = self.locks.lock(&row.pod_id)?;
-        let pod = self.db.find_pod(&row.pod_id)?;
+        let (_lock, (row, pod)) = self.lock_and_read(&row.pod_id, || {
+            Ok((
+                self.db.find_container(&row.id)?,
+                self.db.find_pod(&row.pod_id)?,
+            ))
+        })?;
         let standalone = pod.spec.labels.contains_key(STANDALONE_LABEL) && pod.name == row.name;
         self.db.transaction(|db| {
             db.rename_container(&row.id, new)?;

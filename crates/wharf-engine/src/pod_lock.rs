@@ -44,6 +44,13 @@ pub struct PodLock<'a> {
     taken: bool,
 }
 
+impl PodLock<'_> {
+    /// Whether this guard took the lock (not: the engine held it already, and keeps it).
+    pub(crate) fn took(&self) -> bool {
+        self.taken
+    }
+}
+
 impl Drop for PodLock<'_> {
     fn drop(&mut self) {
         if self.taken {

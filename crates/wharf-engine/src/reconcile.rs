@@ -519,10 +519,28 @@ impl Engine {
         self.locks.release_all();
     }
 
-    /// Lock a pod against other processes' changes (and reconciliation) until the guard is
-    /// dropped, e.g. around removing a container and then its standalone pod.
-    pub fn lock_pod(&self, id: &str) -> Result<crate::pod_lock::PodLock<'_>> {
-        self.locks.lock(id)
+    /// Lock pod `id` for a change, then read with `read` what the change works on. It
+    /// reads under the lock, since the pod may have changed or gone while the lock was
+    /// awaited. If it is gone, its remover unlinked the lock file before this process
+    /// opened the path, so the file locked here is a new one that no row names: it is
+    /// unlinked again, and `read`'s NotFound comes back.
+    pub(crate) fn lock_and_read<T>(
+        &self,
+        id: &str,
+        read: impl FnOnce() -> Result<T>,
+    ) -> Result<(crate::pod_lock::PodLock<'_>, T)> {
+        let lock = self.locks.lock(id)?;
+        match read() {
+            Ok(v) => Ok((lock, v)),
+            Err(e @ Error::NotFound { .. }) => {
+                let pod_gone = !matches!(self.db.find_pod(id), Ok(p) if p.id == id);
+                if lock.took() && pod_gone {
+                    self.locks.forget(id);
+                }
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// What reconciling did when the engine was opened.

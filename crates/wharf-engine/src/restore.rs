@@ -145,7 +145,8 @@ impl Engine {
     /// init too); `reason` goes into the "restored" event. On error, what was made is
     /// removed and the pod stays dead.
     pub(crate) fn revive(&self, pod: &PodRow, reason: &str) -> Result<()> {
-        let _lock = self.locks.lock(&pod.id)?;
+        // A pod removed meanwhile is not made again.
+        let (_lock, _) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         let sb = crate::sandbox::create(&self.setup(), &pod.id, &pod.name, &pod.spec)?;
         let mut row = PodRow {
             sandbox: sb,

@@ -762,7 +762,7 @@ impl Engine {
     /// Record the containers of a pod whose shim died: their exits ("ShimDied" where the
     /// shim left none), and clean up what the runtime still holds.
     pub fn reap_pod(&self, pod: &PodRow) -> Result<()> {
-        let _lock = self.locks.lock(&pod.id)?;
+        let (_lock, _) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         let dir = self.shim_dir(pod);
         let reaped = wharf_shim::reap_dead_shim(&dir, &self.paths.runtime_root())?;
         for r in reaped {

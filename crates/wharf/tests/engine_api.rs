@@ -193,3 +193,50 @@ fn a_second_front_end_drives_a_container_through_the_engine_alone() {
         ErrorKind::NotFound
     );
 }
+
+/// Whether a process waits for the flock of the file with inode `ino` (a `->` line of
+/// /proc/locks: "N: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF").
+fn someone_waits_on(ino: u64) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|l| {
+        l.contains("->")
+            && l.split_whitespace()
+                .any(|f| f.rsplit(':').next() == Some(ino.to_string().as_str()) && f.contains(':'))
+    })
+}
+
+/// A change that waited for a pod's lock while another front end removed the pod answers
+/// NotFound, and leaves no lock file behind: the wait made the file anew after the remover
+/// unlinked it, and no row names it any more.
+#[test]
+fn a_change_that_waited_for_a_removed_pod_leaves_no_lock_file() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new("engine-api-lock");
+    let engine = Engine::open(options(&env)).unwrap();
+    let pod = engine
+        .create_pod(&PodSpec {
+            name: Some("going".into()),
+            network: NetworkMode::None,
+            ..Default::default()
+        })
+        .unwrap();
+    // The engine that made the pod holds its lock until it releases its pods.
+    let lock = env.path().join("run/locks").join(&pod.id);
+    let ino = std::fs::metadata(&lock).unwrap().ino();
+    let (opts, id) = (options(&env), pod.id.clone());
+    let waiter = std::thread::spawn(move || {
+        let other = Engine::open(opts).unwrap();
+        other
+            .update_pod_resources(&id, &Default::default())
+            .map(drop)
+            .map_err(kind)
+    });
+    assert!(
+        wait_until(Duration::from_secs(20), || someone_waits_on(ino)),
+        "the second engine never waited on the pod's lock"
+    );
+    engine.remove_pod(&pod.id, true).unwrap();
+    engine.release_pod_locks();
+    assert_eq!(waiter.join().unwrap(), Err(ErrorKind::NotFound));
+    assert!(!lock.exists(), "{} was left behind", lock.display());
+}
