@@ -28,6 +28,9 @@
 //!
 //! Run as root: `cargo run --release -p wharf-bench --bin cri_pod -- [ITERATIONS] [PODS]`
 //! (env WHARF_BIN selects the wharf binary; default: target/release/wharf next to this one).
+//! With env CRI_POD_PER_CALL set, it also prints what one listing or stats call of each
+//! kind leaves resident in each daemon (anonymous and file-backed), each call made after
+//! three quiet seconds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -180,6 +183,10 @@ struct Samples {
 struct Usage {
     rss: u64,
     pss: u64,
+    /// The anonymous (heap, stacks) and file-backed (the binary's code and data) parts of
+    /// the RSS: what the process allocated against what it ran.
+    anon: u64,
+    file: u64,
 }
 
 impl std::ops::Add for Usage {
@@ -188,6 +195,8 @@ impl std::ops::Add for Usage {
         Usage {
             rss: self.rss + o.rss,
             pss: self.pss + o.pss,
+            anon: self.anon + o.anon,
+            file: self.file + o.file,
         }
     }
 }
@@ -218,6 +227,28 @@ struct Scale {
     ready: Vec<Duration>,
     /// Each listing and stats call's durations (None: not implemented).
     calls: Vec<(&'static str, Option<Vec<Duration>>)>,
+    /// CPU time over the start, in ms: the daemon's own, and that of the children it
+    /// waited for (containerd's are its shims' start-up and the CNI plugins; Wharf's the
+    /// CNI plugins, its shims being double-forked).
+    cpu: (u64, u64),
+}
+
+/// A process's CPU time in ms: its own (utime + stime) and its waited-for children's
+/// (cutime + cstime).
+fn cpu_ms(pid: i32) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis, from field 3 (state) on.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let at = |n: usize| f.get(n - 3).copied().unwrap_or(0);
+    // SAFETY: sysconf only reads a system constant.
+    #[allow(unsafe_code)]
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let tick = 1000 / hz;
+    ((at(14) + at(15)) * tick, (at(16) + at(17)) * tick)
 }
 
 /// A pod made and not yet removed, and its container once made.
@@ -512,6 +543,7 @@ async fn start_concurrently(
 async fn time_listings(
     e: &mut Engine,
     rounds: usize,
+    which: &[&'static str],
 ) -> Result<Vec<(&'static str, Option<Vec<Duration>>)>, String> {
     let name = e.name;
     let mut rt = e.cri()?.rt.clone();
@@ -519,7 +551,7 @@ async fn time_listings(
     let container = e.pods.first().and_then(|p| p.container.clone());
     let container = container.unwrap_or_default();
     let mut calls: Vec<(&'static str, Option<Vec<Duration>>)> =
-        LISTINGS.iter().map(|c| (*c, Some(Vec::new()))).collect();
+        which.iter().map(|c| (*c, Some(Vec::new()))).collect();
     for _ in 0..rounds {
         for (call, slot) in calls.iter_mut() {
             let Some(samples) = slot.as_mut() else {
@@ -882,6 +914,8 @@ fn usage(pid: i32) -> Option<Usage> {
     Some(Usage {
         rss: field(&status, "VmRSS:")?,
         pss: field(&rollup, "Pss:")?,
+        anon: field(&status, "RssAnon:")?,
+        file: field(&status, "RssFile:")?,
     })
 }
 
@@ -1096,14 +1130,35 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         // trims its memory after two and a half).
         std::thread::sleep(Duration::from_secs(3));
         let idle = daemon_usage(e)?;
+        let pid = e.daemon.pid().unwrap_or(0);
+        let cpu_before = cpu_ms(pid);
         let (total, ready) = rt.block_on(start_concurrently(e, b, pods, CLIENTS))?;
+        let cpu_after = cpu_ms(pid);
+        let cpu = (
+            cpu_after.0.saturating_sub(cpu_before.0),
+            cpu_after.1.saturating_sub(cpu_before.1),
+        );
         // Let the shims settle (Wharf's trims its memory once it has been quiet for 200 ms).
         std::thread::sleep(Duration::from_secs(2));
         let loaded = daemon_usage(e)?;
         let (shims, pause) = e.helpers(b, &processes());
         let shims = sum(&shims)?;
         let pause = sum(&pause)?;
-        let calls = rt.block_on(time_listings(e, LIST_ROUNDS))?;
+        if std::env::var_os("CRI_POD_PER_CALL").is_some() {
+            // What one call of each kind leaves resident, each from a quiet daemon.
+            for call in LISTINGS {
+                std::thread::sleep(Duration::from_secs(3));
+                let before = daemon_usage(e)?;
+                rt.block_on(time_listings(e, 1, &[call]))?;
+                let after = daemon_usage(e)?;
+                println!(
+                    "{}: {call}: anon {} -> {}, file {} -> {} kB",
+                    e.name, before.anon, after.anon, before.file, after.file
+                );
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        let calls = rt.block_on(time_listings(e, LIST_ROUNDS, &LISTINGS))?;
         let listed = daemon_usage(e)?;
         std::thread::sleep(Duration::from_secs(3));
         let listed_quiet = daemon_usage(e)?;
@@ -1120,6 +1175,7 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
             total,
             ready,
             calls,
+            cpu,
         });
         let ids: Vec<String> = e.pods.iter().map(|p| p.id.clone()).collect();
         for id in ids {
@@ -1195,6 +1251,14 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
             ms(p99),
             ratio(p99, p50)
         );
+        println!(
+            "    {:<12} CPU over the start: daemon {} ms, its waited-for children {} ms ({:.1} and {:.1} ms per pod)",
+            "",
+            sc.cpu.0,
+            sc.cpu.1,
+            sc.cpu.0 as f64 / pods as f64,
+            sc.cpu.1 as f64 / pods as f64
+        );
         totals.push(sc.total);
     }
     if let [w, c] = totals[..] {
@@ -1236,6 +1300,7 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
         let growth = Usage {
             rss: m.loaded.rss.saturating_sub(m.idle.rss),
             pss: m.loaded.pss.saturating_sub(m.idle.pss),
+            ..Usage::default()
         };
         println!("  {}:", e.name);
         println!(
@@ -1246,9 +1311,13 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
             per_pod(growth)
         );
         println!(
-            "    daemon after a round of every listing and stats call: {}, three seconds later {}",
+            "    daemon after a round of every listing and stats call: {} (anon {}, file {}), three seconds later {} (anon {}, file {})",
             kb(m.listed),
-            kb(m.listed_quiet)
+            m.listed.anon,
+            m.listed.file,
+            kb(m.listed_quiet),
+            m.listed_quiet.anon,
+            m.listed_quiet.file
         );
         println!(
             "    shims: {} processes, {} ({} per pod)",

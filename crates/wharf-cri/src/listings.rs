@@ -92,12 +92,9 @@ impl Listings {
             |e| {
                 // As `wharf pod ls` does: pods whose shim is gone, or that an interrupted
                 // operation left, are put right first (the store alone lists them ready).
-                let mut report = e.reconcile_touched(&[]);
-                let (pods, listed) = e
+                let (pods, report) = e
                     .list_pods_reconciled(&wharf_engine::PodFilter::default())
                     .map_err(from_engine)?;
-                report.repaired.extend(listed.repaired);
-                report.warnings.extend(listed.warnings);
                 for line in &report.repaired {
                     log(Level::Info, "reconciled", &[("repair", line)]);
                 }

@@ -79,7 +79,8 @@ impl Engine {
         engine.reconciled = match &engine.opts.reconcile {
             crate::reconcile::Reconcile::All => engine.reconcile(),
             crate::reconcile::Reconcile::Touched(keys) => engine.reconcile_touched(keys),
-            crate::reconcile::Reconcile::Listing => engine.reconcile_touched(&[]),
+            // The listing reconciles (`list_pods_reconciled`).
+            crate::reconcile::Reconcile::Listing => Default::default(),
         };
         Ok(engine)
     }

@@ -326,18 +326,19 @@ impl Engine {
         self.list_pods_checking(f, None)
     }
 
-    /// [`Engine::list_pods`] for an engine opened with [`Reconcile::Listing`]: the pods
-    /// whose state the store alone cannot tell (their shim is not found alive, they share
-    /// their pid namespace, or a container of theirs is still `created`) are checked and
-    /// repaired first, as [`Engine::reconcile`] does, and read again. What that did is in
-    /// the report.
+    /// [`Engine::list_pods`] as it is: what interrupted operations left is put right
+    /// first ([`Engine::reconcile_touched`] without keys), and the pods whose state the
+    /// store alone cannot tell (their shim is not found alive, they share their pid
+    /// namespace, or a container of theirs is still `created`) are checked and repaired
+    /// as [`Engine::reconcile`] does, and read again. What that did is in the report. An
+    /// engine opened only for this is opened with [`Reconcile::Listing`].
     ///
     /// [`Reconcile::Listing`]: crate::reconcile::Reconcile::Listing
     pub fn list_pods_reconciled(
         &self,
         f: &PodFilter,
     ) -> Result<(Vec<PodView>, crate::reconcile::Report)> {
-        let mut report = crate::reconcile::Report::default();
+        let mut report = self.reconcile_touched(&[]);
         let views = self.list_pods_checking(f, Some(&mut report))?;
         Ok((views, report))
     }

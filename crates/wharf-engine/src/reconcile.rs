@@ -48,8 +48,9 @@ pub enum Reconcile {
     /// not for every pod of the node. A shim that died under another pod is found when
     /// that pod is next named, listed or reconciled in full.
     Touched(Vec<String>),
-    /// [`Reconcile::Touched`] without keys at open; the listing then checks, from the rows
-    /// it reads anyway ([`Engine::list_pods_reconciled`]), every pod whose shim is not
+    /// Nothing at open: the listing ([`Engine::list_pods_reconciled`]) does what
+    /// [`Reconcile::Touched`] without keys does, then checks, from the rows it reads
+    /// anyway, every pod whose shim is not
     /// found alive in the node's registry of live shims (see [`wharf_shim::liveness`]), or
     /// whose state its shim's records alone can tell (shared pid namespace: the pod's init
     /// may have died; containers created but not yet known started): what a listing of

@@ -430,7 +430,7 @@ fn pod_summary(p: &PodView, k: &wharf_kube::PodStatus) -> String {
 
 /// `wharf pod ls`.
 pub fn pods(engine: &Engine, format: &str, quiet: bool) -> Result<()> {
-    // Opened with `Reconcile::Listing`: the listing checks what the store cannot tell.
+    // Opened with `Reconcile::Listing`: the listing reconciles what it shows.
     let (pods, report) = engine.list_pods_reconciled(&PodFilter::default())?;
     super::print_reconciled(&report);
     if quiet {
