@@ -366,6 +366,11 @@ fn add_empty_standalone(conn: &rusqlite::Connection) -> Result<()> {
     Ok(made?)
 }
 
+/// How many of the newest events the store keeps (about 1 MB of them).
+const EVENTS_KEPT: i64 = 4096;
+/// How often, in events, the store drops those beyond [`EVENTS_KEPT`].
+const EVENTS_PRUNE_EVERY: i64 = 256;
+
 impl Db {
     /// Open (creating) the store at `path`.
     pub fn open(path: &Path) -> Result<Db> {
@@ -782,6 +787,7 @@ impl Db {
         );
         match r.map_err(Error::from) {
             Ok(_) => {
+                self.prune_events()?;
                 if self.conn.is_autocommit() {
                     touch(&self.stamp);
                 } else {
@@ -794,6 +800,21 @@ impl Db {
             Err(Error::NoSpace { .. }) if self.low_space() => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Drop the oldest events once more than [`EVENTS_KEPT`] are stored, checked every
+    /// [`EVENTS_PRUNE_EVERY`] events: a node that makes and removes pods all day would
+    /// otherwise grow its store without end. What docker keeps is smaller still (the
+    /// last 256 events, in memory); podman rotates its events file at 1 MB.
+    fn prune_events(&self) -> Result<()> {
+        let seq = self.conn.last_insert_rowid();
+        if seq % EVENTS_PRUNE_EVERY == 0 && seq > EVENTS_KEPT {
+            self.conn.execute(
+                "DELETE FROM engine_events WHERE seq <= ?1",
+                [seq - EVENTS_KEPT],
+            )?;
+        }
+        Ok(())
     }
 
     /// The exit code of the last "exited" event of object `id` (kept after the object
@@ -889,5 +910,40 @@ mod tests {
         db.event("created", "pod", "abcdef0123", "web", serde_json::json!({}))
             .unwrap();
         assert_eq!(db2.events_since(0).unwrap()[0].kind_of_event, "created");
+    }
+
+    #[test]
+    fn only_the_newest_events_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("wharf.db")).unwrap();
+        let total = EVENTS_KEPT + 3 * EVENTS_PRUNE_EVERY + 7;
+        db.transaction(|db| {
+            for i in 0..total {
+                db.event(
+                    "exited",
+                    "container",
+                    &format!("c{i}"),
+                    "c",
+                    serde_json::json!({"exitCode": i}),
+                )?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let events = db.events_since(0).unwrap();
+        assert!(
+            events.len() as i64 >= EVENTS_KEPT
+                && events.len() as i64 <= EVENTS_KEPT + EVENTS_PRUNE_EVERY,
+            "{} events kept",
+            events.len()
+        );
+        // The newest are there, in order; the oldest are gone.
+        assert_eq!(events.last().unwrap().seq, total);
+        assert!(events.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+        assert_eq!(
+            db.last_exit_code(&format!("c{}", total - 1)).unwrap(),
+            Some(total - 1)
+        );
+        assert_eq!(db.last_exit_code("c0").unwrap(), None);
     }
 }
