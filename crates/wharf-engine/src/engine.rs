@@ -115,8 +115,9 @@ impl Engine {
         &self.paths
     }
 
-    /// The metadata store.
-    pub fn db(&self) -> &Db {
+    /// The metadata store (the engine's own: front ends go through its operations and
+    /// queries).
+    pub(crate) fn db(&self) -> &Db {
         &self.db
     }
 

@@ -48,8 +48,12 @@ impl TestEngine {
 
 impl Drop for TestEngine {
     fn drop(&mut self) {
-        for pod in self.engine.db().pods().unwrap_or_default() {
-            let _ = self.engine.remove_pod(&pod.id, true);
+        for pod in self
+            .engine
+            .list_pods(&Default::default())
+            .unwrap_or_default()
+        {
+            let _ = self.engine.remove_pod(&pod.row.id, true);
         }
         let _ = wharf_net::netns::remove_path(&self.host_ns);
     }
@@ -139,7 +143,7 @@ fn pod_sandbox_is_created_and_removed_completely() {
         assert!(!mounted(Path::new(p)), "{p} still mounted");
     }
     assert!(!t.env.cgroup_dirs().iter().any(|d| d.join(&pod.id).exists()));
-    assert!(t.engine.db().pods().unwrap().is_empty());
+    assert!(t.engine.list_pods(&Default::default()).unwrap().is_empty());
     assert!(!t.engine.paths().pod_dir(&pod.id).exists());
     // The lease is back: a new pod can take the network again, and the built-in state has
     // no record of the old one.
@@ -171,7 +175,7 @@ fn failed_sandbox_leaves_nothing() {
         })
         .unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
-    assert!(t.engine.db().pods().unwrap().is_empty());
+    assert!(t.engine.list_pods(&Default::default()).unwrap().is_empty());
     let pods_run = t.engine.paths().run.join("pods");
     let left: Vec<_> = std::fs::read_dir(&pods_run)
         .map(|d| d.flatten().collect())
