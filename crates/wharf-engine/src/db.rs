@@ -787,7 +787,9 @@ impl Db {
         );
         match r.map_err(Error::from) {
             Ok(_) => {
-                self.prune_events()?;
+                // Housekeeping: an event that could not prune its elders (a full disk) is
+                // still recorded.
+                let _ = self.prune_events();
                 if self.conn.is_autocommit() {
                     touch(&self.stamp);
                 } else {
