@@ -319,20 +319,12 @@ impl Engine {
     /// Repair pod `id` under its lock (nothing if another process holds it). Returns what
     /// was done.
     fn repair(&self, id: &str) -> Result<Vec<String>> {
-        let Some(_lock) = self.locks.try_lock(id)? else {
+        let Some(lock) = self.locks.try_lock(id)? else {
             return Ok(Vec::new());
         };
-        // Read again under the lock: the pod may have changed or gone meanwhile. Gone, its
-        // remover unlinked the lock file before we opened the path, and ours is a new
-        // file no row names: unlink it again (we hold it, so no one else is at work on it).
-        let pod = match self.db.find_pod(id) {
-            Ok(p) if p.id == id => p,
-            Ok(_) => return Ok(Vec::new()),
-            Err(Error::NotFound { .. }) => {
-                self.locks.forget(id);
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(e),
+        // Read again under the lock: the pod may have changed or gone meanwhile.
+        let Some(pod) = self.row_under_lock(&lock, id)? else {
+            return Ok(Vec::new());
         };
         let records = wharf_shim::records::StateDir::new(self.shim_state_dir(&pod));
         if !records.shim_alive() && shim_starting(records.path()) {
@@ -503,10 +495,8 @@ impl Engine {
             if known.contains(name.as_str()) {
                 continue;
             }
-            if let Ok(Some(_lock)) = self.locks.try_lock(&name)
-                && matches!(self.db.find_pod(&name), Err(Error::NotFound { .. }))
-            {
-                self.locks.forget(&name);
+            if let Ok(Some(lock)) = self.locks.try_lock(&name) {
+                let _ = self.row_under_lock(&lock, &name);
             }
         }
     }
@@ -522,9 +512,8 @@ impl Engine {
 
     /// Lock pod `id` for a change, then read with `read` what the change works on. It
     /// reads under the lock, since the pod may have changed or gone while the lock was
-    /// awaited. If it is gone, its remover unlinked the lock file before this process
-    /// opened the path, so the file locked here is a new one that no row names: it is
-    /// unlinked again, and `read`'s NotFound comes back.
+    /// awaited; a gone pod's lock file is unlinked again (`row_under_lock`), and
+    /// `read`'s NotFound comes back.
     pub(crate) fn lock_and_read<T>(
         &self,
         id: &str,
@@ -534,11 +523,30 @@ impl Engine {
         match read() {
             Ok(v) => Ok((lock, v)),
             Err(e @ Error::NotFound { .. }) => {
-                let pod_gone = !matches!(self.db.find_pod(id), Ok(p) if p.id == id);
-                if lock.took() && pod_gone {
+                // Gone, or only the thing read: the lock file goes with a gone pod.
+                let _ = self.row_under_lock(&lock, id);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pod `id`'s row, read under `lock` (a guard on its lock). None if the pod is gone:
+    /// its remover unlinked the lock file before this process opened the path, so the
+    /// file locked is a new one no row names, and it is unlinked again, if this guard
+    /// took the lock (one the engine held before stays its holder's to forget).
+    fn row_under_lock(
+        &self,
+        lock: &crate::pod_lock::PodLock<'_>,
+        id: &str,
+    ) -> Result<Option<PodRow>> {
+        match self.db.find_pod(id) {
+            Ok(p) if p.id == id => Ok(Some(p)),
+            Ok(_) | Err(Error::NotFound { .. }) => {
+                if lock.took() {
                     self.locks.forget(id);
                 }
-                Err(e)
+                Ok(None)
             }
             Err(e) => Err(e),
         }

@@ -198,11 +198,10 @@ fn a_second_front_end_drives_a_container_through_the_engine_alone() {
 /// /proc/locks: "N: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF").
 fn someone_waits_on(ino: u64) -> bool {
     let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    locks.lines().any(|l| {
-        l.contains("->")
-            && l.split_whitespace()
-                .any(|f| f.rsplit(':').next() == Some(ino.to_string().as_str()) && f.contains(':'))
-    })
+    let inode = format!(":{ino}");
+    locks
+        .lines()
+        .any(|l| l.contains("->") && l.split_whitespace().any(|f| f.ends_with(&inode)))
 }
 
 /// A change that waited for a pod's lock while another front end removed the pod answers
