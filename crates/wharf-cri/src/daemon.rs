@@ -207,6 +207,7 @@ async fn serve(
         let _ = stopping_tx.send(true);
     };
     let server = tonic::transport::Server::builder()
+        .layer(tower_layer::layer_fn(crate::give_back::GiveBack))
         .add_service(RuntimeServiceServer::new(crate::runtime::Runtime::new(
             engines.clone(),
             opts.config.clone(),

@@ -1,7 +1,8 @@
 //! Giving memory back when the daemon is idle: after a couple of seconds without a request,
-//! malloc's free memory goes back to the kernel and the binary's code is dropped from the
-//! page tables (it faults back in from the page cache on the next request). A node's daemon
-//! spends most of its life waiting; its resident size while it waits is what it costs.
+//! malloc's free memory goes back to the kernel and the binary's code and constants are
+//! dropped from the page tables (they fault back in from the page cache on the next
+//! request). A node's daemon spends most of its life waiting; its resident size while it
+//! waits is what it costs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,25 +49,42 @@ pub async fn trimmer(stages: Vec<Duration>) {
     }
 }
 
-/// The executable's code mappings (r-xp, private, backed by the binary itself).
-fn code_ranges() -> Vec<(usize, usize)> {
+/// The executable's read-only mappings (its code, and its constants, symbols and unwind
+/// tables) that hold no page of their own: private, backed by the binary, never written.
+/// Dropping their pages loses nothing: they fault back in from the file. A mapping with
+/// anonymous pages (a debugger's or an uprobe's breakpoint is a private copy of a code
+/// page; relocated data made read-only) is left alone, since dropping would undo them.
+fn droppable_ranges() -> Vec<(usize, usize)> {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            let path = f.nth(3)?;
-            if perms != "r-xp" || std::path::Path::new(path) != exe {
-                return None;
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut ranges = Vec::new();
+    let mut current: Option<(usize, usize)> = None;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let Some(first) = f.next() else { continue };
+        if let Some(kb) = line.strip_prefix("Anonymous:") {
+            if let Some(range) = current.take()
+                && kb.trim().trim_end_matches("kB").trim() == "0"
+            {
+                ranges.push(range);
             }
-            let (lo, hi) = range.split_once('-')?;
-            Some((
-                usize::from_str_radix(lo, 16).ok()?,
-                usize::from_str_radix(hi, 16).ok()?,
-            ))
-        })
-        .collect()
+            continue;
+        }
+        let Some((lo, hi)) = first.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        // A mapping's header: range, perms, offset, dev, inode, path.
+        let perms = f.next().unwrap_or("");
+        let path = f.nth(3);
+        current = (matches!(perms, "r-xp" | "r--p")
+            && path.is_some_and(|p| std::path::Path::new(p) == exe))
+        .then_some((lo, hi));
+    }
+    ranges
 }
 
 /// Two malloc arenas, not eight per core: each engine thread would otherwise leave an
@@ -80,14 +98,29 @@ pub fn few_arenas() {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
 }
 
+/// How many times malloc was trimmed (what give_back.rs's test observes).
+static MALLOC_TRIMS: AtomicU64 = AtomicU64::new(0);
+
+/// Give malloc's free memory back to the kernel (also after a large answer: give_back.rs).
 #[allow(unsafe_code)]
-fn trim() {
+pub fn trim_malloc() {
+    MALLOC_TRIMS.fetch_add(1, Ordering::Relaxed);
     // SAFETY: malloc_trim has no preconditions.
     unsafe { libc::malloc_trim(0) };
-    for (lo, hi) in code_ranges() {
-        // SAFETY: the binary's own code: a private file mapping that is never written, so
-        // dropping its pages loses nothing (they fault back in from the file), whatever
-        // the other threads run meanwhile.
+}
+
+#[cfg(test)]
+pub fn malloc_trims() -> u64 {
+    MALLOC_TRIMS.load(Ordering::Relaxed)
+}
+
+#[allow(unsafe_code)]
+fn trim() {
+    trim_malloc();
+    for (lo, hi) in droppable_ranges() {
+        // SAFETY: a private, read-only file mapping of the binary without a page of its
+        // own (see droppable_ranges): dropping its pages loses nothing (they fault back in
+        // from the file), whatever the other threads run meanwhile.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
     }
 }
@@ -98,11 +131,42 @@ mod tests {
 
     #[test]
     fn code_is_found_and_trimming_keeps_the_process_running() {
-        assert!(!code_ranges().is_empty());
+        assert!(!droppable_ranges().is_empty());
         trim();
         // Code dropped above runs again.
-        assert!(!code_ranges().is_empty() && now_ms() > 0);
+        assert!(!droppable_ranges().is_empty() && now_ms() > 0);
         touch();
         assert!(LAST.load(Ordering::Relaxed) > 1);
+    }
+
+    /// A read-only mapping of the binary that holds a private copy of a page (what a
+    /// debugger's breakpoint makes) is not dropped: that would undo the copy.
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_mapping_with_a_page_of_its_own_is_left_alone() {
+        let before = droppable_ranges();
+        // The first page of the read-only mapping at offset 0 (the ELF header): rewrite one
+        // byte with its own value, which makes the private copy without changing a thing.
+        let (lo, hi) = *before
+            .iter()
+            .min()
+            .expect("read-only mappings of the binary");
+        let page = lo as *mut u8;
+        // SAFETY: the page is mapped (it is one of ours); it is made writable only for the
+        // byte written with the value it holds, then read-only again.
+        unsafe {
+            assert_eq!(
+                libc::mprotect(page.cast(), 4096, libc::PROT_READ | libc::PROT_WRITE),
+                0
+            );
+            page.write_volatile(page.read_volatile());
+            assert_eq!(libc::mprotect(page.cast(), 4096, libc::PROT_READ), 0);
+        }
+        let after = droppable_ranges();
+        assert!(
+            !after.iter().any(|&(l, h)| l <= lo && lo < h),
+            "{lo:#x}-{hi:#x} still listed"
+        );
+        assert!(!after.is_empty(), "the code is still dropped");
     }
 }

@@ -1,0 +1,114 @@
+"""The calls scripts/hot-code/profile.py makes: a CRI client (grpcio, stubs generated from
+the project's api.proto at run time by profile.sh) and a Docker API client on a unix socket."""
+
+import http.client
+import json
+import socket
+
+import grpc
+from runtime.v1 import api_pb2 as api
+from runtime.v1 import api_pb2_grpc as api_grpc
+
+IMAGE = "127.0.0.1:35000/fixtures/busybox:latest"
+
+
+class Cri:
+    def __init__(self, sock):
+        # grpcio names a unix socket's authority after its path, which HTTP/2 servers that
+        # check the :authority header refuse; crictl and kubelet send "localhost".
+        ch = grpc.insecure_channel(f"unix://{sock}", options=[("grpc.default_authority", "localhost")])
+        self.rt = api_grpc.RuntimeServiceStub(ch)
+        self.im = api_grpc.ImageServiceStub(ch)
+
+    def heartbeat(self):
+        self.rt.ListPodSandbox(api.ListPodSandboxRequest())
+
+    def pull(self):
+        self.im.PullImage(api.PullImageRequest(image=api.ImageSpec(image=IMAGE)))
+
+    def listings(self, rounds):
+        rt = self.rt
+        for _ in range(rounds):
+            cs = rt.ListContainers(api.ListContainersRequest()).containers
+            ps = rt.ListPodSandbox(api.ListPodSandboxRequest()).items
+            rt.ListContainerStats(api.ListContainerStatsRequest())
+            rt.ListPodSandboxStats(api.ListPodSandboxStatsRequest())
+            rt.ListPodSandboxMetrics(api.ListPodSandboxMetricsRequest())
+            for c in cs[:2]:
+                rt.ContainerStats(api.ContainerStatsRequest(container_id=c.id))
+            for p in ps[:2]:
+                rt.PodSandboxStats(api.PodSandboxStatsRequest(pod_sandbox_id=p.id))
+            rt.ListContainers(api.ListContainersRequest(
+                filter=api.ContainerFilter(state=api.ContainerStateValue(state=api.CONTAINER_RUNNING))))
+            rt.ListPodSandbox(api.ListPodSandboxRequest(
+                filter=api.PodSandboxFilter(state=api.PodSandboxStateValue(state=api.SANDBOX_READY))))
+
+    def pod(self, i):
+        rt = self.rt
+        cfg = api.PodSandboxConfig(
+            metadata=api.PodSandboxMetadata(name=f"hot{i}", uid=f"hot-uid-{i}", namespace="default"),
+            linux=api.LinuxPodSandboxConfig(cgroup_parent=f"/wharf-hot-code/pod{i}"))
+        sid = rt.RunPodSandbox(api.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
+        rt.PodSandboxStatus(api.PodSandboxStatusRequest(pod_sandbox_id=sid))
+        self.im.ImageStatus(api.ImageStatusRequest(image=api.ImageSpec(image=IMAGE)))
+        cid = rt.CreateContainer(api.CreateContainerRequest(
+            pod_sandbox_id=sid, sandbox_config=cfg,
+            config=api.ContainerConfig(metadata=api.ContainerMetadata(name="c"),
+                                       image=api.ImageSpec(image=IMAGE),
+                                       command=["sleep", "3600"]))).container_id
+        rt.StartContainer(api.StartContainerRequest(container_id=cid))
+        rt.ContainerStatus(api.ContainerStatusRequest(container_id=cid))
+        return sid, cid
+
+    def lifecycle(self, pods):
+        rt = self.rt
+        rt.Status(api.StatusRequest())
+        self.im.ImageFsInfo(api.ImageFsInfoRequest())
+        self.im.ListImages(api.ListImagesRequest())
+        made = [self.pod(i) for i in range(pods)]
+        for _, cid in made[:2]:
+            rt.ExecSync(api.ExecSyncRequest(container_id=cid, cmd=["true"], timeout=5))
+        # One pod the way kubelet ends it: container stopped, then the sandbox.
+        sid, cid = made.pop()
+        rt.StopContainer(api.StopContainerRequest(container_id=cid, timeout=0))
+        rt.RemoveContainer(api.RemoveContainerRequest(container_id=cid))
+        rt.StopPodSandbox(api.StopPodSandboxRequest(pod_sandbox_id=sid))
+        rt.RemovePodSandbox(api.RemovePodSandboxRequest(pod_sandbox_id=sid))
+        self.listings(1)
+
+    def teardown(self):
+        for p in self.rt.ListPodSandbox(api.ListPodSandboxRequest()).items:
+            self.rt.StopPodSandbox(api.StopPodSandboxRequest(pod_sandbox_id=p.id))
+            self.rt.RemovePodSandbox(api.RemovePodSandboxRequest(pod_sandbox_id=p.id))
+
+
+class _Unix(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost")
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def docker(sock):
+    """What docker ps, images, inspect, logs and events ask of the Docker API."""
+    def get(path):
+        c = _Unix(sock)
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        if r.status >= 400:
+            raise RuntimeError(f"GET {path}: {r.status} {body[:200]!r}")
+        return body
+
+    get("/_ping")
+    get("/v1.47/version")
+    get("/v1.47/info")
+    get("/v1.47/images/json")
+    for c in json.loads(get("/v1.47/containers/json?all=1"))[:2]:
+        get(f"/v1.47/containers/{c['Id']}/json")
+        get(f"/v1.47/containers/{c['Id']}/logs?stdout=1&stderr=1")
+    get("/v1.47/events?since=0&until=1")
