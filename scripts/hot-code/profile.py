@@ -15,10 +15,10 @@ phase by phase (in the phase, by their place in the binary as built). Functions 
 keep their place after these (the daemon's start-up code among them: the first idle trim
 drops it for good).
 
-The daemon's idle trim drops its code pages, and with them the probes' breakpoints (a
-private copy of the page): the probes are enabled once the daemon started, while a
-heartbeat (ListPodSandbox, which kubelet calls every second anyway) every 100 ms keeps it
-from going idle.
+The probes are enabled once the daemon has started, so its start-up code stays out of the
+order. A heartbeat, ListPodSandbox every 100 ms (kubelet's relist, sped up), runs
+throughout. The idle trim leaves code mappings that hold breakpoints alone
+(crates/wharf-cri/src/idle.rs), so probes are not lost between phases.
 
 Run by scripts/hot-code/profile.sh (as root, fixture registry up), not by CI.
 """

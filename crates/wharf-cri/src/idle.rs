@@ -57,34 +57,11 @@ pub async fn trimmer(stages: Vec<Duration>) {
 fn droppable_ranges() -> Vec<(usize, usize)> {
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    let mut ranges = Vec::new();
-    let mut current: Option<(usize, usize)> = None;
-    for line in smaps.lines() {
-        let mut f = line.split_whitespace();
-        let Some(first) = f.next() else { continue };
-        if let Some(kb) = line.strip_prefix("Anonymous:") {
-            if let Some(range) = current.take()
-                && kb.trim().trim_end_matches("kB").trim() == "0"
-            {
-                ranges.push(range);
-            }
-            continue;
-        }
-        let Some((lo, hi)) = first.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-        else {
-            continue;
-        };
-        // A mapping's header: range, perms, offset, dev, inode, path.
-        let perms = f.next().unwrap_or("");
-        let path = f.nth(3);
-        current = (matches!(perms, "r-xp" | "r--p")
-            && path.is_some_and(|p| std::path::Path::new(p) == exe))
-        .then_some((lo, hi));
-    }
-    ranges
+    wharf_sys::smaps::mappings(&smaps)
+        .iter()
+        .filter(|m| m.is_clean_read_only_file() && std::path::Path::new(m.path) == exe)
+        .map(|m| (m.start, m.end))
+        .collect()
 }
 
 /// Two malloc arenas, not eight per core: each engine thread would otherwise leave an

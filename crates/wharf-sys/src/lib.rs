@@ -1,7 +1,7 @@
 //! Small system helpers that more than one Wharf crate needs, in one place so that each is
 //! written (and fixed) once: RFC 3339 time ([`time`]), signal names ([`signal`]), atomic
 //! file replacement and namespace-file checks ([`fs`]), bounded reads of the files a
-//! container controls ([`contained`]), and the `-1 means errno` convention
+//! container controls ([`contained`]), this process's mappings ([`smaps`]), and the `-1 means errno` convention
 //! of raw system calls ([`cvt`]).
 //!
 //! Everything here is safe code over rustix and std.
@@ -11,6 +11,7 @@
 pub mod contained;
 pub mod fs;
 pub mod signal;
+pub mod smaps;
 pub mod time;
 
 /// A raw system call's result: -1 means the error in `errno`.

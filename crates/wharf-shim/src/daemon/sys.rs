@@ -284,43 +284,16 @@ fn discardable() -> Vec<(usize, usize)> {
     let page = 4096usize;
     let marker = 0u8;
     let sp = std::hint::black_box(&marker) as *const u8 as usize;
-    // The read-only file mapping being read, if any: its "Anonymous:" line decides.
-    let mut current: Option<(usize, usize)> = None;
-    for line in smaps.lines() {
-        if let Some(kb) = line.strip_prefix("Anonymous:") {
-            if let Some(range) = current.take()
-                && kb.trim().trim_end_matches("kB").trim() == "0"
-            {
-                out.push(range);
-            }
-            continue;
-        }
-        // Mapping headers are "start-end perms offset dev inode [path]"; the other lines
-        // are "Name: value".
-        let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let Some((start, end)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (
-            usize::from_str_radix(start, 16),
-            usize::from_str_radix(end, 16),
-        ) else {
-            continue;
-        };
-        let path = f.nth(3).unwrap_or("");
-        current = None;
-        if path == "[stack]" {
+    for m in wharf_sys::smaps::mappings(&smaps) {
+        if m.path == "[stack]" {
             // Leave this frame's page and a margin below it alone (the callers of
             // madvise use a little more stack than this frame).
             let hi = (sp & !(page - 1)).saturating_sub(4 * page);
-            if hi > start {
-                out.push((start, hi));
+            if hi > m.start {
+                out.push((m.start, hi));
             }
-        } else if path.starts_with('/') && matches!(perms, "r-xp" | "r--p") {
-            current = Some((start, end));
+        } else if m.is_clean_read_only_file() {
+            out.push((m.start, m.end));
         }
     }
     out
