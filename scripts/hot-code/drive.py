@@ -16,9 +16,13 @@ class Cri:
     def __init__(self, sock):
         # grpcio names a unix socket's authority after its path, which HTTP/2 servers that
         # check the :authority header refuse; crictl and kubelet send "localhost".
-        ch = grpc.insecure_channel(f"unix://{sock}", options=[("grpc.default_authority", "localhost")])
-        self.rt = api_grpc.RuntimeServiceStub(ch)
-        self.im = api_grpc.ImageServiceStub(ch)
+        self.channel = grpc.insecure_channel(
+            f"unix://{sock}", options=[("grpc.default_authority", "localhost")])
+        self.rt = api_grpc.RuntimeServiceStub(self.channel)
+        self.im = api_grpc.ImageServiceStub(self.channel)
+
+    def close(self):
+        self.channel.close()
 
     def heartbeat(self):
         self.rt.ListPodSandbox(api.ListPodSandboxRequest())
@@ -42,6 +46,15 @@ class Cri:
                 filter=api.ContainerFilter(state=api.ContainerStateValue(state=api.CONTAINER_RUNNING))))
             rt.ListPodSandbox(api.ListPodSandboxRequest(
                 filter=api.PodSandboxFilter(state=api.PodSandboxStateValue(state=api.SANDBOX_READY))))
+
+    def listings_each_connected(self, sock, rounds):
+        """The listings, each call on a connection of its own, as crictl makes them: the
+        server's connection setup and teardown run once per call."""
+        for _ in range(rounds):
+            for call in LISTINGS:
+                c = Cri(sock)
+                call(c.rt)
+                c.close()
 
     def pod(self, i):
         rt = self.rt
@@ -80,6 +93,55 @@ class Cri:
         for p in self.rt.ListPodSandbox(api.ListPodSandboxRequest()).items:
             self.rt.StopPodSandbox(api.StopPodSandboxRequest(pod_sandbox_id=p.id))
             self.rt.RemovePodSandbox(api.RemovePodSandboxRequest(pod_sandbox_id=p.id))
+
+
+def _container_stats(rt):
+    for c in rt.ListContainers(api.ListContainersRequest()).containers[:1]:
+        rt.ContainerStats(api.ContainerStatsRequest(container_id=c.id))
+
+
+def _pod_stats(rt):
+    for p in rt.ListPodSandbox(api.ListPodSandboxRequest()).items[:1]:
+        rt.PodSandboxStats(api.PodSandboxStatsRequest(pod_sandbox_id=p.id))
+
+
+LISTINGS = [
+    lambda rt: rt.Version(api.VersionRequest()),
+    lambda rt: rt.ListContainers(api.ListContainersRequest()),
+    lambda rt: rt.ListPodSandbox(api.ListPodSandboxRequest()),
+    lambda rt: rt.ListContainerStats(api.ListContainerStatsRequest()),
+    lambda rt: rt.ListPodSandboxStats(api.ListPodSandboxStatsRequest()),
+    lambda rt: rt.ListPodSandboxMetrics(api.ListPodSandboxMetricsRequest()),
+    _container_stats,
+    _pod_stats,
+]
+
+
+def crictl(crictl, sock):
+    """What crictl asks, each command on a connection of its own (a Go gRPC client: its
+    HTTP/2 frames differ from grpcio's)."""
+    import subprocess
+
+    def run(*args):
+        return subprocess.run([crictl, "-r", f"unix://{sock}", "-i", f"unix://{sock}", *args],
+                              check=True, capture_output=True, text=True).stdout
+
+    run("version")
+    run("info")
+    ids = run("ps", "-q").split()
+    pods = run("pods", "-q").split()
+    run("ps", "-a")
+    run("pods")
+    run("stats")
+    run("statsp")
+    run("images")
+    run("imagefsinfo")
+    for c in ids[:1]:
+        run("inspect", c)
+        run("stats", "--id", c)
+    for p in pods[:1]:
+        run("inspectp", p)
+        run("statsp", "--id", p)
 
 
 class _Unix(http.client.HTTPConnection):

@@ -8,8 +8,9 @@ binary's code out by (crates/wharf/build.rs). Why: the daemon's code is spread o
 daemon's RSS grow by 8 MB of code. Laid out together, those functions fill a few windows.
 
 How: an uprobe on the entry of every function of a copy of the binary, then a daemon of
-that copy driven through phases (the heartbeat alone; listings and stats; pod
-lifecycle and the calls kubelet makes around it; the Docker API), reading each probe's
+that copy driven through phases (the heartbeat alone; listings and stats on one
+connection, then each on a connection of its own, then from crictl if it is on PATH or
+in $CRICTL; pod lifecycle and the calls kubelet makes around it; the Docker API), reading each probe's
 hit count after each phase. The order file lists the functions first hit in each phase,
 phase by phase (in the phase, by their place in the binary as built). Functions never hit
 keep their place after these (the daemon's start-up code among them: the first idle trim
@@ -24,6 +25,7 @@ Run by scripts/hot-code/profile.sh (as root, fixture registry up), not by CI.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -116,9 +118,12 @@ def main():
         cri.pod(100 + i)
     failed = enable_probes(len(syms))
     print(f"profile: {len(syms)} probes, {failed} could not be placed", flush=True)
+    crictl = os.environ.get("CRICTL") or shutil.which("crictl")
     phases = [
         ("relist", lambda: time.sleep(1)),
         ("listings and stats", lambda: cri.listings(3)),
+        ("listings, a connection each", lambda: cri.listings_each_connected(sock, 2)),
+        ("crictl", lambda: crictl and drive.crictl(crictl, sock)),
         ("pod lifecycle", lambda: cri.lifecycle(10)),
         ("docker api", lambda: drive.docker(docker_sock)),
         ("teardown", cri.teardown),

@@ -4,7 +4,8 @@
 # after changing the daemon's code paths much, then rebuild the release binary.
 #   scripts/hot-code/profile.sh [path/to/release/wharf]
 # Needs python3-venv and PyPI (grpcio, grpcio-tools), the CNI plugins in /usr/lib/cni and
-# tracefs. Everything it makes (state, a network namespace, cgroups below /wharf-hot-code,
+# tracefs; crictl on PATH (or CRICTL=/path/to/crictl) adds the calls of a Go gRPC client.
+# Everything it makes (state, a network namespace, cgroups below /wharf-hot-code,
 # the uprobes) is removed at the end.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

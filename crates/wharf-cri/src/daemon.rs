@@ -65,7 +65,7 @@ pub fn run(opts: DaemonOptions) -> i32 {
     #[allow(unsafe_code)]
     let notifier = unsafe { crate::sd_notify::Notifier::from_env() };
     // Before any thread exists.
-    crate::idle::few_arenas();
+    crate::idle::tune_malloc();
     // Few threads, and engine threads that go when idle (each holds an engine: its store
     // connections and caches), so that an idle daemon holds little memory.
     let rt = match tokio::runtime::Builder::new_multi_thread()
