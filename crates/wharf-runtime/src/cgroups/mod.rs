@@ -132,6 +132,39 @@ impl Cgroup {
         Ok(())
     }
 
+    /// Create the last directory of each hierarchy, below parents that must exist already:
+    /// `Ok(false)`, with nothing made, where one does not. For a process that moves itself
+    /// into a cgroup of its own below one that someone else removes (a pod's shim, once
+    /// idle, below its pod's, which the engine removes with the pod): creating the whole
+    /// path, as [`Cgroup::create`] does, made a removed pod's cgroup again, and it stayed
+    /// behind once the shim had exited.
+    pub fn create_leaf(&self) -> Result<bool> {
+        if !self
+            .paths
+            .values()
+            .all(|d| d.parent().is_some_and(Path::is_dir))
+        {
+            return Ok(false);
+        }
+        for (key, dir) in &self.paths {
+            match std::fs::create_dir(dir) {
+                Ok(()) if key == "cpuset" => {
+                    // As in create_cpuset: no load balancing of its own.
+                    let _ = std::fs::write(dir.join("cpuset.sched_load_balance"), "0");
+                }
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                // The parent went meanwhile: what was made below it goes with it.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
+            }
+            if key == "cpuset" {
+                fill_cpuset(dir)?;
+            }
+        }
+        Ok(true)
+    }
+
     /// The unified directory opened for clone3's CLONE_INTO_CGROUP.
     pub fn unified_fd(&self) -> Option<OwnedFd> {
         let dir = self.paths.get(UNIFIED)?;
@@ -471,6 +504,30 @@ pub(crate) mod tests {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// A leaf is made below a parent that exists, never the parent itself: a shim that
+    /// joins its pod's cgroup as the pod goes does not bring the pod's cgroup back.
+    #[test]
+    fn a_leaf_is_made_only_below_an_existing_parent() {
+        let t = tempfile::tempdir().unwrap();
+        let pod = t.path().join("memory/pod");
+        std::fs::create_dir_all(&pod).unwrap();
+        let cg = Cgroup {
+            paths: BTreeMap::from([
+                ("memory".to_string(), pod.join("shim")),
+                ("pids".to_string(), t.path().join("pids/pod/shim")),
+            ]),
+            ..Default::default()
+        };
+        // The pod's pids cgroup is gone (being removed): nothing is made anywhere.
+        assert!(!cg.create_leaf().unwrap());
+        assert!(!pod.join("shim").exists() && !t.path().join("pids").exists());
+        std::fs::create_dir_all(t.path().join("pids/pod")).unwrap();
+        assert!(cg.create_leaf().unwrap());
+        assert!(pod.join("shim").is_dir() && t.path().join("pids/pod/shim").is_dir());
+        // Again, with the leaves there: nothing to do.
+        assert!(cg.create_leaf().unwrap());
     }
 
     #[test]

@@ -299,8 +299,8 @@ fn discardable() -> Vec<(usize, usize)> {
     out
 }
 
-/// Move this (single-threaded) process into cgroup `path` in every hierarchy, made if
-/// missing: on v1 by writing "0" to each `tasks` file, which spares the global lock and
+/// Move this (single-threaded) process into cgroup `path` in every hierarchy, its last
+/// directory made if missing (never its parent, the pod's, which may be going): on v1 by writing "0" to each `tasks` file, which spares the global lock and
 /// its RCU grace period a write to `cgroup.procs` costs; one write on the unified
 /// hierarchy. Best effort: a shim that stays where it was still works.
 pub fn join_cgroup(path: &str) {
@@ -312,8 +312,16 @@ pub fn join_cgroup(path: &str) {
     else {
         return;
     };
-    if let Err(e) = cg.create().and_then(|()| cg.join_self_v1()) {
-        super::log(&format!("moving into cgroup {path}: {e}"));
+    // Only below the pod's cgroup as it is: if the pod is being removed, its cgroup may be
+    // gone already, and must not be made again.
+    match cg.create_leaf() {
+        Ok(true) => {
+            if let Err(e) = cg.join_self_v1() {
+                super::log(&format!("moving into cgroup {path}: {e}"));
+            }
+        }
+        Ok(false) => return,
+        Err(e) => super::log(&format!("moving into cgroup {path}: {e}")),
     }
     if let Err(e) = cg.add_pid_unified(std::process::id() as i32) {
         super::log(&format!("moving into cgroup {path}: {e}"));
