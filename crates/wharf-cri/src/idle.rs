@@ -1,7 +1,7 @@
 //! Giving memory back when the daemon is idle: after a couple of seconds without a request,
-//! malloc's free memory goes back to the kernel and the binary's code and constants are
-//! dropped from the page tables (they fault back in from the page cache on the next
-//! request). A node's daemon spends most of its life waiting; its resident size while it
+//! malloc's free memory goes back to the kernel and the code and constants of the binary
+//! and its shared libraries are dropped from the page tables (they fault back in from the
+//! page cache on the next request). A node's daemon spends most of its life waiting; its resident size while it
 //! waits is what it costs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,9 +112,9 @@ fn trim() {
     let _one_at_a_time = TRIMMING.lock().unwrap_or_else(|e| e.into_inner());
     trim_malloc();
     for (lo, hi) in droppable_ranges() {
-        // SAFETY: a private, read-only file mapping of the binary without a page of its
-        // own (see droppable_ranges): dropping its pages loses nothing (they fault back in
-        // from the file), whatever the other threads run meanwhile.
+        // SAFETY: a private, read-only file mapping without a page of its own (see
+        // droppable_ranges): dropping its pages loses nothing (they fault back in from the
+        // file), whatever the other threads run meanwhile.
         unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
     }
 }

@@ -147,18 +147,14 @@ impl Cgroup {
             return Ok(false);
         }
         for (key, dir) in &self.paths {
-            match std::fs::create_dir(dir) {
-                Ok(()) if key == "cpuset" => {
-                    // As in create_cpuset: no load balancing of its own.
-                    let _ = std::fs::write(dir.join("cpuset.sched_load_balance"), "0");
-                }
+            let cpuset = key == "cpuset";
+            match make_dir(dir, cpuset) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 // The parent went meanwhile: what was made below it goes with it.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
                 Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
             }
-            if key == "cpuset" {
+            if cpuset {
                 fill_cpuset(dir)?;
             }
         }
@@ -398,20 +394,28 @@ fn create_cpuset(dir: &Path) -> Result<()> {
     if let Some(parent) = dir.parent() {
         create_cpuset(parent)?;
     }
-    match std::fs::create_dir(dir) {
-        // Before its CPUs are set: a v1 cpuset that balances load makes the kernel rebuild
-        // the scheduling domains, walking every cpuset, when its CPUs are set and again when
-        // it is removed, under the lock every cgroup mkdir and rmdir takes; with a thousand
-        // containers that is most of a start. Balancing within a child changes nothing
-        // while the root cpuset balances across all CPUs (the kernel's default), so it is
-        // off in ours. Best effort: the write fails only where the file is missing.
-        Ok(()) => {
-            let _ = std::fs::write(dir.join("cpuset.sched_load_balance"), "0");
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::os(format!("create cgroup {}", p(dir)), e)),
-    }
+    make_dir(dir, true).map_err(|e| Error::os(format!("create cgroup {}", p(dir)), e))?;
     fill_cpuset(dir)
+}
+
+/// Make cgroup directory `dir`, whose parent exists; one already there counts as made.
+fn make_dir(dir: &Path, cpuset: bool) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        // A new cpuset, before its CPUs are set: a v1 cpuset that balances load makes the
+        // kernel rebuild the scheduling domains, walking every cpuset, when its CPUs are set
+        // and again when it is removed, under the lock every cgroup mkdir and rmdir takes;
+        // with a thousand containers that is most of a start. Balancing within a child
+        // changes nothing while the root cpuset balances across all CPUs (the kernel's
+        // default), so it is off in ours. Best effort: the write fails only where the file
+        // is missing.
+        Ok(()) if cpuset => {
+            let _ = std::fs::write(dir.join("cpuset.sched_load_balance"), "0");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Give cpuset `dir` its parent's CPUs and memory nodes where it has none.

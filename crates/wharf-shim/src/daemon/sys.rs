@@ -300,9 +300,10 @@ fn discardable() -> Vec<(usize, usize)> {
 }
 
 /// Move this (single-threaded) process into cgroup `path` in every hierarchy, its last
-/// directory made if missing (never its parent, the pod's, which may be going): on v1 by writing "0" to each `tasks` file, which spares the global lock and
-/// its RCU grace period a write to `cgroup.procs` costs; one write on the unified
-/// hierarchy. Best effort: a shim that stays where it was still works.
+/// directory made if missing (never its parent, the pod's, which may be going): on v1 by
+/// writing "0" to each `tasks` file, which spares the global lock and its RCU grace period
+/// a write to `cgroup.procs` costs; one write on the unified hierarchy. Best effort: a
+/// shim that stays where it was still works.
 pub fn join_cgroup(path: &str) {
     let Ok(layout) = wharf_runtime::cgroups::detect() else {
         return;
