@@ -4,6 +4,7 @@ the project's api.proto at run time by profile.sh) and a Docker API client on a 
 import http.client
 import json
 import socket
+import subprocess
 
 import grpc
 from runtime.v1 import api_pb2 as api
@@ -31,21 +32,10 @@ class Cri:
         self.im.PullImage(api.PullImageRequest(image=api.ImageSpec(image=IMAGE)))
 
     def listings(self, rounds):
-        rt = self.rt
+        """kubelet's listings and stats, all on this client's one connection."""
         for _ in range(rounds):
-            cs = rt.ListContainers(api.ListContainersRequest()).containers
-            ps = rt.ListPodSandbox(api.ListPodSandboxRequest()).items
-            rt.ListContainerStats(api.ListContainerStatsRequest())
-            rt.ListPodSandboxStats(api.ListPodSandboxStatsRequest())
-            rt.ListPodSandboxMetrics(api.ListPodSandboxMetricsRequest())
-            for c in cs[:2]:
-                rt.ContainerStats(api.ContainerStatsRequest(container_id=c.id))
-            for p in ps[:2]:
-                rt.PodSandboxStats(api.PodSandboxStatsRequest(pod_sandbox_id=p.id))
-            rt.ListContainers(api.ListContainersRequest(
-                filter=api.ContainerFilter(state=api.ContainerStateValue(state=api.CONTAINER_RUNNING))))
-            rt.ListPodSandbox(api.ListPodSandboxRequest(
-                filter=api.PodSandboxFilter(state=api.PodSandboxStateValue(state=api.SANDBOX_READY))))
+            for call in LISTINGS + FILTERED_LISTINGS:
+                call(self.rt)
 
     def listings_each_connected(self, sock, rounds):
         """The listings, each call on a connection of its own, as crictl makes them: the
@@ -117,11 +107,18 @@ LISTINGS = [
 ]
 
 
+# The filtered listings kubelet makes (running containers, ready sandboxes).
+FILTERED_LISTINGS = [
+    lambda rt: rt.ListContainers(api.ListContainersRequest(
+        filter=api.ContainerFilter(state=api.ContainerStateValue(state=api.CONTAINER_RUNNING)))),
+    lambda rt: rt.ListPodSandbox(api.ListPodSandboxRequest(
+        filter=api.PodSandboxFilter(state=api.PodSandboxStateValue(state=api.SANDBOX_READY)))),
+]
+
+
 def crictl(crictl, sock):
     """What crictl asks, each command on a connection of its own (a Go gRPC client: its
     HTTP/2 frames differ from grpcio's)."""
-    import subprocess
-
     def run(*args):
         return subprocess.run([crictl, "-r", f"unix://{sock}", "-i", f"unix://{sock}", *args],
                               check=True, capture_output=True, text=True).stdout
