@@ -24,9 +24,15 @@ fn main() {
     let x86_64_gnu = std::env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu");
     let order = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("hot-code.order");
     if release && x86_64_gnu && order.exists() && links_with_rust_lld() {
+        // The linker reads a copy in the build's own directory: builds from several
+        // checkouts share a target directory (CI's clones and a working tree), and cargo
+        // reuses this script's output across them, so a path into the checkout that ran it
+        // last broke the link once that checkout was gone.
+        let copy = Path::new(&std::env::var("OUT_DIR").unwrap()).join("hot-code.order");
+        std::fs::copy(&order, &copy).expect("copy hot-code.order to OUT_DIR");
         println!(
             "cargo:rustc-link-arg-bin=wharf=-Wl,--symbol-ordering-file={}",
-            order.display()
+            copy.display()
         );
         println!("cargo:rustc-link-arg-bin=wharf=-Wl,--no-warn-symbol-ordering");
     }

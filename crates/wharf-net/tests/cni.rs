@@ -215,6 +215,76 @@ fn the_debian_bridge_chain_connects_pods_to_each_other_the_outside_and_mapped_po
     net.detach("pod-a", Some(&a)).unwrap();
 }
 
+/// Pods attach to one network at once (ADDs share the network's lock, as containerd
+/// runs them): four ADDs of a plugin that takes 400 ms end together, not one after the
+/// other, and the Debian chain gives four pods attaching at once four leases.
+#[test]
+fn pods_attach_to_a_network_at_once() {
+    let mut w = World::new("cni-concurrent");
+    let topo = w.topology();
+    let c = setup(&w, &topo);
+    let log = fake_plugin(
+        &c,
+        "slow",
+        r#"case "$CNI_COMMAND" in ADD) sleep 0.4; echo '{"cniVersion":"1.0.0"}';; esac"#,
+    );
+    write_conf(
+        &c,
+        "10-slow.conflist",
+        r#"{"cniVersion":"1.0.0","name":"slow","plugins":[{"type":"slow"}]}"#,
+    );
+    write_conf(&c, "20-test.conflist", &bridge_chain(&c, "testnet"));
+    let pods: Vec<(String, PathBuf)> = (0..4)
+        .map(|i| (format!("pod-{i}"), w.netns(&format!("p{i}")).path))
+        .collect();
+    let attach_all = |net: &str| {
+        let net = CniNetwork::load(c.cfg.clone(), Some(net)).unwrap().unwrap();
+        let t = std::time::Instant::now();
+        let ips: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = pods
+                .iter()
+                .map(|(id, ns)| {
+                    let net = &net;
+                    s.spawn(move || net.attach(id, ns, &AttachOptions::default()).unwrap())
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap()
+                        .primary_ip()
+                        .map(|ip| ip.to_string())
+                        .unwrap_or_default()
+                })
+                .collect()
+        });
+        (net, t.elapsed(), ips)
+    };
+    let (slow, took, _) = attach_all("slow");
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 4);
+    assert!(
+        took < Duration::from_millis(1200),
+        "four 400 ms ADDs took {took:?}: they ran one after the other"
+    );
+    let (net, _, mut ips) = attach_all("testnet");
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 4, "{ips:?}");
+    assert!(ips.iter().all(|ip| ip.starts_with("10.89.0.")), "{ips:?}");
+    assert_eq!(leases(&c, "testnet").len(), 4);
+    std::thread::scope(|s| {
+        for (id, ns) in &pods {
+            let (net, slow) = (&net, &slow);
+            s.spawn(move || {
+                net.detach(id, Some(ns)).unwrap();
+                slow.detach(id, Some(ns)).unwrap();
+            });
+        }
+    });
+    assert!(leases(&c, "testnet").is_empty());
+    assert!(cache_files(&c).is_empty());
+}
+
 #[test]
 fn del_after_a_restart_works_from_the_cache_even_without_the_config_file() {
     let mut w = World::new("cni-restart");

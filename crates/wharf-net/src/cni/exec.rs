@@ -20,6 +20,9 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+/// How the message of a plugin that ran past its deadline begins.
+pub const TIMED_OUT: &str = "timed out after";
+
 /// The CNI environment of one invocation.
 #[derive(Debug, Clone, Default)]
 pub struct Invocation<'a> {
@@ -120,7 +123,7 @@ impl Runner<'_> {
                         plugin: ty.into(),
                         command: inv.command.into(),
                         code: 0,
-                        msg: format!("timed out after {:?}", self.timeout),
+                        msg: format!("{TIMED_OUT} {:?}", self.timeout),
                         details: String::new(),
                     },
                     _ => Error::os(what(), e),
