@@ -222,36 +222,46 @@ fn a_pods_limits_bound_all_its_containers_together() {
     w.assert_clean();
 }
 
-/// Once idle, a pod's shim moves into a leaf of its pod's cgroup (`wharf-shim`, as CRI-O
-/// puts conmon in the pod's), in the memory hierarchy as in the unified one, and the leaf
-/// goes with the pod. (That a shim never makes its pod's cgroup again, when the pod goes
-/// before the shim is idle, is `Cgroup::create_leaf`'s unit test.)
+/// Once idle, a pod's shim moves into its pod's cgroup (as CRI-O puts conmon in the pod's):
+/// on the unified hierarchy into a leaf of it (`wharf-shim`), on v1 hierarchies into the
+/// pod's cgroup itself, with no directory made there; all of it goes with the pod. (That a
+/// shim never makes its pod's cgroup again, when the pod goes before the shim is idle, is
+/// `Cgroup::create_leaf`'s unit test and the shim's existence check.)
 #[test]
-fn an_idle_shim_joins_a_leaf_of_its_pods_cgroup() {
+fn an_idle_shim_joins_its_pods_cgroup() {
     let w = Wharf::new("pods-shim-cg");
     let pod = w.ok(&["pod", "create", "--name", "sc"]).trim().to_string();
     w.ok(&["run", "-d", "--pod", "sc", &busybox(), "sleep", "1000"]);
     let shim = w.shim_pid(&pod);
-    let leaf = format!("{}/{pod}/wharf-shim", w.env.cgroup_parent);
-    let in_leaf = |hierarchy: &str| {
+    let pod_cg = format!("{}/{pod}", w.env.cgroup_parent);
+    let leaf = format!("{pod_cg}/wharf-shim");
+    let in_cgroup = |hierarchy: &str, path: &str| {
         std::fs::read_to_string(format!("/proc/{shim}/cgroup"))
             .unwrap()
             .lines()
-            .any(|l| l.split(':').nth(1) == Some(hierarchy) && l.split(':').nth(2) == Some(&leaf))
+            .any(|l| l.split(':').nth(1) == Some(hierarchy) && l.split(':').nth(2) == Some(path))
     };
     let v1_memory = std::path::Path::new("/sys/fs/cgroup/memory").is_dir();
+    let joined = || in_cgroup("", &leaf) && (!v1_memory || in_cgroup("memory", &pod_cg));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !(in_leaf("") && (!v1_memory || in_leaf("memory")))
-        && std::time::Instant::now() < deadline
-    {
+    while !joined() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let own = std::fs::read_to_string(format!("/proc/{shim}/cgroup")).unwrap();
-    assert!(in_leaf(""), "not in {leaf} on the unified hierarchy: {own}");
     assert!(
-        !v1_memory || in_leaf("memory"),
-        "not in {leaf} for memory: {own}"
+        in_cgroup("", &leaf),
+        "not in {leaf} on the unified hierarchy: {own}"
     );
+    if v1_memory {
+        assert!(
+            in_cgroup("memory", &pod_cg),
+            "not in {pod_cg} for memory: {own}"
+        );
+        assert!(
+            !std::path::Path::new(&format!("/sys/fs/cgroup/memory{leaf}")).exists(),
+            "a leaf was made in the memory hierarchy"
+        );
+    }
     w.ok(&["pod", "rm", "-f", "sc"]);
     w.assert_clean();
 }

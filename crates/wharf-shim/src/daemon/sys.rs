@@ -299,32 +299,62 @@ fn discardable() -> Vec<(usize, usize)> {
     out
 }
 
-/// Move this (single-threaded) process into cgroup `path` in every hierarchy, its last
-/// directory made if missing (never its parent, the pod's, which may be going): on v1 by
-/// writing "0" to each `tasks` file, which spares the global lock and its RCU grace period
-/// a write to `cgroup.procs` costs; one write on the unified hierarchy. Best effort: a
-/// shim that stays where it was still works.
-pub fn join_cgroup(path: &str) {
+/// Move this (single-threaded) process into its pod's cgroup. Best effort: a shim that
+/// stays where it was still works.
+///
+/// - Pure cgroup v2: into `leaf`, made if missing, since a cgroup whose children take
+///   controllers may hold no process.
+/// - v1 and hybrid hosts: into the pod's cgroup itself in the v1 hierarchies, which allow
+///   a cgroup to hold processes and children alike. This spares making and removing a
+///   directory in every hierarchy per pod (a new memory cgroup alone is costly). On the
+///   unified hierarchy it still takes `leaf`, in case a setting hands the containers a
+///   controller there.
+///
+/// Nothing is made above `leaf`: the pod's cgroup may be gone already (the pod being
+/// removed), and must not be made again. The v1 hierarchies are joined by writing "0" to
+/// each `tasks` file, which spares the global lock and its RCU grace period that a write
+/// to `cgroup.procs` costs; the unified one takes one write.
+pub fn join_cgroup(leaf: &str) {
+    use wharf_runtime::cgroups::{Cgroup, UNIFIED};
     let Ok(layout) = wharf_runtime::cgroups::detect() else {
         return;
     };
-    let Ok(cg) =
-        wharf_runtime::cgroups::Cgroup::resolve(&layout, Some(std::path::Path::new(path)), "shim")
-    else {
+    let leaf = std::path::Path::new(leaf);
+    let (Some(pod), Some(name)) = (leaf.parent(), leaf.file_name()) else {
         return;
     };
-    // Only below the pod's cgroup as it is: if the pod is being removed, its cgroup may be
-    // gone already, and must not be made again.
-    match cg.create_leaf() {
-        Ok(true) => {
-            if let Err(e) = cg.join_self_v1() {
-                super::log(&format!("moving into cgroup {path}: {e}"));
+    let v2 = layout.is_v2();
+    let Ok(mut cg) = Cgroup::resolve(&layout, Some(if v2 { leaf } else { pod }), "shim") else {
+        return;
+    };
+    let log = |e: &dyn std::fmt::Display| {
+        super::log(&format!("moving into cgroup {}: {e}", leaf.display()));
+    };
+    if v2 {
+        match cg.create_leaf() {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => log(&e),
+        }
+    } else {
+        if !cg.paths.values().all(|d| d.is_dir()) {
+            return;
+        }
+        if let Some(unified) = cg.paths.remove(UNIFIED) {
+            // Never the pod's own unified cgroup: it may have to hand a controller on.
+            let dir = unified.join(name);
+            match std::fs::create_dir(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => log(&e),
+                _ => {
+                    cg.paths.insert(UNIFIED.to_string(), dir);
+                }
             }
         }
-        Ok(false) => return,
-        Err(e) => super::log(&format!("moving into cgroup {path}: {e}")),
+    }
+    if let Err(e) = cg.join_self_v1() {
+        log(&e);
     }
     if let Err(e) = cg.add_pid_unified(std::process::id() as i32) {
-        super::log(&format!("moving into cgroup {path}: {e}"));
+        log(&e);
     }
 }
