@@ -310,6 +310,22 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("serialisable")
 }
 
+/// Column `i` of `r` as text, borrowed from SQLite's row: a listing reads thousands of
+/// specs, and copying each into a `String` only to parse and drop it cost an allocation
+/// and a copy per column.
+fn text<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+    r.get_ref(i)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+/// [`text`] where the column may be NULL.
+fn text_or_null<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    r.get_ref(i)?.as_str_or_null().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, e.into())
+    })
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(s: &str, what: &str) -> rusqlite::Result<T> {
     serde_json::from_str(s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -509,11 +525,11 @@ impl Db {
             id: r.get(0)?,
             name: r.get(1)?,
             created_at: r.get(2)?,
-            spec: parse(&r.get::<_, String>(3)?, "pod spec")?,
-            sandbox: parse(&r.get::<_, String>(4)?, "pod sandbox")?,
+            spec: parse(text(r, 3)?, "pod spec")?,
+            sandbox: parse(text(r, 4)?, "pod sandbox")?,
             state: {
-                let s: String = r.get(5)?;
-                PodState::parse(&s).ok_or_else(|| {
+                let s = text(r, 5)?;
+                PodState::parse(s).ok_or_else(|| {
                     rusqlite::Error::FromSqlConversionFailure(
                         5,
                         rusqlite::types::Type::Text,
@@ -682,13 +698,13 @@ impl Db {
             name: r.get(1)?,
             pod_id: r.get(2)?,
             created_at: r.get(3)?,
-            spec: parse(&r.get::<_, String>(4)?, "container spec")?,
+            spec: parse(text(r, 4)?, "container spec")?,
             image_id: r.get(5)?,
             image_name: r.get(6)?,
-            state: state_from(&r.get::<_, String>(7)?),
+            state: state_from(text(r, 7)?),
             started_at: r.get(8)?,
-            exit: match r.get::<_, Option<String>>(9)? {
-                Some(s) => Some(parse(&s, "container exit")?),
+            exit: match text_or_null(r, 9)? {
+                Some(s) => Some(parse(s, "container exit")?),
                 None => None,
             },
             restart_count: r.get(10)?,
