@@ -72,6 +72,41 @@ impl Snapshots {
         })
     }
 
+    /// Make the snapshot directory a mount of its own (a private bind of itself) if it is
+    /// not one yet, so that the layers an overlay is made of sit on a mount with nothing
+    /// mounted on it.
+    ///
+    /// Why: overlayfs takes a private clone of each layer's mount when it mounts
+    /// (`clone_private_mount`), and the kernel first looks through every mount attached to
+    /// that mount (`has_locked_children`). Where the layers share a filesystem mount with
+    /// the run directory (a host whose /run is no tmpfs of its own), that is every
+    /// container's rootfs, /dev/shm and name files, and another engine's mounts there as
+    /// well: with 1000 pods an overlay mount and unmount took 1.7 ms instead of 0.3. The
+    /// bind stays until reboot, as the netns directory's does; a reboot's first container
+    /// makes it again.
+    pub fn own_mount(&self) -> Result<()> {
+        if is_mountpoint(&self.dir) {
+            return Ok(());
+        }
+        // Two commands at once would stack two binds: the second finds the first's.
+        let lock_path = self.dir.with_extension("mount.lock");
+        let lock = File::create(&lock_path).ctx(|| format!("creating {}", lock_path.display()))?;
+        rustix::fs::flock(&lock, FlockOperation::LockExclusive)
+            .map_err(std::io::Error::from)
+            .ctx(|| format!("locking {}", lock_path.display()))?;
+        if is_mountpoint(&self.dir) || has_mounts_below(&self.dir) {
+            // An image view mounted by an older Wharf would be hidden under the bind.
+            return Ok(());
+        }
+        rustix::mount::mount_bind(&self.dir, &self.dir)
+            .map_err(std::io::Error::from)
+            .ctx(|| format!("bind mounting {} onto itself", self.dir.display()))?;
+        // Private: overlays and views mounted below it are nobody else's business.
+        rustix::mount::mount_change(&self.dir, rustix::mount::MountPropagationFlags::PRIVATE)
+            .map_err(std::io::Error::from)
+            .ctx(|| format!("making {} a private mount", self.dir.display()))
+    }
+
     /// The directory of snapshot `id`.
     pub fn dir(&self, id: i64) -> PathBuf {
         self.dir.join(id.to_string())
@@ -561,6 +596,40 @@ pub fn unmount(target: &Path) -> Result<()> {
             .ctx(|| format!("unmounting {}", target.display())),
         Err(e) => Err(Error::io(format!("unmounting {}", target.display()), e)),
     }
+}
+
+/// Whether anything is mounted below `dir` in this mount namespace.
+fn has_mounts_below(dir: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return true;
+    };
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| Path::new(&unescape_mountinfo(m)).starts_with(dir))
+}
+
+/// A mountinfo path field as the path it names (the kernel writes space, tab, newline and
+/// backslash as `\ooo` octal escapes).
+fn unescape_mountinfo(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether `path` is a mount point (its device differs from its parent's, or it is the

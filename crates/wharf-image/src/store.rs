@@ -591,6 +591,13 @@ impl ImageStore {
         self.container_rootfs_of(info.id, &parent)
     }
 
+    /// Give the layers a mount of their own before a container's rootfs is mounted (see
+    /// [`Snapshots::own_mount`]): called by the engine, whose worlds unmount what they
+    /// made; this crate's own tests keep their temporary stores unmounted.
+    pub fn own_layer_mount(&self) -> Result<()> {
+        self.snapshots.own_mount()
+    }
+
     /// The rootfs of a container prepared earlier.
     pub fn container_rootfs(&self, container_id: &str) -> Result<Rootfs> {
         let key = format!("container/{container_id}");

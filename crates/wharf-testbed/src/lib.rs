@@ -319,10 +319,11 @@ pub fn remove_cgroup_tree(dir: &Path) {
     }
 }
 
-/// The runtime's mount namespace template (its private mount point and its pin): made
-/// once per runtime root and kept, like the netns directory, so no leftover of a pod.
-pub fn is_mount_template(m: &Path) -> bool {
-    m.components().any(|c| c.as_os_str() == ".mnt-template")
+/// Mounts the engine makes once per root and keeps, like the netns directory, so no
+/// leftover of a pod: the runtime's mount namespace template (its private mount point and
+/// its pin) and the image layers' own mount (`image/snapshots` bound onto itself).
+pub fn is_kept_mount(m: &Path) -> bool {
+    m.components().any(|c| c.as_os_str() == ".mnt-template") || m.ends_with("image/snapshots")
 }
 
 /// Unmount everything mounted at or below `dir` (deepest first).

@@ -32,6 +32,44 @@ fn run_rm_passes_output_and_exit_code_and_leaves_nothing() {
     assert!(w.host_links().contains(&"wharf0".to_string()));
 }
 
+/// The image layers sit on a private mount of their own (the snapshot directory bound onto
+/// itself), made by the first container and not again: overlayfs looks through every
+/// mount attached to a layer's mount whenever it mounts a rootfs, and a run directory on
+/// the same filesystem attaches each pod's mounts there.
+#[test]
+fn the_layers_sit_on_a_private_mount_made_once() {
+    let w = Wharf::new("cli-layer-mount");
+    w.pull_busybox();
+    let snapshots = w.root().join("image/snapshots");
+    let binds = || -> Vec<String> {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter(|l| l.split(' ').nth(4) == snapshots.to_str())
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(binds().is_empty(), "a pull mounts nothing: {:?}", binds());
+    for _ in 0..2 {
+        let out = w.run(&["run", "--rm", "--network", "none", &busybox(), "true"]);
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    let found = binds();
+    assert_eq!(
+        found.len(),
+        1,
+        "one bind of {}: {found:?}",
+        snapshots.display()
+    );
+    // The optional fields (before " - ") name no peer group: the mount is private.
+    let optional = found[0].split(" - ").next().unwrap();
+    assert!(
+        !optional.contains("shared:") && !optional.contains("master:"),
+        "not private: {optional}"
+    );
+    w.assert_clean();
+}
+
 #[test]
 fn detached_container_lifecycle() {
     let w = Wharf::new("cli-detached");

@@ -249,7 +249,7 @@ impl World {
             .filter_map(|l| l.split(' ').nth(4))
             .map(PathBuf::from)
             .filter(|m| m.starts_with(self.env.path()) && !keep.contains(m))
-            .filter(|m| !wharf_testbed::is_mount_template(m))
+            .filter(|m| !wharf_testbed::is_kept_mount(m))
             .map(|m| m.display().to_string())
             .collect()
     }
@@ -390,7 +390,7 @@ fn read_dir(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    v.retain(|p| !wharf_testbed::is_mount_template(p));
+    v.retain(|p| !wharf_testbed::is_kept_mount(p));
     v.sort();
     v
 }

@@ -70,7 +70,7 @@ impl Cli {
             .filter(|l| l.contains(dir) && l.split(' ').nth(4) != Some(netns_dir.as_str()))
             .filter(|l| {
                 let point = l.split(' ').nth(4).unwrap_or_default();
-                !wharf_testbed::is_mount_template(Path::new(point))
+                !wharf_testbed::is_kept_mount(Path::new(point))
             })
             .collect();
         assert!(left.is_empty(), "mounts left: {left:#?}");

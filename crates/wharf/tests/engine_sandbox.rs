@@ -190,7 +190,7 @@ fn failed_sandbox_leaves_nothing() {
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
         .filter(|m| m.starts_with(run.to_str().unwrap()) && *m != netns_dir.to_str().unwrap())
-        .filter(|m| !wharf_testbed::is_mount_template(Path::new(m)))
+        .filter(|m| !wharf_testbed::is_kept_mount(Path::new(m)))
         .collect();
     assert!(left.is_empty(), "mounts left: {left:?}");
     for d in t.env.cgroup_dirs() {

@@ -144,7 +144,7 @@ fn containerd_runs_a_container_with_wharf() {
         .unwrap_or_default();
     let left: Vec<_> = left
         .into_iter()
-        .filter(|n| !wharf_testbed::is_mount_template(Path::new(n)))
+        .filter(|n| !wharf_testbed::is_kept_mount(Path::new(n)))
         .collect();
     assert!(left.is_empty(), "runtime state left: {left:?}");
     assert!(Path::new(&cd.sock).exists());

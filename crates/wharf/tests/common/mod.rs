@@ -103,7 +103,7 @@ pub fn state_left(env: &Env) -> Vec<String> {
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !wharf_testbed::is_mount_template(Path::new(n)))
+        .filter(|n| !wharf_testbed::is_kept_mount(Path::new(n)))
         .collect()
 }
 

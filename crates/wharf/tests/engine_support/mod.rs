@@ -306,7 +306,7 @@ impl Wharf {
         let mounts: Vec<PathBuf> = mount_points()
             .into_iter()
             .filter(|m| m.starts_with(self.env.path()) && !keep.contains(m))
-            .filter(|m| !wharf_testbed::is_mount_template(m))
+            .filter(|m| !wharf_testbed::is_kept_mount(m))
             .collect();
         assert!(mounts.is_empty(), "mounts left: {mounts:?}");
         for d in self.env.cgroup_dirs() {
