@@ -489,7 +489,7 @@ impl Engine {
             self.images.prepare_container(image, &row.id)?
         };
         if !wharf_image::snapshot::is_mountpoint(&rootfs_dir) {
-            self.images.own_layer_mount()?;
+            self.images.own_layer_mount(&self.paths.run)?;
             match (&pod.spec.userns, &pod.sandbox.userns) {
                 (Some(ns), Some(pin)) => crate::userns::mount_rootfs(
                     &rootfs,

@@ -591,11 +591,12 @@ impl ImageStore {
         self.container_rootfs_of(info.id, &parent)
     }
 
-    /// Give the layers a mount of their own before a container's rootfs is mounted (see
-    /// [`Snapshots::own_mount`]): called by the engine, whose worlds unmount what they
-    /// made; this crate's own tests keep their temporary stores unmounted.
-    pub fn own_layer_mount(&self) -> Result<()> {
-        self.snapshots.own_mount()
+    /// Give the layers a mount of their own before a container's rootfs is mounted, where
+    /// the run directory `run_dir` shares theirs (see [`Snapshots::own_mount_beside`]):
+    /// called by the engine, whose worlds unmount what they made; this crate's own tests
+    /// keep their temporary stores unmounted.
+    pub fn own_layer_mount(&self, run_dir: &Path) -> Result<()> {
+        self.snapshots.own_mount_beside(run_dir)
     }
 
     /// The rootfs of a container prepared earlier.

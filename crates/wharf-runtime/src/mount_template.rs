@@ -124,17 +124,8 @@ fn build(root: &Path, dir: &Path, pin: &Path) -> Result<OwnedFd> {
 /// cannot propagate (into the namespace itself, among others).
 fn private_mount_point(dir: &Path) -> Result<()> {
     let c = crate::mounts::path_cstr(dir);
-    let mount_id = |path: &Path| -> Option<u64> {
-        rustix::fs::statx(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            rustix::fs::StatxFlags::MNT_ID,
-        )
-        .ok()
-        .map(|s| s.stx_mnt_id)
-    };
     let parent = dir.parent().unwrap_or(Path::new("/"));
+    let mount_id = wharf_sys::fs::mount_id;
     if mount_id(dir).is_none() || mount_id(dir) == mount_id(parent) {
         sys::mount(Some(&c), &c, None, libc::MS_BIND, None)
             .ctx(|| format!("bind {} onto itself", p(dir)))?;

@@ -1,4 +1,5 @@
-//! File helpers: replacing a file atomically, and recognising namespace files.
+//! File helpers: replacing a file atomically, recognising namespace files, and telling
+//! which mount a path is on.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -107,6 +108,20 @@ pub fn reopen_dir(fd: impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd
         Mode::empty(),
     )
     .map_err(Into::into)
+}
+
+/// The id of the mount `path` is on (not following a final symlink); None where it cannot
+/// be read. Two paths with different ids are on different mounts, also where a bind mount
+/// keeps them on one filesystem.
+pub fn mount_id(path: &Path) -> Option<u64> {
+    rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        rustix::fs::StatxFlags::MNT_ID,
+    )
+    .ok()
+    .map(|s| s.stx_mnt_id)
 }
 
 #[cfg(test)]

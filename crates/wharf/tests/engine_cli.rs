@@ -32,23 +32,28 @@ fn run_rm_passes_output_and_exit_code_and_leaves_nothing() {
     assert!(w.host_links().contains(&"wharf0".to_string()));
 }
 
-/// The image layers sit on a private mount of their own (the snapshot directory bound onto
-/// itself), made by the first container and not again: overlayfs looks through every
-/// mount attached to a layer's mount whenever it mounts a rootfs, and a run directory on
-/// the same filesystem attaches each pod's mounts there.
+/// The mountinfo lines of the mounts at `point`.
+fn mounts_at(point: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == point.to_str())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Where the run directory shares the layers' filesystem mount (as in the test worlds,
+/// both in one temp dir), the image layers get a private mount of their own (the snapshot
+/// directory bound onto itself), made by the first container and not again: overlayfs
+/// looks through every mount attached to a layer's mount whenever it mounts a rootfs, and
+/// each pod's mounts would hang there. With the run directory on a tmpfs of its own (as
+/// /run is under systemd) nothing is bound.
 #[test]
 fn the_layers_sit_on_a_private_mount_made_once() {
     let w = Wharf::new("cli-layer-mount");
     w.pull_busybox();
     let snapshots = w.root().join("image/snapshots");
-    let binds = || -> Vec<String> {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .filter(|l| l.split(' ').nth(4) == snapshots.to_str())
-            .map(str::to_string)
-            .collect()
-    };
+    let binds = || mounts_at(&snapshots);
     assert!(binds().is_empty(), "a pull mounts nothing: {:?}", binds());
     for _ in 0..2 {
         let out = w.run(&["run", "--rm", "--network", "none", &busybox(), "true"]);
@@ -68,6 +73,20 @@ fn the_layers_sit_on_a_private_mount_made_once() {
         "not private: {optional}"
     );
     w.assert_clean();
+
+    let tmpfs_run = Wharf::new("cli-layer-mount-tmpfs");
+    std::fs::create_dir_all(tmpfs_run.run_dir()).unwrap();
+    let made = Command::new("mount")
+        .args(["-t", "tmpfs", "wharf-test-run"])
+        .arg(tmpfs_run.run_dir())
+        .status()
+        .unwrap();
+    assert!(made.success(), "mount a tmpfs at the run directory");
+    tmpfs_run.pull_busybox();
+    let out = tmpfs_run.run(&["run", "--rm", "--network", "none", &busybox(), "true"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let found = mounts_at(&tmpfs_run.root().join("image/snapshots"));
+    assert!(found.is_empty(), "bound beside a tmpfs run dir: {found:?}");
 }
 
 #[test]
