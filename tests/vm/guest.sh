@@ -309,7 +309,8 @@ if [ "$phase" = 2 ]; then
   check reboot-shutdown-stopped-containers sh -c 'journalctl -b -1 --no-pager -o cat -u wharf-restore.service |
     grep -x always && journalctl -b -1 --no-pager -o cat -u wharf-restore.service | grep -q "^Stopped wharf-restore"'
   check reboot-restore-ran wait_for 300 systemctl is-active --quiet wharf-restore.service
-  check reboot-always-back sh -c '[ "$(wharf inspect -f "{{.State.Running}}" always)" = true ]'
+  check reboot-always-back sh -c '[ "$(wharf inspect -f "{{.State.Running}}" always)" = true ] || {
+    wharf ps -a; journalctl -b --no-pager -o cat -u wharf-restore.service | tail -n 20; exit 1; }'
   check reboot-no-restart-stays-exited sh -c '[ "$(wharf inspect -f "{{.State.Running}}" norestart)" = false ]'
   check reboot-daemon-active want active systemctl is-active wharf.service
   # The generated unit, enabled: its `wharf start --attach` makes the pod again at boot.

@@ -14,7 +14,8 @@
 //! have no network (`--network none`; ctr's default), cgroups go below a parent of the
 //! benchmark's own. Run as root with the fixture registry up:
 //! `cargo run --release -p wharf-bench --bin scale -- [N,N,...] [REPS]`
-//! (`SCALE_ENGINES=wharf,podman,ctr` picks engines by name prefix).
+//! (`SCALE_ENGINES=wharf,podman,ctr` picks engines by name prefix; `SCALE_RUN_TMPFS=0` keeps
+//! the runtime directories off their own tmpfs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -208,12 +209,17 @@ fn main() {
     let work = PathBuf::from(format!("/var/tmp/wharf-bench-scale-{pid}"));
     let run_fs = work.join("run");
     std::fs::create_dir_all(&run_fs).unwrap();
-    run_ok(
-        Command::new("mount")
-            .args(["-t", "tmpfs", "wharf-bench-scale"])
-            .arg(&run_fs),
-        "mount the runtime tmpfs",
-    );
+    // The engines' runtime directories on a tmpfs of their own, as /run is where systemd
+    // boots; SCALE_RUN_TMPFS=0 leaves them on the work directory's filesystem, as on a
+    // host whose /run is a plain directory of its root filesystem.
+    if std::env::var("SCALE_RUN_TMPFS").as_deref() != Ok("0") {
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "wharf-bench-scale"])
+                .arg(&run_fs),
+            "mount the runtime tmpfs",
+        );
+    }
     let cgroup_parent = format!("/wharf-bench-scale-{pid}");
     let s = |p: &Path| p.display().to_string();
     let mut subjects = Vec::new();
