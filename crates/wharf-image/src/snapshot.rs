@@ -21,7 +21,7 @@ use rustix::mount::{
 
 use crate::error::{Error, IoContext, Result};
 use crate::unpack::fsops;
-use wharf_sys::fs::mount_id;
+use wharf_sys::fs::{mount_id, mountinfo_path};
 
 /// Snapshot directories.
 #[derive(Clone, Debug)]
@@ -86,25 +86,26 @@ impl Snapshots {
     /// is done. The bind stays until reboot, as the netns directory's does; a reboot's
     /// first container makes it again.
     pub fn own_mount_beside(&self, run_dir: &Path) -> Result<()> {
-        if is_mountpoint(&self.dir) || mount_id(run_dir) != mount_id(&self.dir) {
-            return Ok(());
+        // Once bound, the directory is on a mount the run directory is not on, so the
+        // usual case costs two statx. Where mount ids cannot be read, nothing is done:
+        // a bind could not be told from the directory it covers, and would be stacked.
+        match (mount_id(&self.dir), mount_id(run_dir)) {
+            (Some(layers), Some(run)) if layers == run => {}
+            _ => return Ok(()),
         }
         // Two commands at once would stack two binds: the second finds the first's.
         let lock_path = self.dir.with_extension("mount.lock");
         let lock = File::create(&lock_path).ctx(|| format!("creating {}", lock_path.display()))?;
         rustix::fs::flock(&lock, FlockOperation::LockExclusive)
-            .map_err(std::io::Error::from)
             .ctx(|| format!("locking {}", lock_path.display()))?;
         if is_mountpoint(&self.dir) || has_mounts_below(&self.dir) {
             // An image view mounted by an older Wharf would be hidden under the bind.
             return Ok(());
         }
         rustix::mount::mount_bind(&self.dir, &self.dir)
-            .map_err(std::io::Error::from)
             .ctx(|| format!("bind mounting {} onto itself", self.dir.display()))?;
         // Private: overlays and views mounted below it are nobody else's business.
         rustix::mount::mount_change(&self.dir, rustix::mount::MountPropagationFlags::PRIVATE)
-            .map_err(std::io::Error::from)
             .ctx(|| format!("making {} a private mount", self.dir.display()))
     }
 
@@ -606,31 +607,7 @@ fn has_mounts_below(dir: &Path) -> bool {
     };
     info.lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| Path::new(&unescape_mountinfo(m)).starts_with(dir))
-}
-
-/// A mountinfo path field as the path it names (the kernel writes space, tab, newline and
-/// backslash as `\ooo` octal escapes).
-fn unescape_mountinfo(field: &str) -> String {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+        .any(|m| mountinfo_path(m).starts_with(dir))
 }
 
 /// Whether `path` is a mount point (its device differs from its parent's, or it is the

@@ -62,7 +62,7 @@ fn containing_mount(path: &Path) -> Result<PathBuf> {
     let best = info
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(crate::cgroups::layout::unescape(m)))
+        .map(wharf_sys::fs::mountinfo_path)
         .filter(|m| path.starts_with(m))
         .max_by_key(|m| m.as_os_str().len())
         .unwrap_or_else(|| PathBuf::from("/"));

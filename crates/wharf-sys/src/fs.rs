@@ -111,23 +111,69 @@ pub fn reopen_dir(fd: impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd
 }
 
 /// The id of the mount `path` is on (not following a final symlink); None where it cannot
-/// be read. Two paths with different ids are on different mounts, also where a bind mount
-/// keeps them on one filesystem.
+/// be read, also on kernels before 5.8, which leave the field unset (zero for every path).
+/// Two paths with different ids are on different mounts, also where a bind mount keeps
+/// them on one filesystem.
 pub fn mount_id(path: &Path) -> Option<u64> {
+    let mnt_id = rustix::fs::StatxFlags::MNT_ID;
     rustix::fs::statx(
         rustix::fs::CWD,
         path,
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        rustix::fs::StatxFlags::MNT_ID,
+        mnt_id,
     )
     .ok()
+    .filter(|s| s.stx_mask & mnt_id.bits() != 0)
     .map(|s| s.stx_mnt_id)
+}
+
+/// A path field of /proc/self/mountinfo as the path it names: the kernel writes space,
+/// tab, newline and backslash as `\ooo` octal escapes; every other byte is the path's own.
+pub fn mountinfo_path(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped_byte_for_byte() {
+        assert_eq!(mountinfo_path("/a\\040b"), PathBuf::from("/a b"));
+        assert_eq!(mountinfo_path("/plain"), PathBuf::from("/plain"));
+        assert_eq!(
+            mountinfo_path("/back\\134slash"),
+            PathBuf::from("/back\\slash")
+        );
+        // Bytes that are not ASCII stay as they were (a UTF-8 name, here).
+        assert_eq!(
+            mountinfo_path("/caf\u{e9}\\011x"),
+            PathBuf::from("/caf\u{e9}\tx")
+        );
+        // A backslash without three octal digits is kept.
+        assert_eq!(mountinfo_path("/a\\9"), PathBuf::from("/a\\9"));
+    }
 
     #[test]
     fn replaces_whole_files_and_leaves_nothing_on_failure() {

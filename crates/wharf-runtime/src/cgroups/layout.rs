@@ -149,7 +149,7 @@ fn parse_mountinfo(info: &str, known: &HashSet<String>) -> Layout {
         if pre.len() < 5 || post.len() < 3 || pre[3] != "/" {
             continue;
         }
-        let mountpoint = PathBuf::from(unescape(pre[4]));
+        let mountpoint = wharf_sys::fs::mountinfo_path(pre[4]);
         match post[0] {
             "cgroup2" => {
                 layout.unified.get_or_insert(mountpoint);
@@ -168,26 +168,6 @@ fn parse_mountinfo(info: &str, known: &HashSet<String>) -> Layout {
         }
     }
     layout
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-pub(crate) fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 4 <= b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v as char);
-            i += 4;
-            continue;
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    out
 }
 
 /// The calling process's cgroup in each hierarchy, from /proc/self/cgroup.
@@ -275,11 +255,5 @@ mod tests {
         assert_eq!(m["memory"], PathBuf::from("/a/b"));
         assert_eq!(m["cpuacct"], PathBuf::from("/c"));
         assert_eq!(m[UNIFIED], PathBuf::from("/u"));
-    }
-
-    #[test]
-    fn unescapes_octal() {
-        assert_eq!(unescape("/a\\040b"), "/a b");
-        assert_eq!(unescape("/plain"), "/plain");
     }
 }

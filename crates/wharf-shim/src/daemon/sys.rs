@@ -342,12 +342,15 @@ pub fn join_cgroup(leaf: &str) {
         }
         if let Some(unified) = cg.paths.remove(UNIFIED) {
             // Never the pod's own unified cgroup: it may have to hand a controller on.
-            let dir = unified.join(name);
-            match std::fs::create_dir(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => log(&e),
-                _ => {
-                    cg.paths.insert(UNIFIED.to_string(), dir);
-                }
+            let own = Cgroup {
+                paths: [(UNIFIED.to_string(), unified.join(name))].into(),
+                v2: false,
+                unified_mount: cg.unified_mount.clone(),
+            };
+            match own.create_leaf() {
+                Ok(true) => cg.paths.extend(own.paths),
+                Ok(false) => {}
+                Err(e) => log(&e),
             }
         }
     }
