@@ -119,17 +119,28 @@ fn new_pin_file(run_dir: &Path, name: &str) -> Result<PathBuf> {
     }
 }
 
-/// Make `<run>/netns` a mount point with shared propagation (once), like `ip netns`: an
-/// unmount there then propagates to mount namespaces that copied the pin, instead of
-/// keeping the namespace alive behind the engine's back.
+/// Make `<run>/netns` a mount point with shared propagation, like `ip netns`: an unmount
+/// there then propagates to mount namespaces that copied the pin, instead of keeping the
+/// namespace alive behind the engine's back.
+///
+/// Pins mounted below a shared mount are shared themselves, so once the directory is a
+/// shared mount only its own mount is set again (one mount, and it heals a bind that a
+/// crash left private). Making the whole tree shared, as `ip netns add` does every time,
+/// walks every pin below it under the kernel's mount lock: with a thousand pods that was a
+/// cost every pod start paid.
 fn ensure_shared_dir(run_dir: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
-    let _lock = sys::FileLock::exclusive(&run_dir.join("netns.lock"))?;
-    if !sys::is_mount_root(dir).ctx(|| format!("inspect {}", dir.display()))? {
-        sys::bind_mount(dir, dir, true)
-            .ctx(|| format!("bind-mount {} onto itself", dir.display()))?;
+    let is_root = || sys::is_mount_root(dir).ctx(|| format!("inspect {}", dir.display()));
+    if !is_root()? {
+        let _lock = sys::FileLock::exclusive(&run_dir.join("netns.lock"))?;
+        if !is_root()? {
+            sys::bind_mount(dir, dir, true)
+                .ctx(|| format!("bind-mount {} onto itself", dir.display()))?;
+            // Pins that were below the directory came along as private copies.
+            return sys::make_rshared(dir).ctx(|| format!("make {} a shared mount", dir.display()));
+        }
     }
-    sys::make_rshared(dir).ctx(|| format!("make {} a shared mount", dir.display()))
+    sys::make_shared(dir).ctx(|| format!("make {} a shared mount", dir.display()))
 }
 
 /// Remove the pinned namespace `<run>/netns/<name>`. Idempotent: a missing pin or a file

@@ -81,6 +81,15 @@ pub(crate) fn bind_mount(src: &Path, target: &Path, recursive: bool) -> io::Resu
     Ok(())
 }
 
+/// Give the mount at `target` alone shared propagation (MS_SHARED).
+pub(crate) fn make_shared(target: &Path) -> io::Result<()> {
+    let target = cpath(target)?;
+    Ok(rustix::mount::mount_change(
+        target.as_c_str(),
+        MountPropagationFlags::SHARED,
+    )?)
+}
+
 /// Give the mount at `target`, and every mount below it, shared propagation
 /// (MS_SHARED | MS_REC).
 pub(crate) fn make_rshared(target: &Path) -> io::Result<()> {

@@ -99,3 +99,65 @@ fn open_rejects_files_that_are_not_network_namespaces() {
     assert!(err.to_string().contains("missing"), "{err}");
     netns::open(std::path::Path::new("/proc/self/ns/net")).unwrap();
 }
+
+/// The optional fields (propagation) of the mount at `path` in `/proc/<pid>/mountinfo`,
+/// None where nothing is mounted there.
+fn propagation(pid: &str, path: &std::path::Path) -> Option<String> {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let p = path.to_str().unwrap();
+    info.lines()
+        .rfind(|l| l.split(' ').nth(4) == Some(p))
+        .map(|l| {
+            l.split(' ')
+                .skip(6)
+                .take_while(|f| *f != "-")
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+}
+
+#[test]
+fn pins_are_shared_so_removing_one_reaches_namespaces_that_copied_it() {
+    let mut w = World::new("netns-shared");
+    let dir = w.run_dir.join("netns");
+    let a = w.netns("a");
+    for p in [&dir, &a.path] {
+        let prop = propagation("self", p).expect("mounted");
+        assert!(prop.contains("shared:"), "{}: {prop:?}", p.display());
+    }
+    // A crash between binding the directory and sharing it leaves a private mount: the
+    // next pin shares it again.
+    rustix::mount::mount_change(&dir, rustix::mount::MountPropagationFlags::PRIVATE).unwrap();
+    assert_eq!(propagation("self", &dir).as_deref(), Some(""));
+    let b = w.netns("b");
+    for p in [&dir, &b.path] {
+        let prop = propagation("self", p).expect("mounted");
+        assert!(prop.contains("shared:"), "{}: {prop:?}", p.display());
+    }
+    // A mount namespace copied from this one (as a daemon started later would be) holds
+    // pin b; removing the pin unmounts its copy there too.
+    let mut copy = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "unchanged", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let pid = copy.id().to_string();
+    let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
+        .ok()
+        .as_ref()
+        == Some(&own)
+        || propagation(&pid, &b.path).is_none()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never held pin b"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    netns::remove(&w.run_dir, "b").unwrap();
+    let gone = propagation(&pid, &b.path).is_none();
+    let _ = copy.kill();
+    let _ = copy.wait();
+    assert!(gone, "pin b is still mounted in the copied namespace");
+}

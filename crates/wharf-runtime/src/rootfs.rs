@@ -209,8 +209,9 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     let masked = linux.masked_paths().clone().unwrap_or_default();
     if !masked.is_empty() {
         let null = host_dev_null()?;
+        let mut empty = None;
         for path in &masked {
-            mask(root.as_fd(), null.as_fd(), Path::new(path))?;
+            mask(root.as_fd(), null.as_fd(), &mut empty, Path::new(path))?;
         }
     }
     Ok(())
@@ -324,9 +325,16 @@ pub fn finalize(spec: &Spec, shared_mount_ns: bool) -> Result<()> {
 
 /// Hide a path: the host's /dev/null (`null`) over a file, an empty read-only tmpfs over a
 /// directory. Both sides are fds: nothing in the container can redirect them.
+///
+/// All the masked directories of a container show one tmpfs: the first gets it mounted,
+/// the others a bind of it (`empty` holds its root once made). A tmpfs per directory, as
+/// runc and crun mount, is a superblock per directory, and every superblock on the host
+/// makes removing any memory cgroup dearer (the kernel walks them all to reparent their
+/// caches), so each pod that adds them slows all the others' removals.
 fn mask(
     root: std::os::fd::BorrowedFd<'_>,
     null: std::os::fd::BorrowedFd<'_>,
+    empty: &mut Option<OwnedFd>,
     path: &Path,
 ) -> Result<()> {
     let target = match safe_path::lookup(root, path) {
@@ -336,11 +344,18 @@ fn mask(
     };
     let st = rustix::fs::fstat(&target).ctx(|| format!("stat {}", p(path)))?;
     let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
-    let res = if is_dir {
-        let dest = safe_path::proc_fd_path(&target);
-        sys::mount(Some(c"tmpfs"), &dest, Some(c"tmpfs"), libc::MS_RDONLY, None)
-    } else {
-        mounts::bind_fd(null, target.as_fd())
+    let res = match (is_dir, empty.as_ref()) {
+        (false, _) => mounts::bind_fd(null, target.as_fd()),
+        (true, Some(tmpfs)) => mounts::bind_fd(tmpfs.as_fd(), target.as_fd()),
+        (true, None) => {
+            let dest = safe_path::proc_fd_path(&target);
+            sys::mount(Some(c"tmpfs"), &dest, Some(c"tmpfs"), libc::MS_RDONLY, None).and_then(
+                |()| {
+                    *empty = Some(safe_path::lookup(root, path)?);
+                    Ok(())
+                },
+            )
+        }
     };
     res.ctx(|| format!("linux.maskedPaths: mask {}", p(path)))
 }

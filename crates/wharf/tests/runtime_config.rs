@@ -271,6 +271,31 @@ fn masked_and_readonly_paths() {
     assert_eq!(out, "0\n0\nRO\n");
 }
 
+/// The masked directories of one container are one empty read-only tmpfs (one superblock,
+/// not one per directory), and a masked file is /dev/null.
+#[test]
+fn masked_directories_share_one_empty_readonly_tmpfs() {
+    let env = Env::new("mask-one");
+    let out = expect_ok(sh(
+        &env,
+        "stat -c %d /sys /sys/firmware /sys/kernel /sys/power; \
+         ls -A /sys/firmware /sys/kernel /sys/power | grep -c . ; \
+         touch /sys/kernel/x 2>/dev/null && echo WROTE || echo RO; \
+         cat /proc/kcore | wc -c",
+        |c| {
+            c["linux"]["maskedPaths"] =
+                json!(["/sys/firmware", "/proc/kcore", "/sys/kernel", "/sys/power"]);
+        },
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 7, "{out}");
+    let (sys, masks) = (lines[0], &lines[1..4]);
+    assert!(masks.iter().all(|d| d == &masks[0]), "not one tmpfs: {out}");
+    assert_ne!(masks[0], sys, "not masked: {out}");
+    // ls names each directory (three headers) and nothing inside them.
+    assert_eq!(&lines[4..], ["3", "RO", "0"], "{out}");
+}
+
 #[test]
 fn readonly_root_and_writable_tmpfs() {
     let env = Env::new("roroot");
