@@ -17,7 +17,7 @@ use crate::model::ContainerState;
 
 /// Held by a foreground `run --rm` while it runs.
 pub struct RmGuard {
-    _file: File,
+    _lock: wharf_sys::lock::FileLock,
 }
 
 impl Engine {
@@ -49,13 +49,9 @@ impl Engine {
     /// process lives.
     pub fn hold_rm_guard(&self, id: &str) -> Result<RmGuard> {
         let path = self.rm_guard_path(id);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
-        }
-        let file = File::create(&path).ctx(|| format!("create {}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        let lock = wharf_sys::lock::FileLock::exclusive(&path)
             .ctx(|| format!("lock {}", path.display()))?;
-        Ok(RmGuard { _file: file })
+        Ok(RmGuard { _lock: lock })
     }
 
     /// Whether `c` is an exited `run --rm` container whose CLI is gone.

@@ -243,14 +243,10 @@ impl Engine {
         self.write_names(pod, &mut BTreeMap::new())
     }
 
-    fn lock_names(&self) -> Result<std::fs::File> {
-        let dir = self.paths.run.join("networks");
-        std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let lock = std::fs::File::create(dir.join("names.lock"))
-            .ctx(|| "locking the networks' names".into())?;
-        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-            .ctx(|| "locking the networks' names".into())?;
-        Ok(lock)
+    fn lock_names(&self) -> Result<wharf_sys::lock::FileLock> {
+        let path = self.paths.run.join("networks/names.lock");
+        wharf_sys::lock::FileLock::exclusive(&path)
+            .ctx(|| format!("locking the networks' names ({})", path.display()))
     }
 
     /// The pods on user network `name` as its hosts lines say them: (pod id, its IPv4

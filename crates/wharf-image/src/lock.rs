@@ -3,10 +3,9 @@
 //! garbage collection while it marks and sweeps. flock locks die with their process, so a
 //! killed pull never blocks GC.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::FlockOperation;
+use wharf_sys::lock::FileLock;
 
 use crate::error::{IoContext, Result};
 
@@ -18,12 +17,12 @@ pub struct GcLock {
 
 /// Held while committing content; GC waits for it.
 pub struct SharedGuard {
-    _f: File,
+    _lock: FileLock,
 }
 
 /// Held by GC.
 pub struct ExclusiveGuard {
-    _f: File,
+    _lock: FileLock,
 }
 
 impl GcLock {
@@ -34,29 +33,17 @@ impl GcLock {
         }
     }
 
-    fn open(&self) -> Result<File> {
-        File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .ctx(|| format!("opening {}", self.path.display()))
-    }
-
     /// Take the lock shared (blocks while GC runs).
     pub fn shared(&self) -> Result<SharedGuard> {
-        let f = self.open()?;
-        rustix::fs::flock(&f, FlockOperation::LockShared)
-            .ctx(|| format!("locking {}", self.path.display()))?;
-        Ok(SharedGuard { _f: f })
+        let lock =
+            FileLock::shared(&self.path).ctx(|| format!("locking {}", self.path.display()))?;
+        Ok(SharedGuard { _lock: lock })
     }
 
     /// Take the lock exclusive (blocks while content is being committed).
     pub fn exclusive(&self) -> Result<ExclusiveGuard> {
-        let f = self.open()?;
-        rustix::fs::flock(&f, FlockOperation::LockExclusive)
-            .ctx(|| format!("locking {}", self.path.display()))?;
-        Ok(ExclusiveGuard { _f: f })
+        let lock =
+            FileLock::exclusive(&self.path).ctx(|| format!("locking {}", self.path.display()))?;
+        Ok(ExclusiveGuard { _lock: lock })
     }
 }

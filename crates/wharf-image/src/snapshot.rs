@@ -95,8 +95,7 @@ impl Snapshots {
         }
         // Two commands at once would stack two binds: the second finds the first's.
         let lock_path = self.dir.with_extension("mount.lock");
-        let lock = File::create(&lock_path).ctx(|| format!("creating {}", lock_path.display()))?;
-        rustix::fs::flock(&lock, FlockOperation::LockExclusive)
+        let _lock = wharf_sys::lock::FileLock::exclusive(&lock_path)
             .ctx(|| format!("locking {}", lock_path.display()))?;
         if is_mountpoint(&self.dir) || has_mounts_below(&self.dir) {
             // An image view mounted by an older Wharf would be hidden under the bind.

@@ -132,7 +132,7 @@ fn ensure_shared_dir(run_dir: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
     let is_root = || sys::is_mount_root(dir).ctx(|| format!("inspect {}", dir.display()));
     if !is_root()? {
-        let _lock = sys::FileLock::exclusive(&run_dir.join("netns.lock"))?;
+        let _lock = sys::lock_exclusive(&run_dir.join("netns.lock"))?;
         if !is_root()? {
             sys::bind_mount(dir, dir, true)
                 .ctx(|| format!("bind-mount {} onto itself", dir.display()))?;

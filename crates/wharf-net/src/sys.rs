@@ -17,7 +17,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use rustix::fs::{AtFlags, CWD, FlockOperation, Mode, OFlags, StatxAttributes, StatxFlags};
+use rustix::fs::{AtFlags, CWD, Mode, OFlags, StatxAttributes, StatxFlags};
 use rustix::io::Errno;
 use rustix::mount::{MountPropagationFlags, UnmountFlags};
 use rustix::thread::{LinkNameSpaceType, UnshareFlags};
@@ -168,43 +168,16 @@ pub(crate) fn set_sockopt_int(
     .map(drop)
 }
 
-/// A flock(2) on a lock file, released when dropped (also when the process dies, so a
-/// crash never leaves a network locked).
-pub struct FileLock {
-    _file: File,
+pub(crate) use wharf_sys::lock::FileLock;
+
+/// [`FileLock::exclusive`], its error naming the lock file.
+pub(crate) fn lock_exclusive(path: &Path) -> Result<FileLock> {
+    FileLock::exclusive(path).map_err(|e| crate::Error::os(format!("lock {}", path.display()), e))
 }
 
-impl FileLock {
-    /// Block until the lock on `path` (created if missing, with its directory) is ours
-    /// alone.
-    pub fn exclusive(path: &Path) -> Result<FileLock> {
-        Self::take(path, FlockOperation::LockExclusive)
-    }
-
-    /// Block until no one holds the lock on `path` alone, and hold it with others that
-    /// share it.
-    pub fn shared(path: &Path) -> Result<FileLock> {
-        Self::take(path, FlockOperation::LockShared)
-    }
-
-    fn take(path: &Path, op: FlockOperation) -> Result<FileLock> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .ctx(|| format!("open lock file {}", path.display()))?;
-        loop {
-            match rustix::fs::flock(&file, op) {
-                Ok(()) => return Ok(FileLock { _file: file }),
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(crate::Error::os(format!("lock {}", path.display()), e)),
-            }
-        }
-    }
+/// [`FileLock::shared`], its error naming the lock file.
+pub(crate) fn lock_shared(path: &Path) -> Result<FileLock> {
+    FileLock::shared(path).map_err(|e| crate::Error::os(format!("lock {}", path.display()), e))
 }
 
 /// Write `data` to `path` atomically ([`wharf_sys::fs::write_atomic`]: a temporary file in
@@ -334,32 +307,9 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
 
         let lock = tmp.path().join("locks/net.lock");
-        drop(FileLock::exclusive(&lock).unwrap());
-        let _again = FileLock::exclusive(&lock).unwrap();
-    }
-
-    /// Shared holders do not wait for each other; an exclusive one waits for all of them.
-    #[test]
-    fn shared_locks_coexist_and_exclude_an_exclusive_one() {
-        let tmp = tempfile::tempdir().unwrap();
-        let lock = tmp.path().join("net.lock");
-        let a = FileLock::shared(&lock).unwrap();
-        let b = FileLock::shared(&lock).unwrap();
-        let taken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let t = {
-            let (lock, taken) = (lock.clone(), taken.clone());
-            std::thread::spawn(move || {
-                let _x = FileLock::exclusive(&lock).unwrap();
-                taken.store(true, std::sync::atomic::Ordering::SeqCst);
-            })
-        };
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        assert!(!taken.load(std::sync::atomic::Ordering::SeqCst));
-        drop(a);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!taken.load(std::sync::atomic::Ordering::SeqCst));
-        drop(b);
-        t.join().unwrap();
-        assert!(taken.load(std::sync::atomic::Ordering::SeqCst));
+        drop(lock_exclusive(&lock).unwrap());
+        let _again = lock_exclusive(&lock).unwrap();
+        let e = lock_shared(Path::new("/proc/version/not/a.lock")).unwrap_err();
+        assert!(e.to_string().contains("/proc/version/not/a.lock"), "{e}");
     }
 }

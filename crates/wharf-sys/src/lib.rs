@@ -1,6 +1,6 @@
 //! Small system helpers that more than one Wharf crate needs, in one place so that each is
 //! written (and fixed) once: RFC 3339 time ([`time`]), signal names ([`signal`]), atomic
-//! file replacement and namespace-file checks ([`fs`]), bounded reads of the files a
+//! file replacement and namespace-file checks ([`fs`]), lock files ([`lock`]), bounded reads of the files a
 //! container controls ([`contained`]), this process's mappings ([`smaps`]), and the `-1 means errno` convention
 //! of raw system calls ([`cvt`]).
 //!
@@ -10,6 +10,7 @@
 
 pub mod contained;
 pub mod fs;
+pub mod lock;
 pub mod signal;
 pub mod smaps;
 pub mod time;

@@ -220,7 +220,7 @@ impl BuiltinNetwork {
     }
 
     fn lock(&self) -> Result<FileLock> {
-        FileLock::exclusive(&self.cfg.state_dir.join("lock"))
+        crate::sys::lock_exclusive(&self.cfg.state_dir.join("lock"))
     }
 
     /// The host-side veth name of a pod: "wh" + 12 hex digits of a hash of network and pod.

@@ -22,7 +22,6 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::netns::NsHandle;
-use crate::sys::FileLock;
 use crate::types::{AttachOptions, Attachment};
 pub use cache::CacheEntry;
 pub use config::{Loaded, NetworkList, PluginConf};
@@ -257,11 +256,11 @@ impl CniNetwork {
     ) -> Result<Attachment> {
         crate::builtin::validate_pod_id(pod_id)?;
         opts.validate()?;
-        let shared = FileLock::shared(&self.lock_file())?;
+        let shared = crate::sys::lock_shared(&self.lock_file())?;
         match self.add(pod_id, netns_path, opts) {
             Err(Error::Plugin { msg, .. }) if !msg.starts_with(exec::TIMED_OUT) => {
                 drop(shared);
-                let _alone = FileLock::exclusive(&self.lock_file())?;
+                let _alone = crate::sys::lock_exclusive(&self.lock_file())?;
                 self.add(pod_id, netns_path, opts)
             }
             r => r,
@@ -388,7 +387,7 @@ impl CniNetwork {
     /// to do. `netns_path` may be None or gone (the pod's namespace already removed).
     pub fn detach(&self, pod_id: &str, netns_path: Option<&Path>) -> Result<()> {
         crate::builtin::validate_pod_id(pod_id)?;
-        let _lock = FileLock::shared(&self.lock_file())?;
+        let _lock = crate::sys::lock_shared(&self.lock_file())?;
         let entries = cache::list(&self.cfg.cache_dir, &self.list.name, Some(pod_id))?;
         let runner = self.runner();
         let netns_now = |cached: &str| -> String {
@@ -444,7 +443,7 @@ impl CniNetwork {
         if self.list.disable_check || !self.list.version().at_least(V0_4_0) {
             return Ok(());
         }
-        let _lock = FileLock::shared(&self.lock_file())?;
+        let _lock = crate::sys::lock_shared(&self.lock_file())?;
         let entries = cache::list(&self.cfg.cache_dir, &self.list.name, Some(pod_id))?;
         let (_, e) = entries.into_iter().next().ok_or_else(|| {
             Error::NotFound(format!(
@@ -558,7 +557,7 @@ impl CniNetwork {
             }
         }
         if self.list.version().at_least(V1_1_0) && !self.list.disable_gc {
-            let _lock = FileLock::exclusive(&self.lock_file())?;
+            let _lock = crate::sys::lock_exclusive(&self.lock_file())?;
             let runner = self.runner();
             let inv = Invocation {
                 command: "GC",
