@@ -609,14 +609,5 @@ fn has_mounts_below(dir: &Path) -> bool {
         .any(|m| mountinfo_path(m).starts_with(dir))
 }
 
-/// Whether `path` is a mount point (its device differs from its parent's, or it is the
-/// root of a bind mount: compared through mount ids).
-pub fn is_mountpoint(path: &Path) -> bool {
-    let Some(parent) = path.parent() else {
-        return false;
-    };
-    match (mount_id(path), mount_id(parent)) {
-        (Some(a), Some(b)) => a != b,
-        _ => false,
-    }
-}
+/// Whether `path` is a mount point ([`wharf_sys::fs::is_mountpoint`]).
+pub use wharf_sys::fs::is_mountpoint;

@@ -124,9 +124,7 @@ fn build(root: &Path, dir: &Path, pin: &Path) -> Result<OwnedFd> {
 /// cannot propagate (into the namespace itself, among others).
 fn private_mount_point(dir: &Path) -> Result<()> {
     let c = crate::mounts::path_cstr(dir);
-    let parent = dir.parent().unwrap_or(Path::new("/"));
-    let mount_id = wharf_sys::fs::mount_id;
-    if mount_id(dir).is_none() || mount_id(dir) == mount_id(parent) {
+    if !wharf_sys::fs::is_mountpoint(dir) {
         sys::mount(Some(&c), &c, None, libc::MS_BIND, None)
             .ctx(|| format!("bind {} onto itself", p(dir)))?;
     }

@@ -127,6 +127,19 @@ pub fn mount_id(path: &Path) -> Option<u64> {
     .map(|s| s.stx_mnt_id)
 }
 
+/// Whether `path` is a mount point: its mount differs from its parent's, which also holds
+/// for the root of a bind mount on the same filesystem. False where the mount ids cannot
+/// be read.
+pub fn is_mountpoint(path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    match (mount_id(path), mount_id(parent)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}
+
 /// A path field of /proc/self/mountinfo as the path it names: the kernel writes space,
 /// tab, newline and backslash as `\ooo` octal escapes; every other byte is the path's own.
 pub fn mountinfo_path(field: &str) -> PathBuf {
@@ -157,6 +170,17 @@ mod tests {
     use super::*;
 
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn mount_points_are_told_by_their_mount_ids() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(!is_mountpoint(t.path()), "a fresh directory");
+        assert!(is_mountpoint(Path::new("/proc")), "procfs at /proc");
+        assert!(
+            !is_mountpoint(Path::new("/")),
+            "the root has no parent to differ from"
+        );
+    }
 
     #[test]
     fn mountinfo_paths_are_unescaped_byte_for_byte() {
