@@ -133,7 +133,7 @@ fn setup(args: &InitArgs<'_>) -> Result<Ready> {
     }
     let _ = rustix::process::setsid();
     if !args.no_new_keyring {
-        process_attrs::new_session_keyring(args.id);
+        process_attrs::new_session_keyring();
     }
     let namespaces = crate::spec::namespaces(spec);
     let has = |t| namespaces.iter().any(|n| n.typ() == t);

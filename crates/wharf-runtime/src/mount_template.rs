@@ -9,7 +9,8 @@
 //!
 //! The runtime clones inits from a template instead: a namespace whose root is a small
 //! tmpfs holding binds of the host's /proc, /sys and /dev (what an init reads before
-//! pivot_root), built once per runtime root and pinned at `<root>/.mnt-template/ns`. Its
+//! pivot_root) and an empty read-only tmpfs for masked directories, built once per runtime
+//! root and pinned at `<root>/.mnt-template/ns`. Its
 //! mounts are private, so nothing mounted on the host later reaches it. The rootfs and
 //! every bind source are opened as detached trees in the host's namespace before the clone
 //! ([`crate::mount_sources`]) and attached by the init, so no host path is looked up inside
@@ -27,6 +28,16 @@ use crate::sys::{self, Forked};
 
 /// Where the inits attach their rootfs inside the template (a directory of its tmpfs).
 pub const ROOTFS: &str = "/rootfs";
+
+/// An empty tmpfs, read-only from its mount on, that the inits bind over masked
+/// directories ([`crate::rootfs`]): one superblock for every container cloned from the
+/// template, instead of one each.
+pub const EMPTY: &str = "/empty";
+
+/// On a host with v1 hierarchies, a read-only tmpfs holding their mount points as a
+/// container's /sys/fs/cgroup shows them (with the co-mounted controllers' symlinks): the
+/// inits bind it there for a read-only `cgroup` mount, and each hierarchy onto it.
+pub const CGROUP_V1: &str = "/cgroup-v1";
 
 const DIR: &str = ".mnt-template";
 const NSFS_MAGIC: i64 = 0x6e73_6673;
@@ -195,10 +206,24 @@ fn populate(dir: &Path) -> Result<()> {
         Some(c"mode=0755,size=64k"),
     )
     .ctx(|| format!("mount the template's root on {}", p(dir)))?;
-    for name in ["proc", "sys", "dev", "rootfs"] {
+    for name in ["proc", "sys", "dev", "rootfs", "empty"] {
         let target: PathBuf = dir.join(name);
         std::fs::create_dir(&target).ctx(|| format!("create {}", p(&target)))?;
         if name == "rootfs" {
+            continue;
+        }
+        if name == "empty" {
+            // Read-only as a superblock, so that no mount of it can write it (and its
+            // binds are read-only mounts too). Mode 1777, as the tmpfs runc mounts on a
+            // masked directory shows.
+            sys::mount(
+                Some(c"tmpfs"),
+                &crate::mounts::path_cstr(&target),
+                Some(c"tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some(c"size=4k"),
+            )
+            .ctx(|| "mount the template's empty tmpfs".into())?;
             continue;
         }
         let host = PathBuf::from("/").join(name);
@@ -211,12 +236,53 @@ fn populate(dir: &Path) -> Result<()> {
         )
         .ctx(|| format!("bind {} into the template", p(&host)))?;
     }
+    // Best effort: where it cannot be made, containers mount a tmpfs of their own.
+    if let Err(e) = cgroup_v1_points(&dir.join("cgroup-v1")) {
+        crate::log::debug(|| format!("no shared cgroup v1 tmpfs in the template: {e}"));
+    }
     rustix::process::chdir(dir).ctx(|| format!("enter {}", p(dir)))?;
     rustix::process::pivot_root(".", ".").ctx(|| "pivot_root into the template".into())?;
     rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)
         .ctx(|| "detach the host's tree from the template".into())?;
     rustix::process::chdir("/").ctx(|| "enter the template's root".into())?;
     Ok(())
+}
+
+/// [`CGROUP_V1`] at `at`: a tmpfs with a directory per v1 mount point and a symlink per
+/// co-mounted controller, then made read-only. Nothing where the host has no v1
+/// hierarchy.
+fn cgroup_v1_points(at: &Path) -> Result<()> {
+    let layout = crate::cgroups::layout::detect()?;
+    if layout.v1.is_empty() {
+        return Ok(());
+    }
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    std::fs::create_dir(at).ctx(|| format!("create {}", p(at)))?;
+    let c = crate::mounts::path_cstr(at);
+    sys::mount(
+        Some(c"tmpfs"),
+        &c,
+        Some(c"tmpfs"),
+        flags,
+        Some(c"mode=755,size=4k"),
+    )
+    .ctx(|| format!("mount a tmpfs on {}", p(at)))?;
+    for (name, keys) in crate::mounts::v1_mount_points(&layout) {
+        let sub = at.join(&name);
+        std::fs::create_dir(&sub).ctx(|| format!("create {}", p(&sub)))?;
+        for k in crate::mounts::co_mounted_names(&name, &keys) {
+            std::os::unix::fs::symlink(&name, at.join(k))
+                .ctx(|| format!("link {k} in {}", p(at)))?;
+        }
+    }
+    sys::mount(
+        None,
+        &c,
+        None,
+        libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+        Some(c"mode=755,size=4k"),
+    )
+    .ctx(|| format!("remount {} read-only", p(at)))
 }
 
 /// The calling process moved into the template's mount namespace; back into its own, and

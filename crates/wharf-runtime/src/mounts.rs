@@ -172,6 +172,9 @@ pub struct MountContext<'a> {
     pub user_ns: bool,
     /// Whether the container has its own network namespace (sysfs needs one).
     pub net_ns: bool,
+    /// The template's read-only tmpfs holding the v1 hierarchies' mount points
+    /// ([`crate::mount_template::CGROUP_V1`]), for a read-only `cgroup` mount.
+    pub shared_cgroup_v1: Option<BorrowedFd<'a>>,
 }
 
 fn cstr(s: &str) -> CString {
@@ -524,26 +527,30 @@ fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()>
         return remount(&t, flags, dest);
     }
     let tmpfs_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    sys::mount(
-        Some(c"tmpfs"),
-        &safe_path::proc_fd_path(&target),
-        Some(c"tmpfs"),
-        tmpfs_flags,
-        Some(c"mode=755"),
-    )
-    .ctx(|| format!("mount tmpfs for cgroups on {}", p(dest)))?;
-    // Hierarchies by mount point, so co-mounted controllers get one mount.
-    let mut mounts: std::collections::BTreeMap<PathBuf, Vec<String>> = Default::default();
-    for (key, mnt) in &ctx.layout.v1 {
-        mounts.entry(mnt.clone()).or_default().push(key.clone());
+    // Read-only, the template's tmpfs with the mount points made already serves every
+    // container (one superblock, not one each); else a tmpfs of the container's own.
+    let shared = ctx
+        .shared_cgroup_v1
+        .filter(|_| flags & libc::MS_RDONLY != 0);
+    match shared {
+        Some(tree) => bind_fd(tree, target.as_fd()),
+        None => sys::mount(
+            Some(c"tmpfs"),
+            &safe_path::proc_fd_path(&target),
+            Some(c"tmpfs"),
+            tmpfs_flags,
+            Some(c"mode=755"),
+        ),
     }
-    for (mnt, keys) in mounts {
-        let Some(name) = mnt.file_name() else {
-            continue;
-        };
-        let sub = dest.join(name);
-        let t =
-            safe_path::mkdir_all(ctx.root, &sub, 0o755).ctx(|| format!("create {}", p(&sub)))?;
+    .ctx(|| format!("mount tmpfs for cgroups on {}", p(dest)))?;
+    for (name, keys) in v1_mount_points(ctx.layout) {
+        let sub = dest.join(&name);
+        let t = if shared.is_some() {
+            safe_path::lookup(ctx.root, &sub)
+        } else {
+            safe_path::mkdir_all(ctx.root, &sub, 0o755)
+        }
+        .ctx(|| format!("create {}", p(&sub)))?;
         // The container's own directory of the hierarchy is bound in, with or without a
         // cgroup namespace (inside one it is the namespace's root, as a fresh mount would
         // be). A fresh cgroupfs mount per container would cost every later one: the
@@ -566,17 +573,17 @@ fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()>
             remount(&t, flags | tmpfs_flags, &sub).map_err(|e| std::io::Error::other(e.to_string()))
         });
         res.ctx(|| format!("mount cgroup {} on {}", keys.join(","), p(&sub)))?;
+        if shared.is_some() {
+            continue;
+        }
         // Co-mounted controllers (cpu,cpuacct) get a symlink per name, as on the host.
-        for k in &keys {
-            if k.as_str() != name.to_string_lossy() && !k.starts_with("name=") {
-                let dir =
-                    safe_path::lookup(ctx.root, dest).ctx(|| format!("reopen {}", p(dest)))?;
-                let dir = safe_path::reopen_dir(&dir).ctx(|| format!("open {}", p(dest)))?;
-                let _ = rustix::fs::symlinkat(name, &dir, k.as_str());
-            }
+        for k in co_mounted_names(&name, &keys) {
+            let dir = safe_path::lookup(ctx.root, dest).ctx(|| format!("reopen {}", p(dest)))?;
+            let dir = safe_path::reopen_dir(&dir).ctx(|| format!("open {}", p(dest)))?;
+            let _ = rustix::fs::symlinkat(name.as_os_str(), &dir, k);
         }
     }
-    if flags & libc::MS_RDONLY != 0 {
+    if flags & libc::MS_RDONLY != 0 && shared.is_none() {
         let t = safe_path::lookup(ctx.root, dest).ctx(|| format!("reopen {}", p(dest)))?;
         sys::mount(
             None,
@@ -588,6 +595,33 @@ fn mount_cgroup(ctx: &MountContext<'_>, m: &Mount, opts: &Options) -> Result<()>
         .ctx(|| format!("remount {} read-only", p(dest)))?;
     }
     Ok(())
+}
+
+/// The v1 hierarchies as a container's /sys/fs/cgroup shows them: the name of each mount
+/// point (co-mounted controllers share one, "cpu,cpuacct") with the keys mounted there.
+pub(crate) fn v1_mount_points(
+    layout: &crate::cgroups::Layout,
+) -> Vec<(std::ffi::OsString, Vec<String>)> {
+    let mut mounts: std::collections::BTreeMap<PathBuf, Vec<String>> = Default::default();
+    for (key, mnt) in &layout.v1 {
+        mounts.entry(mnt.clone()).or_default().push(key.clone());
+    }
+    mounts
+        .into_iter()
+        .filter_map(|(mnt, keys)| Some((mnt.file_name()?.to_os_string(), keys)))
+        .collect()
+}
+
+/// The names that get a symlink to mount point `name`: its controllers other than the one
+/// it is named after ("cpu" and "cpuacct" for "cpu,cpuacct"; none for named hierarchies).
+pub(crate) fn co_mounted_names<'k>(
+    name: &std::ffi::OsStr,
+    keys: &'k [String],
+) -> impl Iterator<Item = &'k str> {
+    let name = name.to_string_lossy().into_owned();
+    keys.iter()
+        .map(String::as_str)
+        .filter(move |k| *k != name && !k.starts_with("name="))
 }
 
 /// A tmpfs that starts with a copy of what the directory held (runc's `tmpcopyup`).

@@ -95,14 +95,24 @@ pub fn write_sysctls(sysctl: &HashMap<String, String>) -> Result<()> {
     Ok(())
 }
 
-/// A fresh session keyring named after the container, so containers do not share the
-/// caller's keys (runc's default; `--no-new-keyring` skips it). Failures are ignored, as
-/// kernels may restrict keyctl.
-pub fn new_session_keyring(id: &str) {
-    let name = std::ffi::CString::new(format!("_ses.{id}")).unwrap_or_default();
+/// A fresh session keyring, so containers do not share the caller's keys (runc's default;
+/// `--no-new-keyring` skips it). Failures are ignored, as kernels may restrict keyctl.
+///
+/// The keyring is anonymous (`_ses`), where runc names it `_ses.<id>`: joining a named
+/// keyring first looks the name up among every named keyring of the user namespace, one
+/// string comparison each, so with a keyring per container every start paid for all the
+/// containers running (a quarter of a millisecond at 1000). An anonymous one is made
+/// without a search, and no other process can join it by name.
+pub fn new_session_keyring() {
     const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
-    // SAFETY: keyctl with a valid NUL-terminated name.
-    unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, name.as_ptr()) };
+    // SAFETY: keyctl with a null name makes an anonymous session keyring.
+    unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
 }
 
 /// Attributes applied in the container process just before the user switch: personality,

@@ -159,7 +159,9 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
         )
         .ctx(|| "make the rootfs mount private".into())?;
     }
+    let shared_cgroup = shared_cgroup_v1(spec, o);
     let ctx = MountContext {
+        shared_cgroup_v1: shared_cgroup.as_ref().map(|fd| fd.as_fd()),
         root: root.as_fd(),
         bundle: o.bundle,
         cgroup: o.cgroup,
@@ -209,7 +211,7 @@ pub fn prepare(spec: &Spec, o: &RootfsOptions<'_>) -> Result<()> {
     let masked = linux.masked_paths().clone().unwrap_or_default();
     if !masked.is_empty() {
         let null = host_dev_null()?;
-        let mut empty = None;
+        let mut empty = shared_empty(spec, o);
         for path in &masked {
             mask(root.as_fd(), null.as_fd(), &mut empty, Path::new(path))?;
         }
@@ -326,8 +328,9 @@ pub fn finalize(spec: &Spec, shared_mount_ns: bool) -> Result<()> {
 /// Hide a path: the host's /dev/null (`null`) over a file, an empty read-only tmpfs over a
 /// directory. Both sides are fds: nothing in the container can redirect them.
 ///
-/// All the masked directories of a container show one tmpfs: the first gets it mounted,
-/// the others a bind of it (`empty` holds its root once made). A tmpfs per directory, as
+/// All the masked directories of a container show one tmpfs: the template's shared one
+/// where `empty` starts with it ([`shared_empty`]), else the first gets one mounted and the
+/// others a bind of it (`empty` holds its root once made). A tmpfs per directory, as
 /// runc and crun mount, is a superblock per directory, and every superblock on the host
 /// makes removing any memory cgroup dearer (the kernel walks them all to reparent their
 /// caches), so each pod that adds them slows all the others' removals.
@@ -358,6 +361,74 @@ fn mask(
         }
     };
     res.ctx(|| format!("linux.maskedPaths: mask {}", p(path)))
+}
+
+/// A read-only tmpfs of the template at `path` ([`crate::mount_template::EMPTY`],
+/// [`crate::mount_template::CGROUP_V1`]), for an init cloned from the template whose
+/// processes cannot hold CAP_SYS_ADMIN: with it, remounting the superblock read-write would
+/// let one container write what every other one sees there, so such a container mounts a
+/// tmpfs of its own. None also where the template predates the tmpfs, or what is there is
+/// not a read-only tmpfs mounted there.
+fn shared_tmpfs(spec: &Spec, o: &RootfsOptions<'_>, path: &str) -> Option<OwnedFd> {
+    o.prepared.rootfs()?;
+    let may_admin = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.capabilities().as_ref())
+        .and_then(|c| c.bounding().as_ref())
+        .is_some_and(|b| b.contains(&oci_spec::runtime::Capability::SysAdmin));
+    if may_admin {
+        return None;
+    }
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::PATH
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let ro = rustix::fs::fstatvfs(&fd)
+        .ok()?
+        .f_flag
+        .contains(rustix::fs::StatVfsMountFlags::RDONLY);
+    let tmpfs = rustix::fs::fstatfs(&fd).ok()?.f_type as i64 == libc::TMPFS_MAGIC;
+    (tmpfs && ro && wharf_sys::fs::is_mountpoint(Path::new(path))).then_some(fd)
+}
+
+/// The template's empty tmpfs for masked directories ([`shared_tmpfs`]).
+fn shared_empty(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
+    shared_tmpfs(spec, o, crate::mount_template::EMPTY)
+}
+
+/// The template's tmpfs of v1 mount points ([`shared_tmpfs`]), where it holds every mount
+/// point and symlink this host's hierarchies need (the host may have mounted one since the
+/// template was made).
+fn shared_cgroup_v1(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
+    if o.layout.v1.is_empty() {
+        return None;
+    }
+    let fd = shared_tmpfs(spec, o, crate::mount_template::CGROUP_V1)?;
+    let dir = safe_path::reopen_dir(&fd).ok()?;
+    let complete = mounts::v1_mount_points(o.layout)
+        .iter()
+        .all(|(name, keys)| {
+            let is_dir = rustix::fs::statat(
+                &dir,
+                name.as_os_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .is_ok_and(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+            });
+            is_dir
+                && mounts::co_mounted_names(name, keys).all(|k| {
+                    rustix::fs::readlinkat(&dir, k, Vec::new())
+                        .is_ok_and(|to| to.as_bytes() == name.as_encoded_bytes())
+                })
+        });
+    complete.then_some(fd)
 }
 
 /// Make a path read-only: bind it onto itself, then remount the bind read-only.

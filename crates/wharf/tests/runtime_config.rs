@@ -296,6 +296,44 @@ fn masked_directories_share_one_empty_readonly_tmpfs() {
     assert_eq!(&lines[4..], ["3", "RO", "0"], "{out}");
 }
 
+/// The container's process holds a session keyring of its own: anonymous (`_ses`, no
+/// `_ses.<id>` to look up or join by name), and not the one of the runtime's caller.
+#[test]
+fn the_container_gets_a_fresh_anonymous_session_keyring() {
+    const KEYCTL_GET_KEYRING_ID: libc::c_long = 0;
+    const KEY_SPEC_SESSION_KEYRING: libc::c_long = -3;
+    // SAFETY: keyctl with integer arguments only; create = 1 gives this test a session
+    // keyring if it has none, so that the comparison below means something.
+    let ours = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_GET_KEYRING_ID,
+            KEY_SPEC_SESSION_KEYRING,
+            1,
+        )
+    };
+    assert!(ours > 0, "no session keyring for the test process");
+    let env = Env::new("keyring");
+    // As uid 1000, /proc/keys lists only what the process may view: its own (possessed)
+    // keyrings, not root's.
+    let out = expect_ok(sh(&env, "cat /proc/keys", |c| {
+        c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        c["linux"]["maskedPaths"] = json!([]);
+    }));
+    let sessions: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(" keyring ") && l.contains(" _ses"))
+        .collect();
+    assert_eq!(sessions.len(), 1, "one session keyring expected: {out}");
+    let fields: Vec<&str> = sessions[0].split_whitespace().collect();
+    assert_eq!(fields[8], "_ses:", "an anonymous keyring expected: {out}");
+    let serial = i64::from_str_radix(fields[0], 16).unwrap();
+    assert_ne!(
+        serial, ours,
+        "the caller's session keyring leaked in: {out}"
+    );
+}
+
 #[test]
 fn readonly_root_and_writable_tmpfs() {
     let env = Env::new("roroot");

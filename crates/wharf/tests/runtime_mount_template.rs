@@ -14,6 +14,14 @@ use serde_json::json;
 /// (a forked child: the template holds no binary to run there, and setns of a mount
 /// namespace needs a single-threaded caller). The child only makes raw syscalls.
 fn mount_points_in(pin: &Path) -> Vec<String> {
+    mountinfo_in(pin)
+        .iter()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .collect()
+}
+
+/// The lines of /proc/self/mountinfo of a process in the mount namespace pinned at `pin`.
+fn mountinfo_in(pin: &Path) -> Vec<String> {
     use std::io::Read;
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
@@ -56,9 +64,20 @@ fn mount_points_in(pin: &Path) -> Vec<String> {
     // SAFETY: reap our own child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(status, 0, "reading the template's mounts failed");
-    text.lines()
-        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-        .collect()
+    text.lines().map(str::to_string).collect()
+}
+
+/// Whether this host mounts cgroup v1 hierarchies (the template then holds their mount
+/// points).
+fn host_has_v1_hierarchies() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| {
+            l.split(" - ")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("cgroup "))
+        })
 }
 
 fn mount_tmpfs(at: &Path) {
@@ -104,8 +123,12 @@ fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_thro
     let fs = rustix::fs::statfs(&pin).expect("statfs the template's pin");
     assert_eq!(fs.f_type as i64, 0x6e73_6673, "the pin is not a namespace");
     let points = mount_points_in(&pin);
-    // Its own root, and the host's /proc, /sys and /dev with what is mounted below them.
-    for want in ["/", "/proc", "/sys", "/dev"] {
+    // Its own root, the host's /proc, /sys and /dev with what is mounted below them, the
+    // empty tmpfs for masked directories and, on a host with v1 hierarchies, their mount
+    // points.
+    let host_v1 = host_has_v1_hierarchies();
+    let v1_points = if host_v1 { "/cgroup-v1" } else { "/" };
+    for want in ["/", "/proc", "/sys", "/dev", "/empty", v1_points] {
         assert!(
             points.iter().any(|p| p == want),
             "{want} missing: {points:?}"
@@ -114,7 +137,7 @@ fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_thro
     let foreign: Vec<&String> = points
         .iter()
         .filter(|p| {
-            !["/", "/proc", "/sys", "/dev"]
+            !["/", "/proc", "/sys", "/dev", "/empty", "/cgroup-v1"]
                 .iter()
                 .any(|k| *p == k || p.starts_with(&format!("{k}/")))
         })
@@ -156,6 +179,98 @@ fn the_template_holds_no_host_mounts_and_later_host_mounts_reach_containers_thro
     };
     assert_eq!(out.0, 0, "third container: {out:?}");
     assert_eq!(rustix::fs::stat(&pin).unwrap().st_ino, again);
+    assert!(
+        state_left(&env).is_empty(),
+        "state left: {:?}",
+        state_left(&env)
+    );
+}
+
+/// The masked directories and the read-only v1 /sys/fs/cgroup of every container cloned
+/// from the template show the template's read-only tmpfs (a superblock for all of them, not
+/// one per container each). A container that may hold CAP_SYS_ADMIN, and so could remount
+/// such a superblock read-write for all the others, gets tmpfs of its own, as does a
+/// read-write cgroup mount.
+#[test]
+fn masked_directories_and_v1_cgroup_mounts_show_the_templates_tmpfs() {
+    let env = Env::new("mnt-template-empty");
+    let script = "awk '$5 == \"/sys/firmware\" || $5 == \"/sys/fs/cgroup\" {print $5, $3}' \
+                      /proc/self/mountinfo; \
+                  ls -A /sys/firmware | wc -l; \
+                  touch /sys/firmware/x 2>/dev/null && echo RW || echo RO; \
+                  ls /sys/fs/cgroup/memory/memory.limit_in_bytes; \
+                  ls -A /sys/fs/cgroup | tr '\\n' ' '";
+    let run_one = |name: &str, admin: bool, cgroup_rw: bool| -> Vec<String> {
+        let mut b = env.bundle(name, BASE, &["sh", "-c", script]);
+        b.config["linux"]["maskedPaths"] = json!(["/sys/firmware"]);
+        if admin {
+            for set in ["bounding", "effective", "permitted"] {
+                b.config["process"]["capabilities"][set]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!("CAP_SYS_ADMIN"));
+            }
+        }
+        if cgroup_rw {
+            for m in b.config["mounts"].as_array_mut().unwrap() {
+                if m["destination"] == "/sys/fs/cgroup" {
+                    m["options"] = json!(["nosuid", "noexec", "nodev", "rw"]);
+                }
+            }
+        }
+        b.save();
+        let out = run(&env, &b, name);
+        assert_eq!(out.0, 0, "container {name}: {out:?}");
+        out.1.lines().map(str::to_string).collect()
+    };
+    let in_template = |point: &str| -> String {
+        let lines = mountinfo_in(&env.root.join(".mnt-template/ns"));
+        let found: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.split(' ').nth(4) == Some(point))
+            .collect();
+        assert_eq!(found.len(), 1, "{point} in the template: {lines:?}");
+        found[0].split(' ').nth(2).unwrap().to_string()
+    };
+    let host_v1 = host_has_v1_hierarchies();
+    let (a, b) = (run_one("a", false, false), run_one("b", false, false));
+    let (admin, rw) = (run_one("c", true, false), run_one("d", false, true));
+    let empty = in_template("/empty");
+    for (out, shares_empty, shares_cgroup) in [
+        (&a, true, true),
+        (&b, true, true),
+        (&admin, false, false),
+        (&rw, true, false),
+    ] {
+        assert_eq!(out.len(), 6, "{out:?}");
+        assert_eq!(
+            out[2..4],
+            ["0", "RO"],
+            "masked: not empty and read-only: {out:?}"
+        );
+        let dev = |point: &str| {
+            out[..2]
+                .iter()
+                .find_map(|l| l.strip_prefix(&format!("{point} ")))
+                .unwrap_or_else(|| panic!("{point} not mounted: {out:?}"))
+                .to_string()
+        };
+        assert_eq!(dev("/sys/firmware") == empty, shares_empty, "{out:?}");
+        if host_v1 {
+            // Each hierarchy is there, through the shared tmpfs or its own.
+            assert_eq!(
+                out[4], "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "{out:?}"
+            );
+            assert_eq!(
+                dev("/sys/fs/cgroup") == in_template("/cgroup-v1"),
+                shares_cgroup,
+                "{out:?}"
+            );
+        }
+    }
+    // The same names in /sys/fs/cgroup either way (co-mounted controllers' links included).
+    assert_eq!(a[5], rw[5], "{a:?} {rw:?}");
     assert!(
         state_left(&env).is_empty(),
         "state left: {:?}",
