@@ -23,6 +23,9 @@ use crate::error::{Error, IoContext, Result};
 use crate::unpack::fsops;
 use wharf_sys::fs::{mount_id, mountinfo_path};
 
+/// The empty directory a snapshot without a parent gives overlayfs as its lower layer.
+pub const EMPTY_LOWER: &str = "empty";
+
 /// Snapshot directories.
 #[derive(Clone, Debug)]
 pub struct Snapshots {
@@ -270,7 +273,8 @@ impl Snapshots {
     }
 
     /// Create an active (container) or view snapshot on `parent`: a row and its
-    /// directories (`fs/` + `work/`, or `merged/` for a view).
+    /// directories (`fs/` + `work/`, or `merged/` for a view; and `empty/` without a
+    /// parent).
     pub fn create(
         &self,
         conn: &mut Connection,
@@ -304,11 +308,15 @@ impl Snapshots {
                 fsops::remove_tree(&d).ctx(|| format!("removing stale {}", d.display()))?;
             }
             let subdirs: &[&str] = if kind == "view" {
-                &["merged", "empty"]
+                &["merged"]
             } else {
-                &["fs", "work", "empty"]
+                &["fs", "work"]
             };
-            for s in subdirs {
+            // `empty`, overlayfs's lower directory where there is no layer below, only
+            // where there is none: each directory is an inode the root's filesystem
+            // allocates and frees with the container.
+            let empty = parent.is_empty().then_some(EMPTY_LOWER);
+            for s in subdirs.iter().copied().chain(empty) {
                 fs::create_dir_all(d.join(s)).ctx(|| format!("creating {}/{s}", d.display()))?;
             }
             write_marker(&d, key, parent, kind, 0)

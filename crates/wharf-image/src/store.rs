@@ -617,7 +617,7 @@ impl ImageStore {
             self.snapshots.chain_dirs(&self.conn(), parent)?
         };
         if lower_dirs.is_empty() {
-            lower_dirs.push(dir.join("empty"));
+            lower_dirs.push(empty_lower(&dir)?);
         }
         Ok(Rootfs {
             lower_dirs,
@@ -662,7 +662,7 @@ impl ImageStore {
             self.snapshots.chain_dirs(&self.conn(), &parent)?
         };
         if lowers.is_empty() {
-            lowers.push(dir.join("empty"));
+            lowers.push(empty_lower(&dir)?);
         }
         if let Err(e) = snapshot::mount_overlay(&lowers, None, &merged) {
             let _ = self.snapshots.remove(&self.conn(), &key);
@@ -801,6 +801,14 @@ fn valid_key_part(id: &str) -> Result<()> {
         return Err(Error::Invalid(format!("invalid container id {id:?}")));
     }
     Ok(())
+}
+
+/// Snapshot `dir`'s empty lower directory, for an overlay with no layer below. Snapshots
+/// without a parent are made with it; made here too, should one lack it.
+fn empty_lower(dir: &Path) -> Result<PathBuf> {
+    let empty = dir.join(snapshot::EMPTY_LOWER);
+    std::fs::create_dir_all(&empty).ctx(|| format!("creating {}", empty.display()))?;
+    Ok(empty)
 }
 
 #[cfg(test)]

@@ -70,6 +70,13 @@ fn multilayer_unpacks_exactly_and_serves_a_container_rootfs() {
     // A container's rootfs: the same tree, writable, changes only in its upper dir.
     let rootfs = t.store.prepare_container(&img, "c1").unwrap();
     assert_eq!(rootfs.lower_dirs.len(), 7);
+    // With layers below, the snapshot has no empty lower directory of its own.
+    let snapshot_dir = rootfs.upper_dir.parent().unwrap();
+    assert!(
+        !snapshot_dir.join("empty").exists(),
+        "{}",
+        snapshot_dir.display()
+    );
     let target = t.dir.path().join("c1-rootfs");
     std::fs::create_dir(&target).unwrap();
     rootfs.mount(&target).unwrap();
