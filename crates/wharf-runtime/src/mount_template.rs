@@ -9,9 +9,10 @@
 //!
 //! The runtime clones inits from a template instead: a namespace whose root is a small
 //! tmpfs holding binds of the host's /proc, /sys and /dev (what an init reads before
-//! pivot_root) and an empty read-only tmpfs for masked directories, built once per runtime
-//! root and pinned at `<root>/.mnt-template/ns`. Its
-//! mounts are private, so nothing mounted on the host later reaches it. The rootfs and
+//! pivot_root), and read-only tmpfs the inits bind rather than mount their own ([`EMPTY`]
+//! for masked directories, [`CGROUP_V1`] for /sys/fs/cgroup), built once per runtime root
+//! and pinned at `<root>/.mnt-template/ns`. Its mounts are private, so nothing mounted on
+//! the host later reaches it. The rootfs and
 //! every bind source are opened as detached trees in the host's namespace before the clone
 //! ([`crate::mount_sources`]) and attached by the init, so no host path is looked up inside
 //! the template. Where the container needs more of the host's namespace (createContainer
@@ -206,26 +207,9 @@ fn populate(dir: &Path) -> Result<()> {
         Some(c"mode=0755,size=64k"),
     )
     .ctx(|| format!("mount the template's root on {}", p(dir)))?;
-    for name in ["proc", "sys", "dev", "rootfs", "empty"] {
+    for name in ["proc", "sys", "dev"] {
         let target: PathBuf = dir.join(name);
         std::fs::create_dir(&target).ctx(|| format!("create {}", p(&target)))?;
-        if name == "rootfs" {
-            continue;
-        }
-        if name == "empty" {
-            // Read-only as a superblock, so that no mount of it can write it (and its
-            // binds are read-only mounts too). Mode 1777, as the tmpfs runc mounts on a
-            // masked directory shows.
-            sys::mount(
-                Some(c"tmpfs"),
-                &crate::mounts::path_cstr(&target),
-                Some(c"tmpfs"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some(c"size=4k"),
-            )
-            .ctx(|| "mount the template's empty tmpfs".into())?;
-            continue;
-        }
         let host = PathBuf::from("/").join(name);
         sys::mount(
             Some(&crate::mounts::path_cstr(&host)),
@@ -236,8 +220,11 @@ fn populate(dir: &Path) -> Result<()> {
         )
         .ctx(|| format!("bind {} into the template", p(&host)))?;
     }
+    let rootfs = at(dir, ROOTFS);
+    std::fs::create_dir(&rootfs).ctx(|| format!("create {}", p(&rootfs)))?;
+    empty_tmpfs(&at(dir, EMPTY))?;
     // Best effort: where it cannot be made, containers mount a tmpfs of their own.
-    if let Err(e) = cgroup_v1_points(&dir.join("cgroup-v1")) {
+    if let Err(e) = cgroup_v1_points(&at(dir, CGROUP_V1)) {
         crate::log::debug(|| format!("no shared cgroup v1 tmpfs in the template: {e}"));
     }
     rustix::process::chdir(dir).ctx(|| format!("enter {}", p(dir)))?;
@@ -246,6 +233,26 @@ fn populate(dir: &Path) -> Result<()> {
         .ctx(|| "detach the host's tree from the template".into())?;
     rustix::process::chdir("/").ctx(|| "enter the template's root".into())?;
     Ok(())
+}
+
+/// Where `path`, a path inside the template, is while the builder makes it under `dir`.
+fn at(dir: &Path, path: &str) -> PathBuf {
+    dir.join(path.trim_start_matches('/'))
+}
+
+/// [`EMPTY`] at `at`: read-only as a superblock, so that no mount of it can write it (and
+/// its binds are read-only mounts too). Mode 1777, as the tmpfs runc mounts on a masked
+/// directory shows.
+fn empty_tmpfs(at: &Path) -> Result<()> {
+    std::fs::create_dir(at).ctx(|| format!("create {}", p(at)))?;
+    sys::mount(
+        Some(c"tmpfs"),
+        &crate::mounts::path_cstr(at),
+        Some(c"tmpfs"),
+        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(c"size=4k"),
+    )
+    .ctx(|| format!("mount the template's empty tmpfs on {}", p(at)))
 }
 
 /// [`CGROUP_V1`] at `at`: a tmpfs with a directory per v1 mount point and a symlink per

@@ -404,9 +404,14 @@ fn shared_empty(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
 
 /// The template's tmpfs of v1 mount points ([`shared_tmpfs`]), where it holds every mount
 /// point and symlink this host's hierarchies need (the host may have mounted one since the
-/// template was made).
+/// template was made). Looked for only where the config has a cgroup mount to serve.
 fn shared_cgroup_v1(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
-    if o.layout.v1.is_empty() {
+    let cgroup_mount = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .any(|m| matches!(m.typ().as_deref(), Some("cgroup" | "cgroup2")));
+    if o.layout.v1.is_empty() || !cgroup_mount {
         return None;
     }
     let fd = shared_tmpfs(spec, o, crate::mount_template::CGROUP_V1)?;
