@@ -14,10 +14,15 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 report() { echo "$*" >"$OUT"; echo "$*" >>"$STATE/results"; echo "wharf-vm: $*"; }
 # check NAME COMMAND...: one result line; a failure carries the last lines of the output.
+# A check that hangs is looked into and then ended by its watchdog (see `watchdog`).
 check() {
   local name=$1; shift
-  local out rc
+  local out rc wd self=$BASHPID
+  # (An asynchronous command's words are expanded in its own process: not $BASHPID there.)
+  watchdog "$name" "$self" &
+  wd=$!
   out=$("$@" 2>&1); rc=$?
+  kill $wd $(pgrep -P $wd) 2>/dev/null; wait $wd 2>/dev/null
   if [ $rc = 0 ]; then
     report "ok $name"
   else
@@ -33,6 +38,32 @@ diagnose() {
   systemctl status --no-pager wharf.service wharf.socket container-gen.service 2>&1 | tail -30
   journalctl -b --no-pager -u wharf.service -u wharf.socket -u wharf-restore.service 2>&1 | head -30
   journalctl -b --no-pager -u wharf.service -u wharf.socket -u wharf-restore.service -u container-gen.service 2>&1 | tail -30
+}
+# watchdog NAME PID: after HANG_DUMP s of check NAME (none waits that long for anything:
+# wait_for's longest is 300 s), what every process of Wharf's waits for goes to the console
+# (the kernel's stacks, open files, the blocked tasks); after HANG_KILL s the check's own
+# processes (PID's descendants) are killed, so it fails with a reason and the run goes on.
+HANG_DUMP=${HANG_DUMP:-360} HANG_KILL=${HANG_KILL:-480}
+watchdog() {
+  local name=$1 shell=$2 me=$BASHPID p t
+  sleep "$HANG_DUMP"
+  echo "=== wharf-vm: check $name still runs after ${HANG_DUMP}s; the processes:"
+  ps -eo pid,ppid,stat,wchan:30,etimes,args --forest
+  for p in $(pgrep -f 'wharf|runc'); do
+    [ "$p" = "$me" ] && continue
+    echo "--- pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+    for t in /proc/$p/task/*; do
+      echo "  task ${t##*/}: $(cut -d' ' -f3 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+      sed 's/^/    /' "$t/stack" 2>/dev/null
+    done
+    ls -l "/proc/$p/fd" 2>/dev/null | sed 1d | sed 's/^.* \([0-9]* -> \)/  fd \1/'
+  done
+  echo w >/proc/sysrq-trigger
+  journalctl -b --no-pager -n 40
+  sleep $((HANG_KILL - HANG_DUMP))
+  echo "=== wharf-vm: check $name killed after ${HANG_KILL}s"
+  descendants() { local c; for c in $(pgrep -P "$1"); do [ "$c" != "$me" ] && { echo "$c"; descendants "$c"; }; done; }
+  kill -9 $(descendants "$shell") 2>/dev/null
 }
 finish() { report done; sync; systemctl poweroff; exit 0; }
 # want EXPECTED COMMAND...: the command's output (trimmed) is EXPECTED.

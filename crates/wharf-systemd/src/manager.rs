@@ -15,6 +15,10 @@ const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 /// for the unit's processes to exit.
 const JOB_DEADLINE: Duration = Duration::from_secs(90);
 
+/// How long one call may wait for systemd's answer: zbus waits forever, and a command that
+/// hangs on a lost reply helps nobody. 25 s, as sd-bus and libdbus wait by default.
+const METHOD_TIMEOUT: Duration = Duration::from_secs(25);
+
 /// A connection to systemd.
 pub struct Manager {
     conn: Connection,
@@ -26,12 +30,15 @@ impl Manager {
     /// refuses, and zbus's reader then aborts the process.)
     pub fn connect() -> Result<Manager> {
         crate::require_booted()?;
-        let conn = Connection::system().map_err(|e| {
-            Error::NoSystemd(format!(
-                "cannot reach systemd on the system bus ({e}): is dbus installed and running \
-                 (apt-get install dbus)?"
-            ))
-        })?;
+        let conn = zbus::blocking::connection::Builder::system()
+            .map(|b| b.method_timeout(METHOD_TIMEOUT))
+            .and_then(|b| b.build())
+            .map_err(|e| {
+                Error::NoSystemd(format!(
+                    "cannot reach systemd on the system bus ({e}): is dbus installed and \
+                     running (apt-get install dbus)?"
+                ))
+            })?;
         Ok(Manager { conn })
     }
 
