@@ -20,6 +20,7 @@
 //! <run>/locks/<pod>                    the pod's lock (held while a process changes it)
 //! <run>/shims.alive                    each live shim's lock on its pod's byte (wharf-shim)
 //! <run>/shims.changed/<pod>            a shim wrote new records for the pod (wharf-shim)
+//! <run>/shims.claimed/<pod>.<pid>.<n>  such a mark, taken by a listing reading the records
 //! ```
 //! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
 //! what only makes sense while the machine is up.

@@ -80,8 +80,16 @@ pub fn hold(registry: &Path, pod_id: &str) -> std::io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// The directory of change marks beside `registry`.
+/// The directory of change marks beside `registry`: one per pod whose shim wrote since a
+/// listing last read its records, named after the pod.
 pub const CHANGED_DIR: &str = "shims.changed";
+
+/// The directory of claimed marks beside `registry`: `<pod>.<pid>.<n>`, taken by a reader
+/// that has not settled them yet (or died before it did). Apart from the unclaimed ones so
+/// that what concerns one pod is found without reading a mark of every pod: the unclaimed
+/// mark by its name, the claimed ones in a directory that holds only readers' work in
+/// progress.
+pub const CLAIMED_DIR: &str = "shims.claimed";
 
 /// Mark pod `pod_id`'s records changed (made if missing).
 pub fn mark_changed(registry: &Path, pod_id: &str) -> std::io::Result<()> {
@@ -105,52 +113,79 @@ pub fn mark_changed(registry: &Path, pod_id: &str) -> std::io::Result<()> {
 }
 
 /// Drop pod `pod_id`'s marks, claimed or not: its pod is gone (else they would pile up,
-/// one per pod ever made).
+/// one per pod ever made). Reads no other pod's mark.
 pub fn forget(registry: &Path, pod_id: &str) {
-    let Ok(entries) = std::fs::read_dir(registry.with_file_name(CHANGED_DIR)) else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_name().to_string_lossy().split('.').next() == Some(pod_id) {
-            let _ = std::fs::remove_file(e.path());
-        }
+    let _ = std::fs::remove_file(registry.with_file_name(CHANGED_DIR).join(pod_id));
+    for c in claimed_of(registry, pod_id).unwrap_or_default() {
+        let _ = std::fs::remove_file(c);
     }
 }
 
-/// The pods marked changed beside `registry` now: the mark of pod P is named P, and
-/// P.<pid>.<n> once a reader claimed it (see [`Changes::claim`]). `None` where the
-/// directory cannot be read (callers then read every pod's records).
-pub fn changes(registry: &Path) -> Option<Changes> {
-    let dir = registry.with_file_name(CHANGED_DIR);
-    let mut by_pod: std::collections::HashMap<String, Vec<String>> = Default::default();
+/// Pod `pod_id`'s claimed marks.
+fn claimed_of(registry: &Path, pod_id: &str) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let dir = registry.with_file_name(CLAIMED_DIR);
+    let mut out = Vec::new();
     match std::fs::read_dir(&dir) {
         Ok(entries) => {
             for e in entries {
-                let name = e.ok()?.file_name().to_string_lossy().into_owned();
-                let pod = name.split('.').next().unwrap_or_default().to_string();
-                by_pod.entry(pod).or_default().push(name);
+                let e = e?;
+                if pod_of(&e.file_name().to_string_lossy()) == pod_id {
+                    out.push(e.path());
+                }
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(_) => return None,
+        Err(e) => return Err(e),
     }
-    Some(Changes { dir, by_pod })
+    Ok(out)
+}
+
+/// The pod a mark's name is of.
+fn pod_of(mark: &str) -> &str {
+    mark.split('.').next().unwrap_or_default()
+}
+
+/// The pods marked changed beside `registry` now, claimed marks included (their reader may
+/// have died: the next one takes them over, see [`Changes::claim`]). `None` where a
+/// directory cannot be read (callers then read every pod's records).
+pub fn changes(registry: &Path) -> Option<Changes> {
+    let mut by_pod: std::collections::HashMap<String, Vec<std::path::PathBuf>> = Default::default();
+    for dir in [CHANGED_DIR, CLAIMED_DIR] {
+        let dir = registry.with_file_name(dir);
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for e in entries {
+                    let e = e.ok()?;
+                    let pod = pod_of(&e.file_name().to_string_lossy()).to_string();
+                    by_pod.entry(pod).or_default().push(e.path());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    Some(Changes {
+        claimed_dir: registry.with_file_name(CLAIMED_DIR),
+        by_pod,
+    })
 }
 
 /// Whether any pod is marked changed (a claimed mark counts too: its reader has not
-/// settled it yet). One directory read; an unreadable directory counts as marked.
+/// settled it yet). A directory read each; an unreadable directory counts as marked.
 pub fn any_changes(registry: &Path) -> bool {
-    match std::fs::read_dir(registry.with_file_name(CHANGED_DIR)) {
-        Ok(mut entries) => entries.next().is_some(),
-        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
-    }
+    [CHANGED_DIR, CLAIMED_DIR]
+        .iter()
+        .any(|d| match std::fs::read_dir(registry.with_file_name(d)) {
+            Ok(mut entries) => entries.next().is_some(),
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        })
 }
 
 /// Pods marked changed (see [`changes`]).
 #[derive(Debug, Clone, Default)]
 pub struct Changes {
-    dir: std::path::PathBuf,
-    by_pod: std::collections::HashMap<String, Vec<String>>,
+    claimed_dir: std::path::PathBuf,
+    by_pod: std::collections::HashMap<String, Vec<std::path::PathBuf>>,
 }
 
 impl Changes {
@@ -160,20 +195,29 @@ impl Changes {
     }
 
     /// Take pod `pod_id`'s marks before reading its records: each is renamed to a name of
-    /// this process, so that a mark the shim makes meanwhile is a new one, kept. The
-    /// claimed marks go with [`Changes::release`] once what the records say is in the
-    /// store; a reader that dies first leaves them, and the next reader takes them over.
+    /// this process among the claimed marks, so that a mark the shim makes meanwhile is a
+    /// new one, kept. The claimed marks go with [`Changes::release`] once what the records
+    /// say is in the store; a reader that dies first leaves them, and the next reader
+    /// takes them over.
     pub fn claim(&self, pod_id: &str) -> Vec<std::path::PathBuf> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let mut claimed = Vec::new();
-        for name in self.by_pod.get(pod_id).into_iter().flatten() {
-            let to = self.dir.join(format!(
+        for from in self.by_pod.get(pod_id).into_iter().flatten() {
+            let to = self.claimed_dir.join(format!(
                 "{pod_id}.{}.{}",
                 std::process::id(),
                 N.fetch_add(1, Ordering::Relaxed)
             ));
-            if std::fs::rename(self.dir.join(name), &to).is_ok() {
+            let moved = std::fs::rename(from, &to).or_else(|e| {
+                if e.kind() != std::io::ErrorKind::NotFound || !from.exists() {
+                    return Err(e);
+                }
+                // The claimed directory's first use.
+                std::fs::create_dir_all(&self.claimed_dir)?;
+                std::fs::rename(from, &to)
+            });
+            if moved.is_ok() {
                 claimed.push(to);
             }
         }
@@ -273,6 +317,15 @@ mod tests {
         forget(&reg, "p3");
         let c = changes(&reg).unwrap();
         assert!(!c.touches("p3") && c.touches("p4"));
+        // A claim moves the marks out of the unclaimed ones, which hold one name per pod.
+        let held = changes(&reg).unwrap().claim("p4");
+        assert_eq!(held.len(), 1);
+        assert!(
+            held.iter()
+                .all(|c| c.parent() == Some(&*reg.with_file_name(CLAIMED_DIR)))
+        );
+        assert!(!reg.with_file_name(CHANGED_DIR).join("p4").exists());
+        assert!(changes(&reg).unwrap().touches("p4"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -291,6 +291,7 @@ impl World {
             self.run.join("locks"),
             // The shims' change marks go with their pods.
             self.run.join("shims.changed"),
+            self.run.join("shims.claimed"),
         ] {
             assert_eq!(
                 read_dir(&d),

@@ -31,14 +31,14 @@ fn pod_of(w: &Wharf, name: &str) -> String {
     w.inspect(name)["PodId"].as_str().unwrap().to_string()
 }
 
+/// The change marks, unclaimed and claimed.
 fn marks(w: &Wharf) -> Vec<String> {
-    match std::fs::read_dir(w.run_dir().join("shims.changed")) {
-        Ok(d) => d
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    ["shims.changed", "shims.claimed"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(w.run_dir().join(d)).into_iter().flatten())
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 fn state_of(w: &Wharf, name: &str) -> String {
