@@ -406,12 +406,13 @@ fn shared_empty(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
 /// point and symlink this host's hierarchies need (the host may have mounted one since the
 /// template was made). Looked for only where the config has a cgroup mount to serve.
 fn shared_cgroup_v1(spec: &Spec, o: &RootfsOptions<'_>) -> Option<OwnedFd> {
-    let cgroup_mount = spec
-        .mounts()
-        .iter()
-        .flatten()
-        .any(|m| matches!(m.typ().as_deref(), Some("cgroup" | "cgroup2")));
-    if o.layout.v1.is_empty() || !cgroup_mount {
+    let cgroup_mount = || {
+        spec.mounts()
+            .iter()
+            .flatten()
+            .any(|m| matches!(m.typ().as_deref(), Some("cgroup" | "cgroup2")))
+    };
+    if o.layout.v1.is_empty() || !cgroup_mount() {
         return None;
     }
     let fd = shared_tmpfs(spec, o, crate::mount_template::CGROUP_V1)?;

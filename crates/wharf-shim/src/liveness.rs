@@ -95,20 +95,26 @@ pub const CLAIMED_DIR: &str = "shims.claimed";
 pub fn mark_changed(registry: &Path, pod_id: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = registry.with_file_name(CHANGED_DIR);
-    let open = || {
+    in_dir(&dir, || {
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
             .open(dir.join(pod_id))
-    };
-    match open() {
+            .map(drop)
+    })
+}
+
+/// `op`, which makes something in `dir`; again after making `dir` where it was missing
+/// (each marks directory is made on its first use).
+fn in_dir(dir: &Path, op: impl Fn() -> std::io::Result<()>) -> std::io::Result<()> {
+    match op() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(&dir)?;
-            open().map(drop)
+            std::fs::create_dir_all(dir)?;
+            op()
         }
-        r => r.map(drop),
+        r => r,
     }
 }
 
@@ -116,22 +122,27 @@ pub fn mark_changed(registry: &Path, pod_id: &str) -> std::io::Result<()> {
 /// one per pod ever made). Reads no other pod's mark.
 pub fn forget(registry: &Path, pod_id: &str) {
     let _ = std::fs::remove_file(registry.with_file_name(CHANGED_DIR).join(pod_id));
-    for c in claimed_of(registry, pod_id).unwrap_or_default() {
-        let _ = std::fs::remove_file(c);
+    for (pod, c) in read_marks(&registry.with_file_name(CLAIMED_DIR)).unwrap_or_default() {
+        if pod == pod_id {
+            let _ = std::fs::remove_file(c);
+        }
     }
 }
 
-/// Pod `pod_id`'s claimed marks.
-fn claimed_of(registry: &Path, pod_id: &str) -> std::io::Result<Vec<std::path::PathBuf>> {
-    let dir = registry.with_file_name(CLAIMED_DIR);
+/// The marks in `dir`, each with the pod it is of (the name up to its first dot); none
+/// where `dir` is missing.
+fn read_marks(dir: &Path) -> std::io::Result<Vec<(String, std::path::PathBuf)>> {
     let mut out = Vec::new();
-    match std::fs::read_dir(&dir) {
+    match std::fs::read_dir(dir) {
         Ok(entries) => {
             for e in entries {
                 let e = e?;
-                if pod_of(&e.file_name().to_string_lossy()) == pod_id {
-                    out.push(e.path());
-                }
+                let name = e.file_name();
+                let pod = name.to_string_lossy();
+                out.push((
+                    pod.split('.').next().unwrap_or_default().to_string(),
+                    e.path(),
+                ));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -140,28 +151,14 @@ fn claimed_of(registry: &Path, pod_id: &str) -> std::io::Result<Vec<std::path::P
     Ok(out)
 }
 
-/// The pod a mark's name is of.
-fn pod_of(mark: &str) -> &str {
-    mark.split('.').next().unwrap_or_default()
-}
-
 /// The pods marked changed beside `registry` now, claimed marks included (their reader may
 /// have died: the next one takes them over, see [`Changes::claim`]). `None` where a
 /// directory cannot be read (callers then read every pod's records).
 pub fn changes(registry: &Path) -> Option<Changes> {
     let mut by_pod: std::collections::HashMap<String, Vec<std::path::PathBuf>> = Default::default();
     for dir in [CHANGED_DIR, CLAIMED_DIR] {
-        let dir = registry.with_file_name(dir);
-        match std::fs::read_dir(&dir) {
-            Ok(entries) => {
-                for e in entries {
-                    let e = e.ok()?;
-                    let pod = pod_of(&e.file_name().to_string_lossy()).to_string();
-                    by_pod.entry(pod).or_default().push(e.path());
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(_) => return None,
+        for (pod, path) in read_marks(&registry.with_file_name(dir)).ok()? {
+            by_pod.entry(pod).or_default().push(path);
         }
     }
     Some(Changes {
@@ -209,15 +206,7 @@ impl Changes {
                 std::process::id(),
                 N.fetch_add(1, Ordering::Relaxed)
             ));
-            let moved = std::fs::rename(from, &to).or_else(|e| {
-                if e.kind() != std::io::ErrorKind::NotFound || !from.exists() {
-                    return Err(e);
-                }
-                // The claimed directory's first use.
-                std::fs::create_dir_all(&self.claimed_dir)?;
-                std::fs::rename(from, &to)
-            });
-            if moved.is_ok() {
+            if in_dir(&self.claimed_dir, || std::fs::rename(from, &to)).is_ok() {
                 claimed.push(to);
             }
         }
