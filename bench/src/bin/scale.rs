@@ -10,6 +10,13 @@
 //! (librsvg2-bin) when it is installed, under `WHARF_BENCH_OUT` (default
 //! /var/tmp/wharf-bench-scale).
 //!
+//! Wharf is also measured in a second world of its own (root, runtime directory and cgroup
+//! parent) that holds no pods, on the same host while the first holds N: right after the
+//! first world's last 10 starts, 10 starts there (removed at the end of that N), and a
+//! `run --rm` there after each of the first world's. What the engine's own state costs
+//! grows in the first world only; what N pods cost the kernel (cgroups, superblocks,
+//! processes, the filesystem's recent deletions) grows in both. `SCALE_CONTROL=0` skips it.
+//!
 //! Private state for every engine under a work directory removed at the end; containers
 //! have no network (`--network none`; ctr's default), cgroups go below a parent of the
 //! benchmark's own. Run as root with the fixture registry up:
@@ -48,6 +55,8 @@ struct Subject {
     cmd: CommandOf,
     /// Medians: command -> N -> time.
     results: BTreeMap<&'static str, BTreeMap<usize, Duration>>,
+    /// The serial numbers of the containers running now (kept for the empty world only).
+    started: Vec<usize>,
 }
 
 impl Subject {
@@ -71,10 +80,50 @@ impl Subject {
     }
 }
 
-/// Measure `s` at each N, then remove its containers with `teardown`.
-fn measure(s: &mut Subject, ns: &[usize], reps: usize) {
+/// Wharf with the environment `env` of a private world ([`wharf_bench::private_wharf`]).
+fn wharf_subject(name: &'static str, env: Vec<(String, String)>, image: &str) -> Subject {
+    let (img, img2) = (image.to_string(), image.to_string());
+    Subject {
+        name,
+        base: vec![wharf_bench::wharf_bin().display().to_string()],
+        env,
+        start: Box::new(move |i| {
+            [
+                "run",
+                "-d",
+                "--network",
+                "none",
+                "--name",
+                &format!("scale-{i}"),
+                &img,
+                "sleep",
+                "36000",
+            ]
+            .map(String::from)
+            .to_vec()
+        }),
+        cmd: Box::new(move |c, _| {
+            let v: Vec<&str> = match c {
+                "run --rm" => vec!["run", "--rm", "--network", "none", &img2, "true"],
+                "ps" => vec!["ps"],
+                "pod ls" => vec!["pod", "ls"],
+                "exec" => vec!["exec", "scale-1", "true"],
+                "inspect" => vec!["inspect", "scale-1"],
+                _ => return None,
+            };
+            Some(v.into_iter().map(String::from).collect())
+        }),
+        results: BTreeMap::new(),
+        started: Vec::new(),
+    }
+}
+
+/// Measure `s` at each N (and `control`, an empty world of the same engine, alongside),
+/// then remove its containers with `teardown`.
+fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut Subject>) {
     let mut running = 0;
     let mut serial = 0;
+    let mut control_started = 0;
     for &n in ns {
         let mut last10 = Vec::new();
         while running < n {
@@ -89,8 +138,23 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize) {
                 .entry(COMMANDS[5])
                 .or_default()
                 .insert(n, median(&mut last10));
+            // As many starts in the empty world, right away: the same host, a moment later.
+            if let Some(c) = control.as_deref_mut() {
+                let mut t: Vec<Duration> = (0..last10.len())
+                    .map(|_| {
+                        control_started += 1;
+                        c.started.push(control_started);
+                        c.run(&(c.start)(control_started))
+                    })
+                    .collect();
+                c.results
+                    .entry(COMMANDS[5])
+                    .or_default()
+                    .insert(n, median(&mut t));
+            }
         }
         let mut samples: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
+        let mut control_rm = Vec::new();
         for _ in 0..reps {
             for c in &COMMANDS[..5] {
                 serial += 1;
@@ -100,10 +164,30 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize) {
                 if let Some(args) = (s.cmd)(c, serial) {
                     samples.entry(c).or_default().push(s.run(&args));
                 }
+                if c == &COMMANDS[0]
+                    && let Some(ctl) = control.as_deref()
+                    && let Some(args) = (ctl.cmd)(c, serial)
+                {
+                    control_rm.push(ctl.run(&args));
+                }
             }
         }
         for (c, mut v) in samples {
             s.results.entry(c).or_default().insert(n, median(&mut v));
+        }
+        if let Some(c) = control.as_deref_mut() {
+            if !control_rm.is_empty() {
+                c.results
+                    .entry(COMMANDS[0])
+                    .or_default()
+                    .insert(n, median(&mut control_rm));
+            }
+            // The empty world is emptied again before the next N.
+            if !c.started.is_empty() {
+                let mut args = vec!["rm".to_string(), "-f".into()];
+                args.extend(c.started.drain(..).map(|i| format!("scale-{i}")));
+                c.run(&args);
+            }
         }
         eprintln!("{}: N = {n} measured", s.name);
     }
@@ -224,44 +308,18 @@ fn main() {
     let s = |p: &Path| p.display().to_string();
     let mut subjects = Vec::new();
 
-    // Wharf.
+    // Wharf, and its empty world (SCALE_CONTROL=0: none).
     let wharf_env = wharf_bench::private_wharf(&work, &run_fs, &cgroup_parent, &image);
-    {
-        let img = image.clone();
-        let img2 = image.clone();
-        subjects.push(Subject {
-            name: "wharf",
-            base: vec![s(&wharf_bench::wharf_bin())],
-            env: wharf_env,
-            start: Box::new(move |i| {
-                [
-                    "run",
-                    "-d",
-                    "--network",
-                    "none",
-                    "--name",
-                    &format!("scale-{i}"),
-                    &img,
-                    "sleep",
-                    "36000",
-                ]
-                .map(String::from)
-                .to_vec()
-            }),
-            cmd: Box::new(move |c, _| {
-                let v: Vec<&str> = match c {
-                    "run --rm" => vec!["run", "--rm", "--network", "none", &img2, "true"],
-                    "ps" => vec!["ps"],
-                    "pod ls" => vec!["pod", "ls"],
-                    "exec" => vec!["exec", "scale-1", "true"],
-                    "inspect" => vec!["inspect", "scale-1"],
-                    _ => return None,
-                };
-                Some(v.into_iter().map(String::from).collect())
-            }),
-            results: BTreeMap::new(),
-        });
-    }
+    subjects.push(wharf_subject("wharf", wharf_env, &image));
+    let mut control = (std::env::var("SCALE_CONTROL").as_deref() != Ok("0")).then(|| {
+        let env = wharf_bench::private_wharf(
+            &work.join("control"),
+            &run_fs.join("control"),
+            &format!("{cgroup_parent}/control"),
+            &image,
+        );
+        wharf_subject("wharf, an empty world beside", env, &image)
+    });
 
     // podman with runc.
     if have("podman") && have("runc") {
@@ -322,6 +380,7 @@ fn main() {
                 Some(v.into_iter().map(String::from).collect())
             }),
             results: BTreeMap::new(),
+            started: Vec::new(),
         });
     } else {
         eprintln!("podman or runc missing: podman skipped");
@@ -369,6 +428,7 @@ fn main() {
                 Some(v.into_iter().map(String::from).collect())
             }),
             results: BTreeMap::new(),
+            started: Vec::new(),
         });
     } else {
         eprintln!("containerd, ctr or runc missing: ctr skipped");
@@ -382,8 +442,17 @@ fn main() {
     // Engines one after the other, each torn down before the next (1000 containers of
     // three engines at once would measure the machine, not the engine).
     for sub in &mut subjects {
-        measure(sub, &ns, reps);
+        let ctl = control.as_mut().filter(|_| sub.name == "wharf");
+        measure(sub, &ns, reps, ctl);
         teardown(sub, &ns);
+    }
+    // The empty world's rows come right after Wharf's, in the tables and the plots.
+    if let Some(c) = control.filter(|c| !c.results.is_empty()) {
+        let at = subjects
+            .iter()
+            .position(|s| s.name == "wharf")
+            .map_or(0, |i| i + 1);
+        subjects.insert(at, c);
     }
 
     // The tables.

@@ -93,6 +93,7 @@ impl Engine {
         for d in [&paths.root, &paths.run] {
             paths::create_private_dir(d)?;
         }
+        paths.spread_per_object_dirs();
         crate::error::set_store_path(&paths.db());
         let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())
             .map_err(crate::error::from_image)?;

@@ -124,11 +124,11 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
 /// Keep the WAL and its index (`-wal`, `-shm`) when the last connection closes: emptied
 /// (the close's checkpoint leaves the WAL truncated to nothing), not deleted. SQLite deletes
 /// both by default, so every command made two files and deleted two. On ext4 without a
-/// journal the inode allocator passes over free inodes deleted in the last 12 hours, one
-/// buffer lookup each (`recently_deleted`), and that scan was most of what a container's
-/// start gained as pods accumulated (bench/README, scale, the eleventh time): each deletion
-/// the engine spares leaves later allocations less to pass over. Kept, the files also spare
-/// a nearly full disk the index's re-creation.
+/// journal the inode allocator passes over each free inode deleted in the last minute (the
+/// last six while its inode table block is unwritten), not counting the current second,
+/// one buffer lookup each (`recently_deleted`; bench/README, scale, the eleventh and twelfth
+/// times): each deletion the engine spares leaves later allocations less to pass over.
+/// Kept, the files also spare a nearly full disk the index's re-creation.
 #[allow(unsafe_code)]
 fn keep_wal_files(conn: &Connection) -> rusqlite::Result<()> {
     // Truncated to this when a checkpoint restarts it (and to nothing at the last close).

@@ -68,9 +68,12 @@ impl Drop for Extraction {
 }
 
 impl Snapshots {
-    /// Open (creating) the snapshot directory.
+    /// Open (creating) the snapshot directory, marked so that ext4 spreads the snapshots
+    /// over its block groups ([`wharf_sys::fs::mark_top_of_tree`]; a hint, so a failure to
+    /// mark is no failure to open).
     pub fn open(dir: &Path) -> Result<Snapshots> {
         fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
+        let _ = wharf_sys::fs::mark_top_of_tree(dir);
         Ok(Snapshots {
             dir: dir.to_path_buf(),
         })

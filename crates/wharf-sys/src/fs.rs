@@ -1,5 +1,5 @@
-//! File helpers: replacing a file atomically, recognising namespace files, and telling
-//! which mount a path is on.
+//! File helpers: replacing a file atomically, recognising namespace files, telling which
+//! mount a path is on, and asking ext4 to spread a directory's children.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -127,6 +127,48 @@ pub fn mount_id(path: &Path) -> Option<u64> {
     .map(|s| s.stx_mnt_id)
 }
 
+/// Mark directory `dir` as the top of directory hierarchies (`chattr +T`, FS_TOPDIR_FL)
+/// unless it is already: for each new subdirectory, ext4's allocator then picks the block
+/// group with the fewest directories among those with room (as below the filesystem's root,
+/// Orlov's rule), and the files made in that subdirectory follow it there. Without the mark
+/// every container's directory goes next to its parent's, where the containers removed
+/// before it left their freed inodes. On ext4 without a journal the allocator passes over
+/// each inode freed in the last minute (six, while its inode table block is unwritten),
+/// one buffer lookup each, before it takes a free one; with thousands freed, making a file
+/// there took 0.2-0.8 ms instead of 30 µs (bench/README, scale, a twelfth time). Spread,
+/// each group holds few of them. Returns whether the mark is there; filesystems without the
+/// flag (tmpfs, xfs, btrfs) say so with an error, which is theirs to keep: Ok(false).
+pub fn mark_top_of_tree(dir: &Path) -> io::Result<bool> {
+    use rustix::fs::{IFlags, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let not_here = |e: rustix::io::Errno| {
+        [
+            rustix::io::Errno::NOTTY,
+            rustix::io::Errno::OPNOTSUPP,
+            rustix::io::Errno::INVAL,
+            rustix::io::Errno::PERM,
+        ]
+        .contains(&e)
+    };
+    let flags = match rustix::fs::ioctl_getflags(&fd) {
+        Ok(f) => f,
+        Err(e) if not_here(e) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    if flags.contains(IFlags::TOPDIR) {
+        return Ok(true);
+    }
+    match rustix::fs::ioctl_setflags(&fd, flags | IFlags::TOPDIR) {
+        Ok(()) => Ok(true),
+        Err(e) if not_here(e) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Whether `path` is a mount point: its mount differs from its parent's, which also holds
 /// for the root of a bind mount on the same filesystem. False where the mount ids cannot
 /// be read.
@@ -170,6 +212,45 @@ mod tests {
     use super::*;
 
     use std::os::unix::fs::PermissionsExt;
+
+    /// The mark is set once and read back on a filesystem that has it (ext4, as /var/tmp is
+    /// here), and refused quietly where there is no such flag (a tmpfs).
+    #[test]
+    fn a_directory_is_marked_top_of_tree_where_the_filesystem_has_the_flag() {
+        use rustix::fs::IFlags;
+        let t = tempfile::tempdir_in("/var/tmp").unwrap();
+        let dir = t.path().join("containers");
+        std::fs::create_dir(&dir).unwrap();
+        let fd = std::fs::File::open(&dir).unwrap();
+        const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+        let ext4 = rustix::fs::fstatfs(&fd).unwrap().f_type as i64 == EXT4_SUPER_MAGIC;
+        let marked = mark_top_of_tree(&dir).unwrap();
+        assert!(marked || !ext4, "ext4 has the flag");
+        if marked {
+            assert!(
+                rustix::fs::ioctl_getflags(&fd)
+                    .unwrap()
+                    .contains(IFlags::TOPDIR)
+            );
+            assert!(mark_top_of_tree(&dir).unwrap(), "marked already");
+            // Not inherited: a child is placed by the mark, and is no top itself.
+            let child = dir.join("c");
+            std::fs::create_dir(&child).unwrap();
+            let cf = std::fs::File::open(&child).unwrap();
+            assert!(
+                !rustix::fs::ioctl_getflags(&cf)
+                    .unwrap()
+                    .contains(IFlags::TOPDIR)
+            );
+        }
+        assert!(mark_top_of_tree(&t.path().join("missing")).is_err());
+        let file = t.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        assert!(mark_top_of_tree(&file).is_err(), "not a directory");
+        // /dev/shm is a tmpfs: no such flag there.
+        let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+        assert!(!mark_top_of_tree(shm.path()).unwrap());
+    }
 
     #[test]
     fn mount_points_are_told_by_their_mount_ids() {
