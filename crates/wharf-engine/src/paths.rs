@@ -25,10 +25,10 @@
 //! `<root>` (default /var/lib/wharf) persists across reboots; `<run>` (default /run/wharf) is
 //! what only makes sense while the machine is up.
 //!
-//! `pods/` and `containers/` of both, and `<root>/image/snapshots/`, are marked top of tree
-//! (`chattr +T`) where the filesystem has the flag (ext4): each pod's, container's and
-//! snapshot's directory then goes to a block group of its own choosing, away from the
-//! inodes the ones removed before it freed ([`Paths::spread_per_object_dirs`]).
+//! `pods/` and `containers/` of both, `<run>/runtime/` and `<root>/image/snapshots/` are
+//! marked top of tree (`chattr +T`) where the filesystem has the flag (ext4): each pod's,
+//! container's and snapshot's directory then goes to a block group of its own choosing, away
+//! from the inodes the ones removed before it freed ([`Paths::spread_per_object_dirs`]).
 //!
 //! Both are 0700, as runc's and docker's state directories: below them are container root
 //! filesystems (setuid binaries and device nodes of any image), bundles with environments,
@@ -178,6 +178,9 @@ impl Paths {
                 let _ = wharf_sys::fs::mark_top_of_tree(&dir);
             }
         }
+        // The OCI runtime's state root (a directory per container) is the runtime's to
+        // make, with its own mode: marked once it is there.
+        let _ = wharf_sys::fs::mark_top_of_tree(&self.runtime_root());
     }
 }
 
@@ -258,5 +261,14 @@ mod tests {
         // Again: nothing to do, nothing fails.
         p.spread_per_object_dirs();
         assert_eq!(topdir(&root.path().join("pods")), ext4);
+        // The runtime's state root is marked once the runtime has made it (here, a run
+        // directory on the root's filesystem, as /run is on hosts without systemd).
+        let disk_run = tempfile::tempdir_in("/var/tmp").unwrap();
+        let p = Paths::new(root.path(), disk_run.path());
+        p.spread_per_object_dirs();
+        assert!(!p.runtime_root().exists(), "the runtime's to make");
+        std::fs::create_dir(p.runtime_root()).unwrap();
+        p.spread_per_object_dirs();
+        assert_eq!(topdir(&p.runtime_root()), ext4);
     }
 }
