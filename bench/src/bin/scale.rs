@@ -55,8 +55,6 @@ struct Subject {
     cmd: CommandOf,
     /// Medians: command -> N -> time.
     results: BTreeMap<&'static str, BTreeMap<usize, Duration>>,
-    /// The serial numbers of the containers running now (kept for the empty world only).
-    started: Vec<usize>,
 }
 
 impl Subject {
@@ -114,7 +112,6 @@ fn wharf_subject(name: &'static str, env: Vec<(String, String)>, image: &str) ->
             Some(v.into_iter().map(String::from).collect())
         }),
         results: BTreeMap::new(),
-        started: Vec::new(),
     }
 }
 
@@ -123,8 +120,9 @@ fn wharf_subject(name: &'static str, env: Vec<(String, String)>, image: &str) ->
 fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut Subject>) {
     let mut running = 0;
     let mut serial = 0;
-    let mut control_started = 0;
     for &n in ns {
+        // The empty world's containers of this N (scale-1 to scale-K; removed at its end).
+        let mut control_running = 0;
         let mut last10 = Vec::new();
         while running < n {
             running += 1;
@@ -140,12 +138,9 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut 
                 .insert(n, median(&mut last10));
             // As many starts in the empty world, right away: the same host, a moment later.
             if let Some(c) = control.as_deref_mut() {
-                let mut t: Vec<Duration> = (0..last10.len())
-                    .map(|_| {
-                        control_started += 1;
-                        c.started.push(control_started);
-                        c.run(&(c.start)(control_started))
-                    })
+                control_running = last10.len();
+                let mut t: Vec<Duration> = (1..=control_running)
+                    .map(|i| c.run(&(c.start)(i)))
                     .collect();
                 c.results
                     .entry(COMMANDS[5])
@@ -183,9 +178,9 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut 
                     .insert(n, median(&mut control_rm));
             }
             // The empty world is emptied again before the next N.
-            if !c.started.is_empty() {
+            if control_running > 0 {
                 let mut args = vec!["rm".to_string(), "-f".into()];
-                args.extend(c.started.drain(..).map(|i| format!("scale-{i}")));
+                args.extend((1..=control_running).map(|i| format!("scale-{i}")));
                 c.run(&args);
             }
         }
@@ -380,7 +375,6 @@ fn main() {
                 Some(v.into_iter().map(String::from).collect())
             }),
             results: BTreeMap::new(),
-            started: Vec::new(),
         });
     } else {
         eprintln!("podman or runc missing: podman skipped");
@@ -428,7 +422,6 @@ fn main() {
                 Some(v.into_iter().map(String::from).collect())
             }),
             results: BTreeMap::new(),
-            started: Vec::new(),
         });
     } else {
         eprintln!("containerd, ctr or runc missing: ctr skipped");

@@ -244,8 +244,7 @@ mod tests {
             let f = std::fs::File::open(d).unwrap();
             rustix::fs::ioctl_getflags(&f).is_ok_and(|fl| fl.contains(rustix::fs::IFlags::TOPDIR))
         };
-        const EXT4_SUPER_MAGIC: i64 = 0xEF53;
-        let ext4 = rustix::fs::statfs(root.path()).unwrap().f_type as i64 == EXT4_SUPER_MAGIC;
+        let ext4 = rustix::fs::statfs(root.path()).unwrap().f_type as i64 == libc::EXT4_SUPER_MAGIC;
         for d in ["pods", "containers"] {
             assert!(
                 root.path().join(d).is_dir() && run.path().join(d).is_dir(),

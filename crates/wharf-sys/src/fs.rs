@@ -222,8 +222,7 @@ mod tests {
         let dir = t.path().join("containers");
         std::fs::create_dir(&dir).unwrap();
         let fd = std::fs::File::open(&dir).unwrap();
-        const EXT4_SUPER_MAGIC: i64 = 0xEF53;
-        let ext4 = rustix::fs::fstatfs(&fd).unwrap().f_type as i64 == EXT4_SUPER_MAGIC;
+        let ext4 = rustix::fs::fstatfs(&fd).unwrap().f_type as i64 == libc::EXT4_SUPER_MAGIC;
         let marked = mark_top_of_tree(&dir).unwrap();
         assert!(marked || !ext4, "ext4 has the flag");
         if marked {
