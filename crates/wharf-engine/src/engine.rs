@@ -34,6 +34,10 @@ pub struct EngineOptions {
     /// How much opening reconciles: every pod (the default), or only what interrupted
     /// operations left and the pods a command names.
     pub reconcile: crate::reconcile::Reconcile,
+    /// When the store's commits reach the disk: at each (the default, for an engine that
+    /// answers many calls), or once per engine, at [`Engine::sync_store`] and when it closes
+    /// (a CLI command).
+    pub commits: crate::db::Commits,
 }
 
 impl Default for EngineOptions {
@@ -49,6 +53,7 @@ impl Default for EngineOptions {
             restrict_oom_score_adj: false,
             reconcile: Default::default(),
             defaults: Default::default(),
+            commits: Default::default(),
         }
     }
 }
@@ -97,7 +102,7 @@ impl Engine {
         crate::error::set_store_path(&paths.db());
         let images = wharf_image::ImageStore::open_with(&paths.root, opts.registries.clone())
             .map_err(crate::error::from_image)?;
-        let db = Db::open(&paths.db())?;
+        let db = Db::open_with(&paths.db(), opts.commits)?;
         let locks = crate::pod_lock::PodLocks::new(paths.locks_dir());
         Ok(Engine {
             opts,
@@ -109,6 +114,13 @@ impl Engine {
             shim_deadline_ms: Default::default(),
             systemd: Default::default(),
         })
+    }
+
+    /// Put the store's changes so far on disk (with [`crate::db::Commits::Grouped`]; each
+    /// commit is there already otherwise): before a command answers, when it goes on
+    /// running after that (an attached `run`).
+    pub fn sync_store(&self) -> Result<()> {
+        self.db.sync()
     }
 
     /// The engine's directories.
