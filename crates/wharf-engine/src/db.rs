@@ -285,8 +285,6 @@ struct PendingSync {
     wal: PathBuf,
     /// Set by the commit hook: commits since the last sync.
     unsynced: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// The log was made by this connection: its directory entry needs a sync too, once.
-    new_wal: Cell<bool>,
 }
 
 impl PendingSync {
@@ -295,15 +293,9 @@ impl PendingSync {
         if !self.unsynced.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let done = (|| {
-            std::fs::File::open(&self.wal)?.sync_data()?;
-            if self.new_wal.get() {
-                let dir = self.wal.parent().unwrap_or(Path::new("."));
-                std::fs::File::open(dir)?.sync_all()?;
-                self.new_wal.set(false);
-            }
-            Ok(())
-        })();
+        // The log's directory entry needs no sync here: SQLite syncs the log, and with it
+        // its directory, when it writes the log's header, before any commit in it.
+        let done = std::fs::File::open(&self.wal).and_then(|f| f.sync_data());
         if done.is_err() {
             self.unsynced.store(true, Ordering::Release);
         }
@@ -450,7 +442,6 @@ impl Db {
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
         let wal = PathBuf::from(wal);
-        let wal_existed = wal.exists();
         let (conn, mode) = wharf_image::db::connect(path).map_err(crate::error::from_image)?;
         // In WAL mode NORMAL syncs the log only before a checkpoint: a crash of the machine
         // may lose the last commits, never the store's consistency. FULL syncs it at each
@@ -463,11 +454,7 @@ impl Db {
                 hook.store(true, std::sync::atomic::Ordering::Release);
                 false
             }));
-            PendingSync {
-                wal,
-                unsynced,
-                new_wal: Cell::new(!wal_existed),
-            }
+            PendingSync { wal, unsynced }
         });
         conn.pragma_update(None, "synchronous", if grouped { "NORMAL" } else { "FULL" })?;
         // This connection does not checkpoint as it closes. The image store's does: it
@@ -1057,7 +1044,6 @@ mod tests {
         let grouped = Db::open_with(&path, Commits::Grouped).unwrap();
         assert_eq!(synchronous(&grouped), 1, "NORMAL: synced by the group");
         let pending = grouped.pending.as_ref().unwrap();
-        assert!(!pending.new_wal.get(), "the log was there before this open");
         // Opening a store that has its tables writes nothing: a reading command syncs
         // nothing.
         assert!(!pending.unsynced.load(Ordering::Acquire));
@@ -1078,18 +1064,6 @@ mod tests {
         });
         assert!(!pending.unsynced.load(Ordering::Acquire));
         assert_eq!(other.pods().unwrap().len(), 1);
-    }
-
-    #[test]
-    fn a_grouped_connection_that_made_the_log_syncs_its_directory_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wharf.db");
-        let db = Db::open_with(&path, Commits::Grouped).unwrap();
-        let pending = db.pending.as_ref().unwrap();
-        assert!(pending.new_wal.get());
-        db.insert_pod(&pod("abcdef0123", "web")).unwrap();
-        db.sync().unwrap();
-        assert!(!pending.new_wal.get());
     }
 
     #[test]
