@@ -44,6 +44,10 @@ CREATE INDEX IF NOT EXISTS engine_pods_unsettled ON engine_pods(state)
     WHERE state IN ('creating', 'removing');
 CREATE INDEX IF NOT EXISTS engine_containers_unknown ON engine_containers(pod_id)
     WHERE state = 'unknown';
+-- Listings go oldest first. Without these SQLite sorted every row, specs and all, in a
+-- temporary b-tree: 3 to 4 ms of `wharf ps` with 1000 containers, per table.
+CREATE INDEX IF NOT EXISTS engine_pods_by_age ON engine_pods(created_at, id);
+CREATE INDEX IF NOT EXISTS engine_containers_by_age ON engine_containers(created_at, id);
 CREATE TABLE IF NOT EXISTS engine_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     time TEXT NOT NULL,
@@ -657,11 +661,12 @@ impl Db {
         Ok(rows)
     }
 
+    /// Every pod, oldest first (through `engine_pods_by_age`, not a sort).
+    const ALL_PODS: &'static str = "SELECT id, name, created_at, spec, sandbox, state FROM engine_pods ORDER BY created_at, id";
+
     /// All pods, oldest first.
     pub fn pods(&self) -> Result<Vec<PodRow>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, name, created_at, spec, sandbox, state FROM engine_pods ORDER BY created_at, id")?;
+        let mut stmt = self.conn.prepare(Self::ALL_PODS)?;
         let mut rows = Vec::with_capacity(self.count("engine_pods")?);
         for r in stmt.query_map([], Self::pod_from_row)? {
             rows.push(r?);
@@ -817,6 +822,14 @@ impl Db {
         }
     }
 
+    /// Every container, oldest first (through `engine_containers_by_age`, not a sort).
+    fn all_containers_sql() -> String {
+        format!(
+            "SELECT {} FROM engine_containers ORDER BY created_at, id",
+            Self::CONTAINER_COLS
+        )
+    }
+
     /// Containers, of one pod or all, oldest first.
     pub fn containers(&self, pod: Option<&str>) -> Result<Vec<ContainerRow>> {
         // Two statements: `?1 IS NULL OR pod_id = ?1` keeps SQLite from the pod index,
@@ -826,10 +839,7 @@ impl Db {
                 "SELECT {} FROM engine_containers WHERE pod_id = ?1 ORDER BY created_at, id",
                 Self::CONTAINER_COLS
             ),
-            None => format!(
-                "SELECT {} FROM engine_containers ORDER BY created_at, id",
-                Self::CONTAINER_COLS
-            ),
+            None => Self::all_containers_sql(),
         };
         let mut stmt = self.conn.prepare(&sql)?;
         let mut rows = Vec::with_capacity(match pod {
@@ -1004,6 +1014,66 @@ mod tests {
             spec: Box::new(PodSpec::default()),
             sandbox: Sandbox::default(),
             state: PodState::Created,
+        }
+    }
+
+    /// Listings come oldest first, read in that order through the age indexes: a sort of
+    /// every row (a temporary b-tree holding the specs) cost `wharf ps` 3 to 4 ms per
+    /// table at 1000 containers.
+    #[test]
+    fn listings_come_oldest_first_without_a_sort() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("wharf.db")).unwrap();
+        // Inserted out of age order; two share a time, and then go by id.
+        for (id, at) in [
+            ("c3", "2026-01-03T00:00:00Z"),
+            ("b1", "2026-01-01T00:00:00Z"),
+            ("a2", "2026-01-02T00:00:00Z"),
+            ("a1", "2026-01-01T00:00:00Z"),
+        ] {
+            let mut p = pod(id, &format!("pod-{id}"));
+            p.created_at = at.into();
+            db.insert_pod(&p).unwrap();
+            db.insert_container(&ContainerRow {
+                id: format!("k{id}"),
+                name: format!("ctr-{id}"),
+                pod_id: id.into(),
+                created_at: at.into(),
+                spec: Box::default(),
+                image_id: "sha256:0".into(),
+                image_name: "img".into(),
+                state: ContainerState::Created,
+                started_at: None,
+                exit: None,
+                restart_count: 0,
+                restarting: false,
+                waiting: false,
+            })
+            .unwrap();
+        }
+        let pods: Vec<String> = db.pods().unwrap().into_iter().map(|p| p.id).collect();
+        assert_eq!(pods, ["a1", "b1", "a2", "c3"]);
+        let ctrs: Vec<String> = db
+            .containers(None)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(ctrs, ["ka1", "kb1", "ka2", "kc3"]);
+        for sql in [Db::ALL_PODS.to_string(), Db::all_containers_sql()] {
+            let plan: Vec<String> = db
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert!(
+                plan.iter().any(|l| l.contains("_by_age"))
+                    && !plan.iter().any(|l| l.contains("TEMP B-TREE")),
+                "{sql}: {plan:?}"
+            );
         }
     }
 

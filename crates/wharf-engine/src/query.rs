@@ -164,11 +164,15 @@ fn labels_match(have: &BTreeMap<String, String>, want: &BTreeMap<String, String>
 }
 
 impl Engine {
-    fn view(&self, row: ContainerRow, pods: &mut HashMap<String, Option<PodRow>>) -> ContainerView {
-        let pod = pods
-            .entry(row.pod_id.clone())
-            .or_insert_with(|| self.db.find_pod(&row.pod_id).ok())
-            .as_ref();
+    fn view(&self, row: ContainerRow, pods: &mut HashMap<String, PodRow>) -> ContainerView {
+        // A pod made after the listing read the pods is read now (a pod removed meanwhile
+        // is looked for again by each of its rows: rare, and a row or two).
+        if !pods.contains_key(&row.pod_id)
+            && let Ok(p) = self.db.find_pod(&row.pod_id)
+        {
+            pods.insert(p.id.clone(), p);
+        }
+        let pod = pods.get(&row.pod_id);
         ContainerView {
             bundle: self.paths.bundle(&row.id),
             log_path: self.log_path(&row),
@@ -201,8 +205,8 @@ impl Engine {
             Some(id) => vec![self.db.find_pod(id)?],
             None => self.db.pods()?,
         };
-        let mut pods: HashMap<String, Option<PodRow>> = HashMap::with_capacity(rows.len());
-        pods.extend(rows.into_iter().map(|p| (p.id.clone(), Some(p))));
+        let mut pods: HashMap<String, PodRow> = HashMap::with_capacity(rows.len());
+        pods.extend(rows.into_iter().map(|p| (p.id.clone(), p)));
         // A pod whose shim lives (its lock is held) and marked nothing changed has nothing
         // new in its records: the store is current for it. Marks are taken (claimed)
         // before the records are read and dropped once the store has what they say, and
@@ -225,7 +229,7 @@ impl Engine {
             {
                 continue;
             }
-            let refreshed = match pods.get(&c.pod_id).and_then(Option::as_ref) {
+            let refreshed = match pods.get(&c.pod_id) {
                 Some(p)
                     if live.as_ref().is_some_and(|l| l.holds(&p.id))
                         && changes.as_ref().is_some_and(|ch| !ch.touches(&p.id)) =>
@@ -268,9 +272,7 @@ impl Engine {
                 wharf_shim::liveness::Changes::release(claimed);
             }
         }
-        let mut found = HashMap::with_capacity(pods.len());
-        found.extend(pods.into_iter().filter_map(|(id, p)| Some((id, p?))));
-        Ok((out, found))
+        Ok((out, pods))
     }
 
     /// The exit code container `id` (its full id) last recorded, also once it is removed:
