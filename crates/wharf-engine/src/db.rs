@@ -1034,22 +1034,16 @@ mod tests {
             let mut p = pod(id, &format!("pod-{id}"));
             p.created_at = at.into();
             db.insert_pod(&p).unwrap();
-            db.insert_container(&ContainerRow {
+            let created = crate::ledger::ContainerFile {
                 id: format!("k{id}"),
                 name: format!("ctr-{id}"),
                 pod_id: id.into(),
                 created_at: at.into(),
-                spec: Box::default(),
+                spec: Default::default(),
                 image_id: "sha256:0".into(),
                 image_name: "img".into(),
-                state: ContainerState::Created,
-                started_at: None,
-                exit: None,
-                restart_count: 0,
-                restarting: false,
-                waiting: false,
-            })
-            .unwrap();
+            };
+            db.insert_container(&created.row()).unwrap();
         }
         let pods: Vec<String> = db.pods().unwrap().into_iter().map(|p| p.id).collect();
         assert_eq!(pods, ["a1", "b1", "a2", "c3"]);
