@@ -402,6 +402,9 @@ fn prefix_end(prefix: &str) -> String {
 
 /// Make [`EMPTY_STANDALONE`] where the store lacks it (once; concurrent openers wait on
 /// the write lock and find it made).
+/// What the engine tables' schema is: [`SCHEMA`] and the table added to older stores.
+const ENGINE_SCHEMA: i64 = wharf_image::db::schema_digest(&[SCHEMA, EMPTY_STANDALONE]);
+
 fn add_empty_standalone(conn: &rusqlite::Connection) -> Result<()> {
     let has = || -> rusqlite::Result<bool> {
         Ok(conn
@@ -461,8 +464,9 @@ impl Db {
             PendingSync { wal, unsynced }
         });
         conn.pragma_update(None, "synchronous", if grouped { "NORMAL" } else { "FULL" })?;
-        // This connection does not checkpoint as it closes. The image store's does: it
-        // closes last, checkpoints and truncates the log, which costs a checkpoint's fsyncs
+        // This connection does not checkpoint as it closes. The image store's does (or
+        // this one, in a process that made none: `Engine`'s drop): it closes last,
+        // checkpoints and truncates the log, which costs a checkpoint's fsyncs
         // (log, store, directory) per command that wrote, and the log's restart one more
         // at the next command's first commit. Kept across commands instead, the log would
         // be read back whole into its index by the next command's first connection: `wharf
@@ -472,8 +476,11 @@ impl Db {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         )?;
-        conn.execute_batch(SCHEMA)?;
-        add_empty_standalone(&conn)?;
+        if !wharf_image::db::schema_current(&conn, "engine", ENGINE_SCHEMA) {
+            conn.execute_batch(SCHEMA)?;
+            add_empty_standalone(&conn)?;
+            wharf_image::db::mark_schema(&conn, "engine", ENGINE_SCHEMA)?;
+        }
         // The statements of a pod's and a container's life, parsed once per connection
         // (the daemon keeps one per engine thread): parsing them again at every call was
         // 9% of the CRI daemon's CPU while 10 clients started 100 pods. rusqlite keeps 16.
@@ -485,6 +492,15 @@ impl Db {
             stamp: events_stamp(path),
             stamp_pending: Cell::new(false),
         })
+    }
+
+    /// Let this connection checkpoint the store's log when it closes, as the last
+    /// connection of a process that made no other (see [`Db::open_with`]).
+    pub fn checkpoint_on_close(&self) {
+        let _ = self.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            false,
+        );
     }
 
     /// SQLite's data version: it changes whenever another connection commits (this
@@ -1014,6 +1030,40 @@ mod tests {
             spec: Box::new(PodSpec::default()),
             sandbox: Sandbox::default(),
             state: PodState::Created,
+        }
+    }
+
+    /// A process's last connection to close checkpoints the store's log, whichever it is:
+    /// the image store's when the command touched an image, the engine's when it touched
+    /// none (the image store connects at its first use). A log left full would be read
+    /// back into its index by the next command.
+    #[test]
+    fn a_command_leaves_the_log_checkpointed_with_or_without_images() {
+        for touch_images in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let opts = crate::EngineOptions {
+                root: dir.path().join("root"),
+                run: dir.path().join("run"),
+                cgroup_parent: format!("/wharf-test-{}", std::process::id()),
+                commits: Commits::Grouped,
+                ..Default::default()
+            };
+            let engine = crate::Engine::open_unchecked(opts).unwrap();
+            engine.db().insert_pod(&pod("p1", "one")).unwrap();
+            if touch_images {
+                assert!(engine.images.list().unwrap().is_empty());
+            }
+            assert_eq!(engine.images.connected(), touch_images);
+            let wal = dir.path().join("root/wharf.db-wal");
+            assert!(std::fs::metadata(&wal).unwrap().len() > 0, "nothing logged");
+            drop(engine);
+            let left = std::fs::metadata(&wal).unwrap().len();
+            assert_eq!(
+                left, 0,
+                "images touched: {touch_images}: log of {left} bytes"
+            );
+            let db = Db::open(&dir.path().join("root/wharf.db")).unwrap();
+            assert_eq!(db.pods().unwrap().len(), 1);
         }
     }
 

@@ -74,6 +74,17 @@ pub struct Engine {
     pub(crate) systemd: crate::cgroup_driver::SystemdLink,
 }
 
+impl Drop for Engine {
+    /// The store's log is checkpointed by the last of a process's connections to close:
+    /// the image store's, which closes after the engine's (see `Db::open_with`). A command
+    /// that touched no image never made that connection, so the engine's checkpoints.
+    fn drop(&mut self) {
+        if !self.images.connected() {
+            self.db.checkpoint_on_close();
+        }
+    }
+}
+
 impl Engine {
     /// Open the engine's state (creating directories and tables on first use), and
     /// reconcile it with what really exists ([`Engine::reconcile`]).

@@ -32,7 +32,7 @@ pub(crate) fn collect(s: &ImageStore) -> Result<GcStats> {
             snaps.insert(top);
         }
     }
-    let conn = s.conn();
+    let conn = s.conn()?;
     conn.execute(
         "DELETE FROM lease_leases WHERE expires_at < ?1",
         [db::now()],

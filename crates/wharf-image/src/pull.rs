@@ -250,7 +250,7 @@ impl ImageStore {
         let mut first_missing = chain.len();
         {
             let _g = self.gc_lock.shared()?;
-            let conn = self.conn();
+            let conn = self.conn()?;
             for (i, c) in chain.iter().enumerate().rev() {
                 if self.snapshots.get(&conn, c.as_str())?.is_some() {
                     break;
@@ -359,7 +359,7 @@ impl ImageStore {
             let lowers = if parent.is_empty() {
                 Vec::new()
             } else {
-                self.snapshots.chain_dirs(&self.conn(), &parent)?
+                self.snapshots.chain_dirs(&*self.conn()?, &parent)?
             };
             let ex = self.snapshots.new_extraction()?;
             let what = format!("layer {} ({d})", i + 1);
@@ -384,7 +384,7 @@ impl ImageStore {
             let _g = self.gc_lock.shared()?;
             lease.add("snapshot", chain[i].as_str())?;
             self.snapshots
-                .commit(&mut self.conn(), ex, chain[i].as_str(), &parent, unpacked)?;
+                .commit(&mut *self.conn()?, ex, chain[i].as_str(), &parent, unpacked)?;
             progress.event(PullEvent::Extracted { digest: d });
         }
         Ok(())
