@@ -361,9 +361,11 @@ impl Engine {
         // released when every container is settled, as a container listing does: the
         // store is current for it then too.
         let live = wharf_shim::liveness::live(&self.paths.shims_alive());
-        let mut pods: Vec<(PodRow, Vec<ContainerRow>, bool)> = Vec::new();
+        let all = self.db.pods()?;
+        // Sized once: a pod's row is large, and growing the vector copies every row again.
+        let mut pods: Vec<(PodRow, Vec<ContainerRow>, bool)> = Vec::with_capacity(all.len());
         let mut unsure = Vec::new();
-        for row in self.db.pods()? {
+        for row in all {
             if !(f.name.as_ref().is_none_or(|n| *n == row.name)
                 && f.id_prefix
                     .as_ref()
