@@ -476,11 +476,10 @@ impl Db {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         )?;
-        if !wharf_image::db::schema_current(&conn, "engine", ENGINE_SCHEMA) {
+        wharf_image::db::bring_up_to_date(&conn, "engine", ENGINE_SCHEMA, |conn| {
             conn.execute_batch(SCHEMA)?;
-            add_empty_standalone(&conn)?;
-            wharf_image::db::mark_schema(&conn, "engine", ENGINE_SCHEMA)?;
-        }
+            add_empty_standalone(conn)
+        })?;
         // The statements of a pod's and a container's life, parsed once per connection
         // (the daemon keeps one per engine thread): parsing them again at every call was
         // 9% of the CRI daemon's CPU while 10 clients started 100 pods. rusqlite keeps 16.

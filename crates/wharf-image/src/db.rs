@@ -54,16 +54,15 @@ const IMAGE_SCHEMA: i64 = schema_digest(&[SCHEMA, "snapshot_snapshots.size"]);
 /// Open (creating if needed) the metadata store and its image tables.
 pub fn open(path: &Path) -> Result<Connection> {
     let (conn, _) = connect(path)?;
-    if !schema_current(&conn, "image", IMAGE_SCHEMA) {
+    bring_up_to_date(&conn, "image", IMAGE_SCHEMA, |conn| {
         conn.execute_batch(SCHEMA)?;
         add_column(
-            &conn,
+            conn,
             "snapshot_snapshots",
             "size",
             "INTEGER NOT NULL DEFAULT 0",
-        )?;
-        mark_schema(&conn, "image", IMAGE_SCHEMA)?;
-    }
+        )
+    })?;
     Ok(conn)
 }
 
@@ -88,6 +87,22 @@ pub const fn schema_digest(pieces: &[&str]) -> i64 {
     h as i64
 }
 
+/// Bring part `part` of the store's schema (the image tables, the engine's) up to date with
+/// `make` (its statements and migrations), unless the store records that a schema of
+/// `digest` made it last (see [`schema_current`]); then record that one did.
+pub fn bring_up_to_date<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    part: &str,
+    digest: i64,
+    make: impl FnOnce(&Connection) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    if !schema_current(conn, part, digest) {
+        make(conn)?;
+        mark_schema(conn, part, digest)?;
+    }
+    Ok(())
+}
+
 /// Whether part `part` of the store's schema (the image tables, the engine's) was last
 /// brought up to date by a process whose schema had `digest`. Every command opens the store,
 /// and running the part's `CREATE ... IF NOT EXISTS` statements and migration checks again
@@ -95,7 +110,7 @@ pub const fn schema_digest(pieces: &[&str]) -> i64 {
 /// SQLite parses each statement whole before it finds the table there. A store without the
 /// record (new, or last opened by an older Wharf) or with another digest (a newer or older
 /// schema) gets the statements, which change nothing that is there already.
-pub fn schema_current(conn: &Connection, part: &str, digest: i64) -> bool {
+fn schema_current(conn: &Connection, part: &str, digest: i64) -> bool {
     conn.query_row(
         "SELECT digest FROM wharf_schema WHERE part = ?1",
         [part],
@@ -106,7 +121,7 @@ pub fn schema_current(conn: &Connection, part: &str, digest: i64) -> bool {
 
 /// Record that part `part` of the store's schema is the one of `digest` (see
 /// [`schema_current`]).
-pub fn mark_schema(conn: &Connection, part: &str, digest: i64) -> rusqlite::Result<()> {
+fn mark_schema(conn: &Connection, part: &str, digest: i64) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS wharf_schema (
             part TEXT PRIMARY KEY,           -- image | engine

@@ -701,7 +701,10 @@ impl ImageStore {
             lowers.push(empty_lower(&dir)?);
         }
         if let Err(e) = snapshot::mount_overlay(&lowers, None, &merged) {
-            let _ = self.snapshots.remove(&*self.conn()?, &key);
+            // Best effort: the mount's failure is what the caller hears.
+            if let Ok(conn) = self.conn() {
+                let _ = self.snapshots.remove(&conn, &key);
+            }
             return Err(e);
         }
         Ok(merged)
