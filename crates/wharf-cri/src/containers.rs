@@ -529,8 +529,15 @@ fn select<T>(
     f: &ContainerFilter,
     take: impl Fn(&Listed<ContainerRow, Container>) -> T,
 ) -> Result<Vec<T>, Status> {
-    Ok(listings
-        .containers(e)?
+    Ok(filtered(&listings.containers(e)?, f, take))
+}
+
+fn filtered<T>(
+    containers: &[Listed<ContainerRow, Container>],
+    f: &ContainerFilter,
+    take: impl Fn(&Listed<ContainerRow, Container>) -> T,
+) -> Vec<T> {
+    containers
         .iter()
         .filter(|c| {
             c.cri.id.starts_with(&f.id)
@@ -539,7 +546,7 @@ fn select<T>(
                 && meta::selected(&c.cri.labels, &f.label_selector)
         })
         .map(take)
-        .collect())
+        .collect()
 }
 
 /// The rows of the containers a CRI filter selects.
@@ -551,16 +558,24 @@ pub fn rows(
     select(e, listings, f, |c| c.row.clone())
 }
 
-/// ListContainers.
+/// ListContainers, through the engine (which lists again where the kept listing is stale).
 pub fn list(
     e: &Engine,
     listings: &Listings,
     req: ListContainersRequest,
 ) -> Result<ListContainersResponse, Status> {
+    Ok(answer(&listings.containers(e)?, req))
+}
+
+/// ListContainers' answer from the listing of every CRI container.
+pub fn answer(
+    containers: &[Listed<ContainerRow, Container>],
+    req: ListContainersRequest,
+) -> ListContainersResponse {
     let f = req.filter.unwrap_or_default();
-    Ok(ListContainersResponse {
-        containers: select(e, listings, &f, |c| c.cri.clone())?,
-    })
+    ListContainersResponse {
+        containers: filtered(containers, &f, |c| c.cri.clone()),
+    }
 }
 
 fn resources(spec: &ContainerSpec) -> LinuxContainerResources {

@@ -61,6 +61,8 @@ impl Engines {
     pub fn replace(&self, opts: EngineOptions) {
         let mut g = self.opts.write().unwrap_or_else(|e| e.into_inner());
         *g = (g.0 + 1, Arc::new(opts));
+        drop(g);
+        self.listings.forget();
     }
 
     /// Run `f` with this thread's engine on the blocking pool.

@@ -11,7 +11,10 @@
 //!
 //! What changes a listing is pushed by the shims (their marks and locks) and by whoever
 //! commits, so nothing here polls and nothing can miss a change: the checks are the ones
-//! the engine's own listing makes to decide that the store is current.
+//! the engine's own listing makes to decide that the store is current. On a settled node a
+//! check is a pragma and an inotify read that finds nothing, so ListPodSandbox and
+//! ListContainers answer a current listing on the async side ([`Listings::kept_pods`]),
+//! and go to the blocking pool, with an engine, only to list again.
 
 use std::sync::{Arc, Mutex};
 
@@ -115,6 +118,35 @@ impl Listings {
         )
     }
 
+    /// The kept listing of every CRI pod while it is current, found without an engine: a
+    /// call answers from it on the spot, sparing the hop to the blocking pool. `None`
+    /// (list through [`Listings::pods`]) where nothing is kept, it went stale, or another
+    /// call holds the listings (never waited for here, on the async side).
+    pub fn kept_pods(&self) -> Option<Arc<Vec<Listed<PodRow, PodSandbox>>>> {
+        self.kept(|k| &mut k.pods)
+    }
+
+    /// The kept listing of every CRI container while it is current (see
+    /// [`Listings::kept_pods`]).
+    pub fn kept_containers(&self) -> Option<Arc<Vec<Listed<ContainerRow, Container>>>> {
+        self.kept(|k| &mut k.containers)
+    }
+
+    fn kept<T>(&self, pick: fn(&mut Slots) -> &mut Option<Kept<T>>) -> Option<Arc<Vec<T>>> {
+        let mut guard = self.state.try_lock().ok()?;
+        let state = &mut *guard;
+        let watch = state.watch.as_ref()?;
+        pick(&mut state.kept)
+            .as_ref()
+            .filter(|k| watch.unchanged(&k.stamp))
+            .map(|k| k.rows.clone())
+    }
+
+    /// Drop what is kept: the engine's options changed, and its store may be another.
+    pub fn forget(&self) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = State::default();
+    }
+
     /// The kept listing `pick` chooses if its stamp still holds, else a new one from `list`
     /// (made without the lock held: other calls answer from what is kept meanwhile).
     fn served<T>(
@@ -124,10 +156,10 @@ impl Listings {
         list: impl FnOnce(&Engine) -> Result<Vec<T>, Status>,
         pod_of: fn(&T) -> &str,
     ) -> Result<Arc<Vec<T>>, Status> {
-        let version = {
+        let db = e.paths().db();
+        let start = {
             let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let state = &mut *guard;
-            let db = e.paths().db();
             if !state.watch.as_ref().is_some_and(|w| w.watches(&db)) {
                 state.kept = Slots::default();
                 state.watch = Some(ListingWatch::open(e.paths()).map_err(from_engine)?);
@@ -144,8 +176,10 @@ impl Listings {
         let rows = Arc::new(list(e)?);
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
-        if let Some(watch) = &state.watch {
-            let stamp = watch.stamp(version, rows.iter().map(pod_of));
+        // Kept only under the watch of the store it was read from (a reload may have put
+        // another in place meanwhile).
+        if let Some(watch) = state.watch.as_ref().filter(|w| w.store() == db) {
+            let stamp = watch.stamp(start, rows.iter().map(pod_of));
             *pick(&mut state.kept) = Some(Kept {
                 stamp,
                 rows: rows.clone(),

@@ -347,16 +347,22 @@ fn select<T>(
     f: &PodSandboxFilter,
     take: impl Fn(&Listed<wharf_engine::db::PodRow, PodSandbox>) -> T,
 ) -> Result<Vec<T>, Status> {
-    Ok(listings
-        .pods(e)?
-        .iter()
+    Ok(filtered(&listings.pods(e)?, f, take))
+}
+
+fn filtered<T>(
+    pods: &[Listed<wharf_engine::db::PodRow, PodSandbox>],
+    f: &PodSandboxFilter,
+    take: impl Fn(&Listed<wharf_engine::db::PodRow, PodSandbox>) -> T,
+) -> Vec<T> {
+    pods.iter()
         .filter(|p| {
             p.cri.id.starts_with(&f.id)
                 && f.state.as_ref().is_none_or(|st| st.state == p.cri.state)
                 && meta::selected(&p.cri.labels, &f.label_selector)
         })
         .map(take)
-        .collect())
+        .collect()
 }
 
 /// The rows of the pods a CRI filter selects.
@@ -368,14 +374,22 @@ pub fn rows(
     select(e, listings, f, |p| p.row.clone())
 }
 
-/// ListPodSandbox.
+/// ListPodSandbox, through the engine (which lists again where the kept listing is stale).
 pub fn list(
     e: &Engine,
     listings: &Listings,
     req: ListPodSandboxRequest,
 ) -> Result<ListPodSandboxResponse, Status> {
+    Ok(answer(&listings.pods(e)?, req))
+}
+
+/// ListPodSandbox's answer from the listing of every CRI pod.
+pub fn answer(
+    pods: &[Listed<wharf_engine::db::PodRow, PodSandbox>],
+    req: ListPodSandboxRequest,
+) -> ListPodSandboxResponse {
     let f = req.filter.unwrap_or_default();
-    Ok(ListPodSandboxResponse {
-        items: select(e, listings, &f, |p| p.cri.clone())?,
-    })
+    ListPodSandboxResponse {
+        items: filtered(pods, &f, |p| p.cri.clone()),
+    }
 }

@@ -21,6 +21,7 @@ pub mod daemon;
 mod error;
 pub mod frame;
 pub mod liveness;
+pub mod liveness_watch;
 pub mod logs;
 pub mod protocol;
 pub mod reap;

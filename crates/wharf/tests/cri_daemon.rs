@@ -975,8 +975,12 @@ async fn kept_listings_show_exits_dead_shims_and_other_processes_changes() {
     .await;
     assert_eq!(only_running.len(), 2, "{only_running:?}");
 
-    // p0's shim killed: no mark, only its lock goes.
+    // p0's shim killed: no mark, only its lock goes. Once the shims' registry has been
+    // quiet for a while the daemon stops testing locks and goes by its watch of the
+    // registry alone (the kernel's close of the dead shim's lock), so the kill comes then.
     let (p0, c0) = &ids[0];
+    tokio::time::sleep(wharf_engine::listing_watch::SETTLED + Duration::from_millis(300)).await;
+    assert_eq!(listed(&rt, ContainerFilter::default()).await[c0].0, running);
     let shim = d.w.shim_pid(p0);
     // SAFETY: kill(2) of the shim of a pod this test made.
     unsafe { libc::kill(shim, libc::SIGKILL) };
