@@ -2,8 +2,12 @@
 //!
 //! v1: an eventfd registered for memory.oom_control through cgroup.event_control; the kernel
 //! signals it on every OOM in the cgroup and once more when the cgroup is removed. v2: inotify
-//! on memory.events, whose oom_kill counter grows with every OOM kill, and on cgroup.events,
-//! whose "populated 0" says the last process left.
+//! on memory.events and on cgroup.events, whose "populated 0" says the last process left.
+//! memory.events has two counters: `oom` grows when the cgroup hits its limit and the OOM
+//! killer is called, `oom_kill` with every process it kills (a host-wide OOM's kills too).
+//! Both count: the kernel raises `oom_kill` only after it has sent the victim SIGKILL and
+//! logged the kill, so a shim that reaps the victim at once (or a slow console, under
+//! emulation) can read memory.events before that counter moves, while `oom` moved first.
 //!
 //! The watcher exposes a file descriptor to poll, so a caller can wait for OOMs and do other
 //! things (print stats every few seconds) in one loop.
@@ -43,7 +47,10 @@ enum Kind {
     V2 {
         inotify: OwnedFd,
         dir: PathBuf,
-        oom_kills: u64,
+        /// memory.events' `oom` and `oom_kill` when the watch began.
+        base: V2Counts,
+        /// The OOMs reported since.
+        reported: u64,
     },
 }
 
@@ -94,14 +101,39 @@ fn v2(dir: &Path) -> Result<OomWatcher> {
         inotify::add_watch(&fd, &path, inotify::WatchFlags::MODIFY)
             .ctx(|| format!("watch {}", path.display()))?;
     }
-    let oom_kills = files::keyed_value(dir, "memory.events", "oom_kill")?.unwrap_or(0);
+    let base = V2Counts::read(dir)?;
     Ok(OomWatcher {
         kind: Kind::V2 {
             inotify: fd,
             dir: dir.to_path_buf(),
-            oom_kills,
+            base,
+            reported: 0,
         },
     })
+}
+
+/// memory.events' two OOM counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct V2Counts {
+    ooms: u64,
+    kills: u64,
+}
+
+impl V2Counts {
+    fn read(dir: &Path) -> Result<V2Counts> {
+        Ok(V2Counts {
+            ooms: files::keyed_value(dir, "memory.events", "oom")?.unwrap_or(0),
+            kills: files::keyed_value(dir, "memory.events", "oom_kill")?.unwrap_or(0),
+        })
+    }
+
+    /// The OOMs these counts show since `before`: the larger of the two counters' growth
+    /// (an OOM whose kill is not counted yet; kills the cgroup's own limit did not cause).
+    fn since(self, before: V2Counts) -> u64 {
+        self.ooms
+            .saturating_sub(before.ooms)
+            .max(self.kills.saturating_sub(before.kills))
+    }
 }
 
 impl OomWatcher {
@@ -133,17 +165,17 @@ impl OomWatcher {
             Kind::V2 {
                 inotify,
                 dir,
-                oom_kills,
+                base,
+                reported,
             } => {
                 // Drain the queue; what changed is read from the files themselves.
                 let mut buf = [0u8; 4096];
                 while matches!(rustix::io::read(&*inotify, &mut buf), Ok(n) if n > 0) {}
-                let now = match files::keyed_value(dir, "memory.events", "oom_kill") {
-                    Ok(v) => v.unwrap_or(*oom_kills),
-                    Err(_) => *oom_kills,
-                };
-                let ooms = now.saturating_sub(*oom_kills);
-                *oom_kills = now;
+                // Counted from the start, so that an OOM reported through `oom` is not
+                // reported again when its `oom_kill` comes.
+                let total = V2Counts::read(dir).map_or(*reported, |now| now.since(*base));
+                let ooms = total.saturating_sub(*reported);
+                *reported = (*reported).max(total);
                 let populated = files::keyed_value(dir, "cgroup.events", "populated")
                     .ok()
                     .flatten();
@@ -208,5 +240,28 @@ mod tests {
                 gone: true
             }
         );
+    }
+
+    /// The kernel raises `oom` before it kills and `oom_kill` after: an exit read in
+    /// between is an OOM already, and the kill that follows is the same OOM. A kill the
+    /// cgroup's own limit did not cause (the host's OOM) moves `oom_kill` alone.
+    #[test]
+    fn v2_counts_an_oom_before_its_kill_is_counted_and_once() {
+        let t = tempfile::tempdir().unwrap();
+        let (cg, dir) = fake_v2(t.path(), &[]);
+        std::fs::write(dir.join("memory.events"), "oom 4\noom_kill 4\n").unwrap();
+        std::fs::write(dir.join("cgroup.events"), "populated 1\nfrozen 0\n").unwrap();
+        let mut w = cg.oom_watcher().unwrap();
+        assert_eq!(w.read().unwrap().ooms, 0);
+        std::fs::write(dir.join("memory.events"), "oom 5\noom_kill 4\n").unwrap();
+        assert_eq!(
+            w.read().unwrap().ooms,
+            1,
+            "the limit was hit, the kill not counted yet"
+        );
+        std::fs::write(dir.join("memory.events"), "oom 5\noom_kill 5\n").unwrap();
+        assert_eq!(w.read().unwrap().ooms, 0, "its kill is the same OOM");
+        std::fs::write(dir.join("memory.events"), "oom 5\noom_kill 6\n").unwrap();
+        assert_eq!(w.read().unwrap().ooms, 1, "a kill by the host's OOM killer");
     }
 }
