@@ -5,9 +5,8 @@
 //! on memory.events and on cgroup.events, whose "populated 0" says the last process left.
 //! memory.events has two counters: `oom` grows when the cgroup hits its limit and the OOM
 //! killer is called, `oom_kill` with every process it kills (a host-wide OOM's kills too).
-//! Both count: the kernel raises `oom_kill` only after it has sent the victim SIGKILL and
-//! logged the kill, so a shim that reaps the victim at once (or a slow console, under
-//! emulation) can read memory.events before that counter moves, while `oom` moved first.
+//! Both count, as v1's notification does: where the killer finds its victim already exiting
+//! it lets it go without a kill, and only `oom` moves.
 //!
 //! The watcher exposes a file descriptor to poll, so a caller can wait for OOMs and do other
 //! things (print stats every few seconds) in one loop.
@@ -128,7 +127,7 @@ impl V2Counts {
     }
 
     /// The OOMs these counts show since `before`: the larger of the two counters' growth
-    /// (an OOM whose kill is not counted yet; kills the cgroup's own limit did not cause).
+    /// (an OOM without a kill counted; kills the cgroup's own limit did not cause).
     fn since(self, before: V2Counts) -> u64 {
         self.ooms
             .saturating_sub(before.ooms)
@@ -242,9 +241,9 @@ mod tests {
         );
     }
 
-    /// The kernel raises `oom` before it kills and `oom_kill` after: an exit read in
-    /// between is an OOM already, and the kill that follows is the same OOM. A kill the
-    /// cgroup's own limit did not cause (the host's OOM) moves `oom_kill` alone.
+    /// An OOM counted through `oom` alone is an OOM, and a kill of it counted later is the
+    /// same OOM. A kill the cgroup's own limit did not cause (the host's OOM) moves
+    /// `oom_kill` alone.
     #[test]
     fn v2_counts_an_oom_before_its_kill_is_counted_and_once() {
         let t = tempfile::tempdir().unwrap();
@@ -257,7 +256,7 @@ mod tests {
         assert_eq!(
             w.read().unwrap().ooms,
             1,
-            "the limit was hit, the kill not counted yet"
+            "the limit was hit, no kill counted"
         );
         std::fs::write(dir.join("memory.events"), "oom 5\noom_kill 5\n").unwrap();
         assert_eq!(w.read().unwrap().ooms, 0, "its kill is the same OOM");
