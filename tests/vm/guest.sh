@@ -38,6 +38,12 @@ diagnose() {
   systemctl status --no-pager wharf.service wharf.socket container-gen.service 2>&1 | tail -30
   journalctl -b --no-pager -u wharf.service -u wharf.socket -u wharf-restore.service 2>&1 | head -30
   journalctl -b --no-pager -u wharf.service -u wharf.socket -u wharf-restore.service -u container-gen.service 2>&1 | tail -30
+  # What the pods' shims logged (each pod's shim.log: an OOM watch it could not open, a
+  # runtime call that failed), the last lines of each that has any.
+  find /run/wharf -name shim.log -size +0 2>/dev/null | while read -r f; do
+    echo "--- $f"
+    tail -5 "$f"
+  done
 }
 # watchdog NAME PID: after HANG_DUMP s of check NAME (none waits that long for anything:
 # wait_for's longest is 300 s), what every process of Wharf's waits for goes to the console
