@@ -59,7 +59,8 @@ pub struct ListingStamp {
     /// they say, so it is never reused.
     marked: bool,
     live: Option<wharf_shim::liveness::Live>,
-    /// The pods whose shim held its lock once the listing was made.
+    /// The pods whose shim held its lock once the listing was made (gathered only for a
+    /// stamp that tests them).
     held: Vec<String>,
     /// Whether each check still tests the locks of `held` (until the registry settles).
     testing: Cell<bool>,
@@ -111,18 +112,24 @@ impl ListingWatch {
         pods: impl IntoIterator<Item = &'a str>,
     ) -> ListingStamp {
         let live = wharf_shim::liveness::live(&self.registry);
-        let mut held: Vec<String> = pods
-            .into_iter()
-            .filter(|p| live.as_ref().is_some_and(|l| l.holds(p)))
-            .map(String::from)
-            .collect();
-        held.sort();
-        held.dedup();
         let watched = start.generation.is_some();
+        let testing = !watched || !start.settled;
+        // The locks are tested only until the registry settles: a stamp made once it has
+        // needs none of them (a lock test per pod).
+        let mut held: Vec<String> = Vec::new();
+        if testing {
+            held = pods
+                .into_iter()
+                .filter(|p| live.as_ref().is_some_and(|l| l.holds(p)))
+                .map(String::from)
+                .collect();
+            held.sort();
+            held.dedup();
+        }
         ListingStamp {
             // Without the watch, each check reads the marks directories anyway.
             marked: watched && wharf_shim::liveness::any_changes(&self.registry),
-            testing: Cell::new(!watched || !start.settled),
+            testing: Cell::new(testing),
             start,
             live,
             held,

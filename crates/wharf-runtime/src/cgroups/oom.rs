@@ -112,7 +112,7 @@ fn v2(dir: &Path) -> Result<OomWatcher> {
 }
 
 /// memory.events' two OOM counters.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct V2Counts {
     ooms: u64,
     kills: u64,
