@@ -133,8 +133,23 @@ pub struct Sandbox {
     pub ips: Vec<String>,
     /// Directory holding hosts, resolv.conf, hostname.
     pub etc_dir: Option<String>,
-    /// The pod's cgroup (absolute cgroupsPath form), parent of its containers' cgroups.
+    /// The pod's cgroup (absolute cgroupsPath form), parent of its containers' cgroups;
+    /// with [`Sandbox::cgroup_owner`], its one container's cgroup.
     pub cgroup: String,
+    /// The container whose cgroup the pod's is: a standalone container's pod on the
+    /// cgroupfs driver takes docker's layout, one cgroup per container. Each cgroup the
+    /// kernel removes costs it a walk of every superblock on the host (two lists each),
+    /// under the lock every cgroup `mkdir` takes, so a pod of one container makes one. The
+    /// pod makes none of its own, and its shim lives beside it, in a leaf of the cgroup
+    /// parent shared by such shims, as containerd's shims live outside their containers'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_owner: Option<String>,
+    /// The other containers ever made in such a pod (`--network container:`), whose
+    /// cgroups are beside the pod's rather than below it (a container frozen or killed as
+    /// a whole takes nothing else with it): named here before they are made, for the pod's
+    /// removal to find.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joined: Vec<String>,
     /// The pod's systemd scope, when the systemd cgroup driver placed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<crate::cgroup_driver::PodUnit>,

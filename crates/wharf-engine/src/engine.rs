@@ -229,6 +229,12 @@ impl Engine {
     /// Create a pod: reserve its name, then build its sandbox (namespaces, network,
     /// /dev/shm, cgroup, name files). Nothing is left behind when a step fails.
     pub fn create_pod(&self, spec: &PodSpec) -> Result<PodRow> {
+        self.create_pod_for(spec, None)
+    }
+
+    /// [`Engine::create_pod`], for the container `owner` alone when it names one (a
+    /// standalone container's pod, whose cgroup may be the container's).
+    pub(crate) fn create_pod_for(&self, spec: &PodSpec, owner: Option<&str>) -> Result<PodRow> {
         if let Some(parent) = &spec.cgroup_parent {
             self.opts.cgroup_driver.check_parent(parent)?;
         }
@@ -284,7 +290,7 @@ impl Engine {
         drop(mark);
         let spec = &row.spec.clone();
         crate::hooks::step("pod row inserted");
-        match sandbox::create(&self.setup(), &id, &row.name, spec) {
+        match sandbox::create(&self.setup(), &id, &row.name, spec, owner) {
             Ok(sb) => {
                 row.sandbox = sb;
                 row.state = PodState::Created;
@@ -388,12 +394,35 @@ impl Engine {
     /// rootfs mount, its bundle (config.json). The runtime container is created when it is
     /// started by the pod's shim.
     pub fn create_container(&self, pod_key: &str, spec: &ContainerSpec) -> Result<ContainerRow> {
+        self.create_container_as(pod_key, spec, paths::new_id())
+    }
+
+    /// A container joining a pod whose cgroup is its owner's gets a cgroup beside it
+    /// (`sandbox::container_cgroup`): the pod's record names it first, for the pod's
+    /// removal, or the recovery from a crash, to find.
+    fn record_joiner(&self, mut pod: PodRow, id: &str) -> Result<PodRow> {
+        if pod.sandbox.cgroup_owner.as_deref().is_none_or(|o| o == id) {
+            return Ok(pod);
+        }
+        pod.sandbox.joined.push(id.to_string());
+        self.db.update_pod(&pod.id, &pod.sandbox, pod.state)?;
+        crate::ledger::save_pod(&self.paths, &pod)?;
+        Ok(pod)
+    }
+
+    /// [`Engine::create_container`] with the id `id` (chosen before its pod was made).
+    pub(crate) fn create_container_as(
+        &self,
+        pod_key: &str,
+        spec: &ContainerSpec,
+        id: String,
+    ) -> Result<ContainerRow> {
         crate::validate::container_spec(spec)?;
         let pod = self.db.find_pod(pod_key)?;
         // Read again under the lock: a pod removed meanwhile gets no container.
         let (_lock, pod) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
         let image = self.images.resolve(&spec.image)?;
-        let id = paths::new_id();
+        let pod = self.record_joiner(pod, &id)?;
         let name = match &spec.name {
             Some(n) => n.clone(),
             None => paths::generated_name(&spec.image),

@@ -43,6 +43,7 @@ impl Engine {
         if let Some(name) = &spec.name {
             self.check_container_name(name)?;
         }
+        let id = crate::paths::new_id();
         let (pod_id, own) = match pod {
             PodChoice::Existing(key) => (self.db.find_pod(&key)?.id, false),
             PodChoice::Own(pod_spec) => {
@@ -50,11 +51,11 @@ impl Engine {
                 pod_spec
                     .labels
                     .insert(STANDALONE_LABEL.to_string(), "true".to_string());
-                (self.create_pod(&pod_spec)?.id, true)
+                (self.create_pod_for(&pod_spec, Some(&id))?.id, true)
             }
         };
         crate::hooks::step("pod created");
-        match self.create_container(&pod_id, spec) {
+        match self.create_container_as(&pod_id, spec, id) {
             Ok(row) => Ok(row),
             Err(e) => {
                 if own {

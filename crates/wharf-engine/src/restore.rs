@@ -147,7 +147,8 @@ impl Engine {
     pub(crate) fn revive(&self, pod: &PodRow, reason: &str) -> Result<()> {
         // A pod removed meanwhile is not made again.
         let (_lock, _) = self.lock_and_read(&pod.id, || self.db.find_pod(&pod.id))?;
-        let sb = crate::sandbox::create(&self.setup(), &pod.id, &pod.name, &pod.spec)?;
+        let owner = pod.sandbox.cgroup_owner.as_deref();
+        let sb = crate::sandbox::create(&self.setup(), &pod.id, &pod.name, &pod.spec, owner)?;
         let mut row = PodRow {
             sandbox: sb,
             state: PodState::Created,

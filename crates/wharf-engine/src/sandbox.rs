@@ -231,10 +231,20 @@ pub fn pod_cgroup(s: &Setup<'_>, spec: &PodSpec, id: &str) -> Result<(String, Op
     )
 }
 
-/// Create the sandbox of pod `id` (named `name`). On error, what was created is removed.
-pub fn create(s: &Setup<'_>, id: &str, name: &str, spec: &PodSpec) -> Result<Sandbox> {
+/// Create the sandbox of pod `id` (named `name`); `owner`, for a standalone container's
+/// pod, names the container it is made for. On error, what was created is removed.
+pub fn create(
+    s: &Setup<'_>,
+    id: &str,
+    name: &str,
+    spec: &PodSpec,
+    owner: Option<&str>,
+) -> Result<Sandbox> {
     let (cgroup, unit) = pod_cgroup(s, spec, id)?;
     let mut sb = Sandbox {
+        cgroup_owner: owner
+            .filter(|_| flat_cgroup(spec, unit.is_some()))
+            .map(str::to_string),
         cgroup,
         unit,
         shim_dir: s.paths.shim_dir(id).display().to_string(),
@@ -247,6 +257,37 @@ pub fn create(s: &Setup<'_>, id: &str, name: &str, spec: &PodSpec) -> Result<San
             Err(e)
         }
     }
+}
+
+/// Whether a standalone container's pod takes its container's cgroup (see
+/// [`Sandbox::cgroup_owner`]): with the cgroupfs driver (a systemd scope holds the shim
+/// that starts it), and with no limits or cgroup parent of the pod's own.
+fn flat_cgroup(spec: &PodSpec, systemd_unit: bool) -> bool {
+    !systemd_unit && spec.resources.is_none() && spec.cgroup_parent.is_none()
+}
+
+/// The cgroup of container `id` in the pod of `sb` (absolute cgroupsPath form): one below
+/// the pod's; in a pod whose cgroup is its owner's, the pod's for the owner and one beside
+/// it for another.
+pub fn container_cgroup(sb: &Sandbox, id: &str) -> String {
+    let pod = sb.cgroup.trim_end_matches('/');
+    match sb.cgroup_owner.as_deref() {
+        Some(owner) if owner == id => pod.to_string(),
+        Some(_) => format!("{pod}-{id}"),
+        None => format!("{pod}/{id}"),
+    }
+}
+
+/// The cgroup leaf a pod's shim joins: below the pod's cgroup, as CRI-O puts conmon in the
+/// pod's; for a pod whose cgroup is its container's, one below the cgroup parent that such
+/// shims share (neither frozen, killed nor limited with the container).
+pub fn shim_cgroup(sb: &Sandbox) -> String {
+    let cgroup = sb.cgroup.trim_end_matches('/');
+    let base = match &sb.cgroup_owner {
+        Some(_) => cgroup.rsplit_once('/').map_or("", |(parent, _)| parent),
+        None => cgroup,
+    };
+    format!("{base}/wharf-shim")
 }
 
 fn create_steps(
@@ -264,7 +305,20 @@ fn create_steps(
     // Cgroup: the pod's limits apply to all its containers together. A systemd scope is
     // made with the pod's shim, its first process (cgroup_driver.rs); its limits are
     // checked now.
-    if sb.unit.is_none() {
+    if sb.cgroup_owner.is_some() {
+        // The container's cgroup is made with it; the parent, which its shim joins, now.
+        let parent = sb
+            .cgroup
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .map(|(p, _)| p);
+        if let Some(parent) = parent.filter(|p| !p.is_empty()) {
+            let cg = crate::cgroup_driver::resolve(parent, id)?;
+            if !cg.paths.values().all(|d| d.is_dir()) {
+                cg.create()?;
+            }
+        }
+    } else if sb.unit.is_none() {
         let cg = crate::cgroup_driver::resolve(&sb.cgroup, id)?;
         cg.create()?;
         if let Some(res) = &spec.resources {
@@ -574,11 +628,25 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
     if sb.unit.is_some() {
         keep(s.systemd.remove(sb));
     }
+    if sb.cgroup_owner.is_some() {
+        // Its shim is not in the cgroup killed below: one that did not go when asked is
+        // killed by its recorded pid.
+        kill_shim(sb);
+    }
     if let Ok(cg) = crate::cgroup_driver::resolve(&sb.cgroup, id)
         && !sb.cgroup.is_empty()
     {
         let _ = cg.signal_all(libc::SIGKILL);
         keep(cg.destroy().map_err(Into::into));
+    }
+    for joined in &sb.joined {
+        if let Ok(cg) = crate::cgroup_driver::resolve(&container_cgroup(sb, joined), joined) {
+            let _ = cg.signal_all(libc::SIGKILL);
+            keep(cg.destroy().map_err(Into::into));
+        }
+    }
+    if sb.cgroup_owner.is_some() {
+        remove_shared_shim_leaf(sb, id);
     }
     crate::hooks::step("destroy: cgroup removed");
     match std::fs::remove_dir_all(&run) {
@@ -590,6 +658,34 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         })),
     }
     first.map_or(Ok(()), Err)
+}
+
+/// Kill the pod's shim if it still runs (the pid it recorded, if that process is still
+/// the one that recorded it).
+fn kill_shim(sb: &Sandbox) {
+    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+    let records = wharf_shim::records::StateDir::new(PathBuf::from(&sb.shim_dir));
+    let Some((pid, start)) = records.shim_pid() else {
+        return;
+    };
+    // Opened before the check: the pid may be reused between reading the record and now.
+    if let Some(fd) = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+        && wharf_shim::records::process_is(pid, start)
+        && pidfd_send_signal(&fd, Signal::KILL).is_ok()
+    {
+        // Gone from its cgroup before the shared leaf is removed below.
+        crate::supervisor::wait_for_exit(&fd);
+    }
+}
+
+/// Remove the leaf that shims of one-container pods share once no shim is left in it (the
+/// kernel refuses while one is: EBUSY), so that an engine with no pods leaves no cgroup.
+fn remove_shared_shim_leaf(sb: &Sandbox, id: &str) {
+    if let Ok(cg) = crate::cgroup_driver::resolve(&shim_cgroup(sb), id) {
+        for dir in cg.paths.values() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Remove pod `id`'s directory (`<root>/pods/<id>`: its record, its volumes, its marks),
@@ -605,5 +701,45 @@ pub fn remove_pod_dir(s: &Setup<'_>, id: &str) -> Result<()> {
             err: e,
         }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_of_one_container_places_it_in_its_cgroup_and_others_and_the_shim_beside() {
+        let nested = Sandbox {
+            cgroup: "/wharf/p1".into(),
+            ..Default::default()
+        };
+        assert_eq!(container_cgroup(&nested, "c1"), "/wharf/p1/c1");
+        assert_eq!(shim_cgroup(&nested), "/wharf/p1/wharf-shim");
+        let flat = Sandbox {
+            cgroup: "/wharf/p2".into(),
+            cgroup_owner: Some("c2".into()),
+            ..Default::default()
+        };
+        assert_eq!(container_cgroup(&flat, "c2"), "/wharf/p2");
+        assert_eq!(container_cgroup(&flat, "c3"), "/wharf/p2-c3");
+        assert_eq!(shim_cgroup(&flat), "/wharf/wharf-shim");
+    }
+
+    #[test]
+    fn only_a_cgroupfs_pod_with_no_limits_or_parent_of_its_own_takes_its_containers() {
+        let plain = PodSpec::default();
+        assert!(flat_cgroup(&plain, false));
+        assert!(!flat_cgroup(&plain, true), "a systemd scope holds the shim");
+        let limited = PodSpec {
+            resources: Some(Default::default()),
+            ..Default::default()
+        };
+        assert!(!flat_cgroup(&limited, false));
+        let kubelets = PodSpec {
+            cgroup_parent: Some("/kubepods/pod1".into()),
+            ..Default::default()
+        };
+        assert!(!flat_cgroup(&kubelets, false));
     }
 }

@@ -408,7 +408,9 @@ pub fn generate(i: &Inputs<'_>) -> Result<Spec> {
     root.set_path(i.rootfs.to_path_buf());
     root.set_readonly(Some(spec.read_only));
     let mut linux = Linux::default();
-    linux.set_cgroups_path(Some(format!("{}/{}", i.sandbox.cgroup, i.id).into()));
+    linux.set_cgroups_path(Some(
+        crate::sandbox::container_cgroup(i.sandbox, i.id).into(),
+    ));
     linux.set_namespaces(Some(namespaces(i)?));
     linux.set_resources(Some(resources(i)?));
     if spec.privileged {

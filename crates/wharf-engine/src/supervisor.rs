@@ -120,15 +120,13 @@ impl Engine {
         opts.log_max_files = pod.spec.log_max_files;
         opts.display_name = Some(pod.name.clone());
         opts.alive = Some(self.paths.shims_alive());
-        // A leaf of the pod's cgroup, as CRI-O puts conmon in the pod's: out of the
-        // caller's cgroup (a login's systemd scope would take it down at logout), counted
-        // with the pod and removed with it. The shim moves itself once idle; into a
-        // systemd scope, the engine moves it once systemd has made the scope (below).
+        // Out of the caller's cgroup (a login's systemd scope would take it down at
+        // logout): a leaf of the pod's, counted with the pod and removed with it, or the
+        // leaf beside it that shims of one-container pods share (`sandbox::shim_cgroup`).
+        // The shim moves itself once idle; into a systemd scope, the engine moves it once
+        // systemd has made the scope (below).
         if !pod.sandbox.cgroup.is_empty() && pod.sandbox.unit.is_none() {
-            opts.cgroup = Some(format!(
-                "{}/wharf-shim",
-                pod.sandbox.cgroup.trim_end_matches('/')
-            ));
+            opts.cgroup = Some(crate::sandbox::shim_cgroup(&pod.sandbox));
         }
         let client = wharf_shim::spawn(&opts)?;
         if let Some(unit) = &pod.sandbox.unit {
@@ -788,15 +786,7 @@ impl Engine {
             });
             let _ = shim.shutdown();
             if let Some(fd) = pidfd {
-                let mut fds = [rustix::event::PollFd::new(
-                    &fd,
-                    rustix::event::PollFlags::IN,
-                )];
-                let limit = rustix::event::Timespec {
-                    tv_sec: 1,
-                    tv_nsec: 0,
-                };
-                let _ = rustix::event::poll(&mut fds, Some(&limit));
+                wait_for_exit(&fd);
             }
         }
     }
@@ -805,6 +795,16 @@ impl Engine {
     pub fn shim_state_dir(&self, pod: &PodRow) -> PathBuf {
         self.shim_dir(pod)
     }
+}
+
+/// Wait up to a second for the process of pidfd `fd` to exit.
+pub(crate) fn wait_for_exit(fd: &std::os::fd::OwnedFd) {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    let limit = rustix::event::Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    let _ = rustix::event::poll(&mut fds, Some(&limit));
 }
 
 /// The shim names a container by its id; the user named it (`create container ID: why`

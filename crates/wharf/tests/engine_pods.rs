@@ -266,6 +266,90 @@ fn an_idle_shim_joins_its_pods_cgroup() {
     w.assert_clean();
 }
 
+/// A standalone container's pod takes docker's layout: the container's cgroup is the pod's
+/// (one cgroup per container, each of which the kernel walks every superblock to remove),
+/// and its shim lives beside it, in the cgroup parent on v1 hierarchies and in a leaf of it
+/// shared by such shims on the unified one: not frozen with the container, not killed with
+/// it. A container that joins the pod gets a cgroup beside it. The shared leaf goes with the
+/// last such pod, and a shim killed out of turn is no leftover either.
+#[test]
+fn a_standalone_container_has_the_pods_cgroup_and_its_shim_lives_beside_it() {
+    let w = Wharf::new("pods-flat-cg");
+    let parent = w.env.cgroup_parent.clone();
+    w.ok(&["run", "-d", "--name", "solo", &busybox(), "sleep", "1000"]);
+    let pod = w.inspect("solo")["PodId"].as_str().unwrap().to_string();
+    let ctr = w.inspect("solo")["Id"].as_str().unwrap().to_string();
+    let pid = w.pids("solo")[0];
+    let cgroup_of = |pid: i32, hierarchy: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .unwrap()
+            .lines()
+            .find(|l| l.split(':').nth(1) == Some(hierarchy))
+            .and_then(|l| l.split(':').nth(2))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let pod_cg = format!("{parent}/{pod}");
+    let v1_memory = std::path::Path::new("/sys/fs/cgroup/memory").is_dir();
+    let assert_in = |pid: i32, unified: &str, memory: &str, what: &str| {
+        assert_eq!(cgroup_of(pid, ""), unified, "{what}'s unified cgroup");
+        if v1_memory {
+            assert_eq!(cgroup_of(pid, "memory"), memory, "{what}'s memory cgroup");
+        }
+    };
+    assert_in(pid, &pod_cg, &pod_cg, "the container");
+    for d in w.env.cgroup_dirs() {
+        assert!(
+            !d.join(&pod).join(&ctr).exists(),
+            "a cgroup below the pod's in {}",
+            d.display()
+        );
+    }
+    let shim = w.shim_pid(&pod);
+    let leaf = format!("{parent}/wharf-shim");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cgroup_of(shim, "") != leaf && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_in(shim, &leaf, &parent, "the shim");
+    // Frozen, the container leaves its shim answering; thawed, it runs commands again.
+    w.ok(&["pause", "solo"]);
+    assert_eq!(w.inspect("solo")["State"]["Status"], "paused");
+    w.ok(&["unpause", "solo"]);
+    assert_eq!(w.ok(&["exec", "solo", "echo", "thawed"]).trim(), "thawed");
+    // A container that joins the pod: its cgroup is beside the pod's, frozen alone.
+    w.ok(&[
+        "run",
+        "-d",
+        "--name",
+        "side",
+        "--network",
+        "container:solo",
+        &busybox(),
+        "sleep",
+        "1000",
+    ]);
+    let side = w.inspect("side")["Id"].as_str().unwrap().to_string();
+    assert_eq!(w.inspect("side")["PodId"].as_str().unwrap(), pod);
+    assert_eq!(cgroup_of(w.pids("side")[0], ""), format!("{pod_cg}-{side}"));
+    w.ok(&["pause", "solo"]);
+    assert_eq!(w.inspect("side")["State"]["Status"], "running");
+    w.ok(&["unpause", "solo"]);
+    w.ok(&["rm", "-f", "side", "solo"]);
+    w.assert_clean();
+    // A shim killed while its container runs: the removal finds nothing left behind.
+    w.ok(&["run", "-d", "--name", "orphan", &busybox(), "sleep", "1000"]);
+    let pod = w.inspect("orphan")["PodId"].as_str().unwrap().to_string();
+    let shim = w.shim_pid(&pod);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(shim).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    w.ok(&["rm", "-f", "orphan"]);
+    w.assert_clean();
+}
+
 #[test]
 fn pod_sharing_its_pid_namespace() {
     let w = Wharf::new("pods-pid");

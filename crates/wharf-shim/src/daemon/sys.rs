@@ -357,7 +357,18 @@ pub fn join_cgroup(leaf: &str) {
     if let Err(e) = cg.join_self_v1() {
         log(&e);
     }
-    if let Err(e) = cg.add_pid_unified(std::process::id() as i32) {
-        log(&e);
+    // A leaf shared by the shims of one-container pods is removed by a pod's removal once
+    // empty: one removed between its making and the join is made again.
+    let mut tries = 0;
+    while let Err(e) = cg.add_pid_unified(std::process::id() as i32) {
+        tries += 1;
+        let gone = cg
+            .paths
+            .get(UNIFIED)
+            .is_some_and(|d| !d.exists() && d.parent().is_some_and(|p| p.is_dir()));
+        if tries == 3 || !gone || cg.create_leaf().is_err() {
+            log(&e);
+            break;
+        }
     }
 }
