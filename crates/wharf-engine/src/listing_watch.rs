@@ -116,16 +116,18 @@ impl ListingWatch {
         let testing = !watched || !start.settled;
         // The locks are tested only until the registry settles: a stamp made once it has
         // needs none of them (a lock test per pod).
-        let mut held: Vec<String> = Vec::new();
-        if testing {
-            held = pods
+        let held = if testing {
+            let mut held: Vec<String> = pods
                 .into_iter()
                 .filter(|p| live.as_ref().is_some_and(|l| l.holds(p)))
                 .map(String::from)
                 .collect();
             held.sort();
             held.dedup();
-        }
+            held
+        } else {
+            Vec::new()
+        };
         ListingStamp {
             // Without the watch, each check reads the marks directories anyway.
             marked: watched && wharf_shim::liveness::any_changes(&self.registry),

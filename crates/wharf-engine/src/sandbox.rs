@@ -282,12 +282,19 @@ pub fn container_cgroup(sb: &Sandbox, id: &str) -> String {
 /// pod's; for a pod whose cgroup is its container's, one below the cgroup parent that such
 /// shims share (neither frozen, killed nor limited with the container).
 pub fn shim_cgroup(sb: &Sandbox) -> String {
-    let cgroup = sb.cgroup.trim_end_matches('/');
     let base = match &sb.cgroup_owner {
-        Some(_) => cgroup.rsplit_once('/').map_or("", |(parent, _)| parent),
-        None => cgroup,
+        Some(_) => parent_cgroup(&sb.cgroup),
+        None => sb.cgroup.trim_end_matches('/'),
     };
     format!("{base}/wharf-shim")
+}
+
+/// The cgroup `cgroup` is below ("" for one at the root).
+fn parent_cgroup(cgroup: &str) -> &str {
+    cgroup
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .map_or("", |(parent, _)| parent)
 }
 
 fn create_steps(
@@ -307,12 +314,8 @@ fn create_steps(
     // checked now.
     if sb.cgroup_owner.is_some() {
         // The container's cgroup is made with it; the parent, which its shim joins, now.
-        let parent = sb
-            .cgroup
-            .trim_end_matches('/')
-            .rsplit_once('/')
-            .map(|(p, _)| p);
-        if let Some(parent) = parent.filter(|p| !p.is_empty()) {
+        let parent = parent_cgroup(&sb.cgroup);
+        if !parent.is_empty() {
             let cg = crate::cgroup_driver::resolve(parent, id)?;
             if !cg.paths.values().all(|d| d.is_dir()) {
                 cg.create()?;
@@ -633,14 +636,15 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
         // killed by its recorded pid.
         kill_shim(sb);
     }
-    if let Ok(cg) = crate::cgroup_driver::resolve(&sb.cgroup, id)
-        && !sb.cgroup.is_empty()
-    {
-        let _ = cg.signal_all(libc::SIGKILL);
-        keep(cg.destroy().map_err(Into::into));
-    }
-    for joined in &sb.joined {
-        if let Ok(cg) = crate::cgroup_driver::resolve(&container_cgroup(sb, joined), joined) {
+    // The pod's cgroup, and those of the containers that joined a pod whose cgroup is its
+    // owner's (beside it): what still runs in them is killed, then they go.
+    let own = (!sb.cgroup.is_empty()).then(|| (sb.cgroup.clone(), id));
+    let joined = sb
+        .joined
+        .iter()
+        .map(|j| (container_cgroup(sb, j), j.as_str()));
+    for (path, name) in own.into_iter().chain(joined) {
+        if let Ok(cg) = crate::cgroup_driver::resolve(&path, name) {
             let _ = cg.signal_all(libc::SIGKILL);
             keep(cg.destroy().map_err(Into::into));
         }
@@ -663,15 +667,8 @@ pub fn destroy_all_but_network(s: &Setup<'_>, id: &str, sb: &Sandbox) -> Result<
 /// Kill the pod's shim if it still runs (the pid it recorded, if that process is still
 /// the one that recorded it).
 fn kill_shim(sb: &Sandbox) {
-    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
-    let records = wharf_shim::records::StateDir::new(PathBuf::from(&sb.shim_dir));
-    let Some((pid, start)) = records.shim_pid() else {
-        return;
-    };
-    // Opened before the check: the pid may be reused between reading the record and now.
-    if let Some(fd) = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-        && wharf_shim::records::process_is(pid, start)
-        && pidfd_send_signal(&fd, Signal::KILL).is_ok()
+    if let Some(fd) = crate::supervisor::shim_pidfd(Path::new(&sb.shim_dir))
+        && rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).is_ok()
     {
         // Gone from its cgroup before the shared leaf is removed below.
         crate::supervisor::wait_for_exit(&fd);

@@ -2,7 +2,7 @@
 //! start, stop, kill and delete containers, attaching, exec, and reading its exit records
 //! (which exist on disk even when the shim or the engine is gone).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wharf_shim::protocol::{self as proto, Backoff, StdioSpec};
@@ -776,14 +776,7 @@ impl Engine {
         if let Ok(Some(shim)) = self.running_shim(pod) {
             // Watch the shim's pid before asking it to go, so its exit cannot be missed:
             // once it is gone, its pause process and socket are gone too.
-            let records = wharf_shim::records::StateDir::new(self.shim_dir(pod));
-            let pidfd = records.shim_pid().and_then(|(pid, start)| {
-                let fd = rustix::process::Pid::from_raw(pid).and_then(|p| {
-                    rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
-                })?;
-                // The pid may have been reused between reading the file and opening it.
-                wharf_shim::records::process_is(pid, start).then_some(fd)
-            });
+            let pidfd = shim_pidfd(&self.shim_dir(pod));
             let _ = shim.shutdown();
             if let Some(fd) = pidfd {
                 wait_for_exit(&fd);
@@ -795,6 +788,17 @@ impl Engine {
     pub fn shim_state_dir(&self, pod: &PodRow) -> PathBuf {
         self.shim_dir(pod)
     }
+}
+
+/// A pidfd of the shim whose state directory is `dir`, if the process it recorded still
+/// runs and is still that one.
+pub(crate) fn shim_pidfd(dir: &Path) -> Option<std::os::fd::OwnedFd> {
+    let (pid, start) = wharf_shim::records::StateDir::new(dir).shim_pid()?;
+    let fd = rustix::process::Pid::from_raw(pid)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())?;
+    // Opened before the check: the pid may have been reused between reading the file and
+    // opening it.
+    wharf_shim::records::process_is(pid, start).then_some(fd)
 }
 
 /// Wait up to a second for the process of pidfd `fd` to exit.
