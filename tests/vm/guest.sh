@@ -295,6 +295,47 @@ if [ "$phase" = 1 ]; then
   check units-removed-with-container sh -c "[ ! -d /sys/fs/cgroup/wharf.slice/$scope ] &&
     [ -z \"\$(systemctl list-units --all --plain --no-legend $scope)\" ]"
 
+  # --- the cgroupfs driver on the unified hierarchy: docker's layout -----------------------
+  # A container `run` makes a pod for takes that pod's cgroup, /wharf/<pod id>, with nothing
+  # below it; its shim lives in /wharf/wharf-shim, the leaf such shims share, which the
+  # last pod's removal takes away. A root of its own, beside the systemd driver's pods.
+  cgfs() { WHARF_ROOT=/var/lib/wharf-cgfs WHARF_RUN=/run/wharf-cgfs WHARF_CGROUP_MANAGER=cgroupfs wharf "$@"; }
+  cgfs_image() { wharf save $B | cgfs load >/dev/null; }
+  check cgfs-image cgfs_image
+  check cgfs-run-rm want hello cgfs run --rm --network none $B echo hello
+  check cgfs-run-d cgfs run -d --name flat --memory 64m $B sleep 1000
+  fpid=$(cgfs inspect -f '{{.State.Pid}}' flat)
+  fcg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$fpid/cgroup")
+  cgfs_layout() {
+    case "$fcg" in
+      /sys/fs/cgroup/wharf/wharf-shim | /sys/fs/cgroup/wharf/*/*) echo "cgroup $fcg"; return 1 ;;
+      /sys/fs/cgroup/wharf/?*) ;;
+      *) echo "cgroup $fcg"; return 1 ;;
+    esac
+    local below p shims=0
+    below=$(find "$fcg" -mindepth 1 -type d)
+    [ -z "$below" ] || { echo "cgroups below $fcg: $below"; return 1; }
+    [ "$(cat "$fcg/memory.max")" = 67108864 ] || { echo "memory.max $(cat "$fcg/memory.max")"; return 1; }
+    for p in $(cat /sys/fs/cgroup/wharf/wharf-shim/cgroup.procs); do
+      [ "$(cat "/proc/$p/comm")" = wharf-shim ] || { echo "pid $p in the shim leaf: $(cat "/proc/$p/comm")"; return 1; }
+      shims=$((shims + 1))
+    done
+    [ "$shims" -ge 1 ] || { echo "no shim in /sys/fs/cgroup/wharf/wharf-shim"; return 1; }
+  }
+  check cgfs-docker-layout cgfs_layout
+  cgfs_pause() {
+    cgfs pause flat && grep -qx 'frozen 1' "$fcg/cgroup.events" &&
+      cgfs unpause flat && grep -qx 'frozen 0' "$fcg/cgroup.events" && cgfs exec flat true
+  }
+  check cgfs-pause-unpause cgfs_pause
+  cgfs_removed() {
+    cgfs rm -f flat >/dev/null || return 1
+    local left
+    left=$(find /sys/fs/cgroup/wharf -mindepth 1 -type d)
+    [ -z "$left" ] || { echo "left behind: $left"; return 1; }
+  }
+  check cgfs-removal-leaves-nothing cgfs_removed
+
   # --- the daemon under systemd -------------------------------------------------------
   ping() { curl -sf --max-time 20 --unix-socket /run/wharf/docker.sock http://d/_ping; }
   check daemon-active wait_for 120 systemctl is-active --quiet wharf.service
