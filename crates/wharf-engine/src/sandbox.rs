@@ -677,11 +677,13 @@ fn kill_shim(sb: &Sandbox) {
 
 /// Remove the leaf that shims of one-container pods share once no shim is left in it (the
 /// kernel refuses while one is: EBUSY), so that an engine with no pods leaves no cgroup.
+/// It exists on the unified hierarchy only: on v1 hierarchies such shims sit in the cgroup
+/// parent itself (the shim's `join_cgroup`).
 fn remove_shared_shim_leaf(sb: &Sandbox, id: &str) {
-    if let Ok(cg) = crate::cgroup_driver::resolve(&shim_cgroup(sb), id) {
-        for dir in cg.paths.values() {
-            let _ = std::fs::remove_dir(dir);
-        }
+    if let Ok(cg) = crate::cgroup_driver::resolve(&shim_cgroup(sb), id)
+        && let Some(leaf) = cg.paths.get(wharf_runtime::cgroups::UNIFIED)
+    {
+        let _ = std::fs::remove_dir(leaf);
     }
 }
 
