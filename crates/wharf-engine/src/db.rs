@@ -388,6 +388,13 @@ fn text_or_null<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Opti
     })
 }
 
+/// The number of rows in `table`, to size a listing's vector once: rows are large, and
+/// growing a vector of a thousand copies them all again at each doubling.
+fn count(conn: &Connection, table: &str) -> Result<usize> {
+    let n: i64 = conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+    Ok(n.max(0) as usize)
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(s: &str, what: &str) -> rusqlite::Result<T> {
     serde_json::from_str(s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -696,21 +703,32 @@ impl Db {
 
     /// All pods, oldest first.
     pub fn pods(&self) -> Result<Vec<PodRow>> {
-        let mut stmt = self.conn.prepare(Self::ALL_PODS)?;
-        let mut rows = Vec::with_capacity(self.count("engine_pods")?);
+        Self::pods_on(&self.conn)
+    }
+
+    /// All pods, oldest first, read through a connection of their own (see
+    /// [`wharf_image::db::connect_reader`]) to the store at `path`.
+    pub fn pods_at(path: &Path) -> Result<Vec<PodRow>> {
+        let conn = wharf_image::db::connect_reader(path).map_err(crate::error::from_image)?;
+        Self::pods_on(&conn)
+    }
+
+    fn pods_on(conn: &Connection) -> Result<Vec<PodRow>> {
+        let mut stmt = conn.prepare(Self::ALL_PODS)?;
+        let mut rows = Vec::with_capacity(count(conn, "engine_pods")?);
         for r in stmt.query_map([], Self::pod_from_row)? {
             rows.push(r?);
         }
         Ok(rows)
     }
 
-    /// The number of rows in `table`, to size a listing's vector once: rows are large, and
-    /// growing a vector of a thousand copies them all again at each doubling.
     fn count(&self, table: &str) -> Result<usize> {
-        let n: i64 = self
-            .conn
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
-        Ok(n.max(0) as usize)
+        count(&self.conn, table)
+    }
+
+    /// How many pods the store holds.
+    pub fn pod_count(&self) -> Result<usize> {
+        self.count("engine_pods")
     }
 
     /// Give container `id` the name `name`; fails with [`Error::NameInUse`] if it is taken.

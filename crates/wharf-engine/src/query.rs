@@ -159,6 +159,47 @@ pub struct ProcessInfo {
     pub command: String,
 }
 
+/// From how many pods a listing of all reads them on a second thread (see [`all_pods`]):
+/// the thread and its connection cost about 0.7 ms (`ps` with 10 pods: 5.1 ms in one
+/// thread, 5.8 in two), what reading 120-140 pods takes.
+const SPREAD_FROM: usize = 128;
+
+/// [`SPREAD_FROM`], or what `WHARF_LISTING_SPREAD_FROM` says in a build with the test
+/// suite's hooks (so that its few pods are listed both ways).
+fn spread_from() -> usize {
+    #[cfg(feature = "hooks")]
+    if let Some(n) = std::env::var("WHARF_LISTING_SPREAD_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
+    SPREAD_FROM
+}
+
+/// Read every pod on a thread of `scope`, through a connection of its own to the store at
+/// `db`, while the caller's connection reads the containers. Parsing the rows is most of a
+/// listing's time (JSON specs and sandboxes: a pod's row and its container's are about
+/// 1.5 kB): with 1000 pods, `ps` spent 5-6 ms on the pods and as much on the containers,
+/// one after the other, with the machine's other CPU idle.
+/// `then` runs on that thread too, on the rows read.
+fn all_pods<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    db: &std::path::Path,
+    then: impl FnOnce(Vec<PodRow>) -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, Result<T>> {
+    let db = db.to_path_buf();
+    scope.spawn(move || crate::db::Db::pods_at(&db).map(then))
+}
+
+/// Pods by id. A hash map: rows are large, and a sorted map would move each of them many
+/// times.
+fn by_id(rows: Vec<PodRow>) -> HashMap<String, PodRow> {
+    let mut pods = HashMap::with_capacity(rows.len());
+    pods.extend(rows.into_iter().map(|p| (p.id.clone(), p)));
+    pods
+}
+
 fn labels_match(have: &BTreeMap<String, String>, want: &BTreeMap<String, String>) -> bool {
     want.iter().all(|(k, v)| have.get(k) == Some(v))
 }
@@ -199,28 +240,40 @@ impl Engine {
             None => None,
         };
         let mut out = Vec::new();
-        // Each pod read once, not once per container (for the refresh and the view). A
-        // hash map: rows are large, and a sorted map would move each of them many times.
-        let rows = match &pod_id {
-            Some(id) => vec![self.db.find_pod(id)?],
-            None => self.db.pods()?,
-        };
-        let mut pods: HashMap<String, PodRow> = HashMap::with_capacity(rows.len());
-        pods.extend(rows.into_iter().map(|p| (p.id.clone(), p)));
-        // A pod whose shim lives (its lock is held) and marked nothing changed has nothing
-        // new in its records: the store is current for it. Marks are taken (claimed)
-        // before the records are read and dropped once the store has what they say, and
-        // only by a listing that reads every container of the pods it takes them from.
-        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
-        let changes = live
-            .as_ref()
-            .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
+        let (mut pods, containers, live, changes) = std::thread::scope(|s| -> Result<_> {
+            // Each pod read once, not once per container (for the refresh and the view).
+            // Every pod: on a second thread, through a connection of its own, while this
+            // one reads the containers (see `all_pods`).
+            let spread = pod_id.is_none() && self.db.pod_count()? >= spread_from();
+            let all = spread.then(|| all_pods(s, &self.paths.db(), by_id));
+            let here = match &pod_id {
+                Some(id) => by_id(vec![self.db.find_pod(id)?]),
+                None if !spread => by_id(self.db.pods()?),
+                None => HashMap::new(),
+            };
+            // A pod whose shim lives (its lock is held) and marked nothing changed has
+            // nothing new in its records: the store is current for it. Marks are taken
+            // (claimed) before the records are read and dropped once the store has what
+            // they say, and only by a listing that reads every container of the pods it
+            // takes them from. So the marks are looked at before the containers are read.
+            let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+            let changes = live
+                .as_ref()
+                .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
+            let containers = self.db.containers(pod_id.as_deref())?;
+            let pods = match all {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                None => here,
+            };
+            Ok((pods, containers, live, changes))
+        })?;
         let whole_pods = f.name.is_none() && f.id_prefix.is_none() && f.labels.is_empty();
         // Per pod: its claimed marks, and whether its containers are all settled (not
         // waiting, not in a back-off: their shim writes again when that ends).
         let mut claims: std::collections::HashMap<String, (Vec<PathBuf>, bool)> =
             Default::default();
-        for c in self.db.containers(pod_id.as_deref())? {
+        crate::hooks::step("list: pods and containers read");
+        for c in containers {
             if f.name.as_ref().is_some_and(|n| *n != c.name)
                 || f.id_prefix
                     .as_ref()
@@ -267,6 +320,7 @@ impl Engine {
             }
             out.push(self.view(c, &mut pods));
         }
+        crate::hooks::step("list: views made");
         for (claimed, settled) in claims.values() {
             if *settled {
                 wharf_shim::liveness::Changes::release(claimed);
@@ -351,8 +405,18 @@ impl Engine {
         check: Option<&mut crate::reconcile::Report>,
     ) -> Result<Vec<PodView>> {
         // Every pod's containers from one query, not one per pod.
+        let (all, containers) = std::thread::scope(|s| -> Result<_> {
+            let spread = self.db.pod_count()? >= spread_from();
+            let all = spread.then(|| all_pods(s, &self.paths.db(), |rows| rows));
+            let containers = self.db.containers(None)?;
+            let all = match all {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                None => self.db.pods()?,
+            };
+            Ok((all, containers))
+        })?;
         let mut by_pod: HashMap<String, Vec<ContainerRow>> = HashMap::new();
-        for c in self.db.containers(None)? {
+        for c in containers {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
         }
         // Whether the store is current for a pod (see `list_containers_and_pods`): its
@@ -361,7 +425,6 @@ impl Engine {
         // released when every container is settled, as a container listing does: the
         // store is current for it then too.
         let live = wharf_shim::liveness::live(&self.paths.shims_alive());
-        let all = self.db.pods()?;
         // Sized once: a pod's row is large, and growing the vector copies every row again.
         let mut pods: Vec<(PodRow, Vec<ContainerRow>, bool)> = Vec::with_capacity(all.len());
         let mut unsure = Vec::new();

@@ -182,6 +182,7 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
         keep_wal_files(&conn)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        read_through_map(&conn)?;
         // A read, so that a WAL index that cannot be made fails here.
         conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
         Ok(conn)
@@ -194,6 +195,33 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
         Err(e) if out_of_space(&e, path) => Ok((low_space(path)?, StoreMode::LowSpace)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Read the store's pages through a mapping of its file rather than copies of them: a
+/// listing of 1000 pods reads the whole store (2.3 MB), which took 575 `pread`s into a page
+/// cache of the connection's own (memory the command faults in, then throws away). Mapped,
+/// the pages are the kernel's page cache itself. Writes still go through the log.
+fn read_through_map(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "mmap_size", 256 << 20)
+}
+
+/// A second connection to a store that [`connect`] set up, for reading only: one that a
+/// listing reads on a thread of its own while the first connection reads other tables.
+/// It leaves the log to the first connection (no checkpoint when it closes).
+pub fn connect_reader(path: &Path) -> Result<Connection> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_handler(Some(retry_while_busy))?;
+    conn.pragma_update(None, "query_only", true)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    read_through_map(&conn)?;
+    Ok(conn)
 }
 
 /// Keep the WAL and its index (`-wal`, `-shm`) when the last connection closes: emptied

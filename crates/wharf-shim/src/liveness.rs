@@ -18,16 +18,21 @@ pub const FILE: &str = "shims.alive";
 
 /// The shard file of pod `pod_id` in `registry`.
 fn shard(registry: &Path, pod_id: &str) -> std::path::PathBuf {
+    registry.join(shard_name(pod_id))
+}
+
+/// The name of pod `pod_id`'s shard: the id's first two characters.
+fn shard_name(pod_id: &str) -> String {
     let head: String = pod_id
         .chars()
         .take(2)
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    registry.join(if head.is_empty() {
+    if head.is_empty() {
         "_".to_string()
     } else {
         head
-    })
+    }
 }
 
 fn lock_of(pod_id: &str, kind: libc::c_int) -> libc::flock {
@@ -239,19 +244,18 @@ pub fn live(registry: &Path) -> Option<Live> {
 #[derive(Debug)]
 pub struct Live {
     registry: std::path::PathBuf,
-    /// Open shards by name (`None`: missing, so no shim of theirs holds a lock).
-    shards:
-        std::cell::RefCell<std::collections::HashMap<std::path::PathBuf, Option<std::fs::File>>>,
+    /// Open shards by name (`None`: missing, so no shim of theirs holds a lock), looked up
+    /// by name, the shard's path made only to open it.
+    shards: std::cell::RefCell<std::collections::HashMap<String, Option<std::fs::File>>>,
 }
 
 impl Live {
     /// Whether pod `pod_id`'s shim holds its lock (so it is alive).
     pub fn holds(&self, pod_id: &str) -> bool {
-        let path = shard(&self.registry, pod_id);
         let mut shards = self.shards.borrow_mut();
         let file = shards
-            .entry(path)
-            .or_insert_with_key(|p| std::fs::File::open(p).ok());
+            .entry(shard_name(pod_id))
+            .or_insert_with_key(|name| std::fs::File::open(self.registry.join(name)).ok());
         let Some(file) = file else {
             return false;
         };

@@ -49,6 +49,27 @@ fn state_of(w: &Wharf, name: &str) -> String {
         .to_string()
 }
 
+/// Give container `to` the records of container `from` (its status and exit).
+fn forge_records(w: &Wharf, to: &str, from: &str) {
+    let (to, from) = (records(w, to), records(w, from));
+    for f in ["status.json", "exit.json"] {
+        std::fs::copy(from.join(f), to.join(f)).unwrap();
+    }
+}
+
+/// Mark container `name`'s pod changed: a listing reads its (forged) records, which say it
+/// exited with code 9, and takes the mark.
+fn marked_records_are_read(w: &Wharf, name: &str) {
+    let pod = pod_of(w, name);
+    std::fs::write(w.run_dir().join("shims.changed").join(&pod), "").unwrap();
+    let shown = state_of(w, name);
+    assert!(
+        shown.contains("Exited (9)"),
+        "the marked records were not read: {shown}"
+    );
+    assert!(!marks(w).iter().any(|m| m.starts_with(&pod)));
+}
+
 #[test]
 fn listings_read_only_the_records_of_pods_whose_shim_marked_a_change() {
     let w = Wharf::new("scale-marks");
@@ -73,11 +94,7 @@ fn listings_read_only_the_records_of_pods_whose_shim_marked_a_change() {
     assert!(!marks(&w).iter().any(|m| m.starts_with(&steady_pod)));
 
     // Forge the steady container's records: exited with code 9, as the model's say.
-    let steady = records(&w, "steady");
-    let model = records(&w, "model");
-    for f in ["status.json", "exit.json"] {
-        std::fs::copy(model.join(f), steady.join(f)).unwrap();
-    }
+    forge_records(&w, "steady", "model");
     // Its shim lives and marked nothing: the listing does not read them.
     let shown = state_of(&w, "steady");
     assert!(
@@ -85,13 +102,7 @@ fn listings_read_only_the_records_of_pods_whose_shim_marked_a_change() {
         "the forged records were read: {shown}"
     );
     // Once marked changed, they are read (and the mark taken).
-    std::fs::write(w.run_dir().join("shims.changed").join(&steady_pod), "").unwrap();
-    let shown = state_of(&w, "steady");
-    assert!(
-        shown.contains("Exited (9)"),
-        "the marked records were not read: {shown}"
-    );
-    assert!(!marks(&w).iter().any(|m| m.starts_with(&steady_pod)));
+    marked_records_are_read(&w, "steady");
     w.ok(&["rm", "-f", "steady", "model"]);
     // Removed pods leave no marks (a run --rm would leave one per pod ever made).
     w.ok(&["run", "--rm", &bb, "true"]);
@@ -124,4 +135,64 @@ fn a_killed_shim_is_found_by_listings_without_a_mark() {
         "pod ls lost the pod"
     );
     w.ok(&["rm", "-f", "c"]);
+}
+
+/// With many pods, a listing reads them on a second thread while it reads the containers
+/// (from 128 pods; the test build lowers that through `WHARF_LISTING_SPREAD_FROM`). Both
+/// ways show the same: a running container, an exited one, a pod of two, a pod whose shim
+/// was killed; and both read the records of a marked pod and take its mark.
+#[test]
+fn listings_read_on_two_threads_show_what_one_thread_shows() {
+    let mut w = Wharf::new("scale-spread");
+    w.pull_busybox();
+    let bb = busybox();
+    w.ok(&["run", "-d", "--name", "up", &bb, "sleep", "1000"]);
+    w.ok(&["run", "-d", "--name", "done", &bb, "sh", "-c", "exit 9"]);
+    w.ok(&["pod", "create", "--name", "duo"]);
+    w.ok(&[
+        "run", "-d", "--pod", "duo", "--name", "duo-a", &bb, "sleep", "1000",
+    ]);
+    w.ok(&[
+        "run", "-d", "--pod", "duo", "--name", "duo-b", &bb, "sleep", "1000",
+    ]);
+    w.ok(&["run", "-d", "--name", "orphan", &bb, "sleep", "1000"]);
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_of(&w, "done").contains("Exited (9)")
+    }));
+    let shim = w.shim_pid(&pod_of(&w, "orphan"));
+    // SAFETY: killing this test's own pod's shim.
+    unsafe { libc::kill(shim, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/proc/{shim}")).exists()
+    }));
+    let listings = |w: &Wharf| {
+        [
+            w.ok(&[
+                "ps",
+                "-a",
+                "--format",
+                "{{.Names}} {{.State}} {{.Status}} {{.Pod}}",
+            ]),
+            w.ok(&["ps", "--format", "{{.Names}}"]),
+            w.ok(&[
+                "pod",
+                "ls",
+                "--format",
+                "{{.Name}} {{.Status}} {{.Containers}}",
+            ]),
+        ]
+    };
+    // The first listing reaps the killed shim's pod; the rest see the store as it left it.
+    let one = listings(&w);
+    assert!(one[0].contains("orphan exited"), "{}", one[0]);
+    assert!(one[0].contains("done exited Exited (9)"), "{}", one[0]);
+    assert_eq!(one[1].lines().count(), 3, "{}", one[1]);
+    w.set_var("WHARF_LISTING_SPREAD_FROM", "0");
+    assert_eq!(listings(&w), one);
+
+    // A marked pod's records are read by the two-thread listing too, and the mark taken.
+    forge_records(&w, "up", "done");
+    marked_records_are_read(&w, "up");
+    w.ok(&["pod", "rm", "-f", "duo"]);
+    w.ok(&["rm", "-f", "up", "done", "orphan"]);
 }

@@ -35,6 +35,7 @@ use args::{Cli, Cmd, PodCmd, RunArgs, SystemCmd};
 /// Entry point; `argv` is the whole command line.
 #[allow(unsafe_code)] // SIGPIPE back to its default, see below.
 pub fn main(cli: Cli) -> i32 {
+    step("main");
     if prints_only(&cli.cmd) {
         // `wharf ps | head`: a reader that goes away ends the command quietly, as it ends
         // other Unix tools (Rust ignores SIGPIPE, so println! would panic on EPIPE). Only
@@ -42,7 +43,9 @@ pub fn main(cli: Cli) -> i32 {
         // SAFETY: setting a signal disposition; no handler runs.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    match dispatch(&cli) {
+    let r = dispatch(&cli);
+    step("dispatched");
+    match r {
         Ok(code) => code,
         Err(e) => {
             match out_of_space(&e) {

@@ -104,6 +104,7 @@ pub fn ps(
     pod: Option<&str>,
     filters: &[String],
 ) -> Result<i32> {
+    wharf_engine::hooks::step("ps: begin");
     let filters: Vec<PsFilter> = filters
         .iter()
         .map(|f| {
@@ -125,6 +126,7 @@ pub fn ps(
             ..Default::default()
         })?);
     let (listed, pods) = &*listing;
+    wharf_engine::hooks::step("ps: listed");
     let mut rows: Vec<_> = listed
         .iter()
         .filter(|v| filters.iter().all(|f| f.matches(v)))
