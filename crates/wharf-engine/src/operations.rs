@@ -384,7 +384,7 @@ impl Engine {
         let old = pod.spec.resources.clone().unwrap_or_default();
         let merged = wharf_runtime::cgroups::merge_resources(&old, res);
         self.systemd.update_pod(&pod, &old, &merged)?;
-        pod.spec.resources = Some(merged);
+        pod.spec.resources = Some(Box::new(merged));
         self.db.update_pod_spec(&pod.id, &pod.spec, &pod.sandbox)?;
         crate::ledger::save_pod(&self.paths, &pod)?;
         Ok(pod)

@@ -211,7 +211,7 @@ impl Engine {
                 Vec::new()
             },
             health: row.spec.health.clone(),
-            kube: row.spec.kube.clone().map(|mut k| {
+            kube: row.spec.kube.as_deref().cloned().map(|mut k| {
                 k.netns = pod.sandbox.netns.as_ref().map(PathBuf::from);
                 k.pod_ip = pod
                     .sandbox

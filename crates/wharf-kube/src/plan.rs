@@ -407,7 +407,7 @@ impl<'a> Planner<'a> {
             stop_timeout: Some(grace),
             ..Default::default()
         };
-        spec.kube = self.kube_spec(c, path, grace, sidecar)?;
+        spec.kube = self.kube_spec(c, path, grace, sidecar)?.map(Box::new);
         if c.stdin_once {
             self.warnings.push(format!(
                 "{path}.stdinOnce is not supported and is ignored: stdin stays open while the container runs"

@@ -942,7 +942,7 @@ fn pod(cli: &Cli, cmd: &PodCmd) -> Result<i32> {
                 userns: wharf_docker::create::userns_mode(userns.as_deref().unwrap_or(""))?,
                 restart,
                 max_restarts,
-                resources: convert::pod_limits(limits)?,
+                resources: convert::pod_limits(limits)?.map(Box::new),
                 ..Default::default()
             };
             println!("{}", engine.create_pod(&spec)?.id);
