@@ -1675,6 +1675,22 @@ fn format_templates_read_dockers_keys() {
         ]),
         "fmt web 0.0.0.0:8080->80/tcp running\n"
     );
+    // The default table has docker's PORTS column, before NAMES.
+    let t = w.ok(&["ps"]);
+    // (Columns by characters: a long command is cut with a multi-byte ellipsis.)
+    let header = t.lines().next().unwrap();
+    let at = |col: &str| header[..header.find(col).unwrap()].chars().count();
+    let (ports, names) = (at("PORTS"), at("NAMES"));
+    assert!(ports < names, "{t}");
+    let row: String = t
+        .lines()
+        .find(|l| l.contains("fmt"))
+        .unwrap()
+        .chars()
+        .skip(ports)
+        .take(names - ports)
+        .collect();
+    assert_eq!(row.trim(), "0.0.0.0:8080->80/tcp", "{t}");
     let t = w.ok(&["ps", "--format", r"table {{.Names}}\t{{.Image}}"]);
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(lines[0], "NAMES     IMAGE");

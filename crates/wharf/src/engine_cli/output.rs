@@ -170,6 +170,7 @@ pub fn ps(
                 "COMMAND",
                 "CREATED",
                 "STATUS",
+                "PORTS",
                 "NAMES",
                 "POD",
             ]
@@ -191,6 +192,11 @@ pub fn ps(
                 format!("\"{cmd}\""),
                 format!("{} ago", ago(&c.created_at)),
                 status(v),
+                wharf_docker::views::ports_column(
+                    pods.get(&c.pod_id)
+                        .map(|p| p.spec.ports.as_slice())
+                        .unwrap_or_default(),
+                ),
                 c.name.clone(),
                 pod_column(v),
             ]);
