@@ -192,6 +192,20 @@ fn all_pods<'scope, T: Send + 'scope>(
     scope.spawn(move || crate::db::Db::pods_at(&db).map(then))
 }
 
+/// What the thread `h` read, or, where it failed (its connection could not be opened,
+/// say), what `here` reads on the caller's connection: the listing does not fail for a
+/// way of reading that only saves time. A failure of the rows themselves fails `here` too.
+fn joined<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T>>,
+    here: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match h.join() {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => here(),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 /// Pods by id. A hash map: rows are large, and a sorted map would move each of them many
 /// times.
 fn by_id(rows: Vec<PodRow>) -> HashMap<String, PodRow> {
@@ -262,7 +276,7 @@ impl Engine {
                 .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
             let containers = self.db.containers(pod_id.as_deref())?;
             let pods = match all {
-                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                Some(h) => joined(h, || self.db.pods().map(by_id))?,
                 None => here,
             };
             Ok((pods, containers, live, changes))
@@ -410,7 +424,7 @@ impl Engine {
             let all = spread.then(|| all_pods(s, &self.paths.db(), |rows| rows));
             let containers = self.db.containers(None)?;
             let all = match all {
-                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                Some(h) => joined(h, || self.db.pods())?,
                 None => self.db.pods()?,
             };
             Ok((all, containers))
@@ -727,4 +741,30 @@ fn boot_time() -> u64 {
                 .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_thread_that_fails_leaves_the_reading_to_the_callers_connection() {
+        let missing = std::env::temp_dir().join(format!("wharf-no-store-{}", std::process::id()));
+        std::thread::scope(|s| {
+            // The store is not there: the thread's connection fails, and the caller reads.
+            let h = all_pods(s, &missing.join("wharf.db"), |rows| rows.len());
+            assert_eq!(joined(h, || Ok(7)).unwrap(), 7);
+            // A thread that read is taken at its word; the caller's reading is not run.
+            let h = s.spawn(|| Ok(3));
+            assert_eq!(joined(h, || panic!("read again")).unwrap(), 3);
+            // Both failing: the caller's error is the one reported.
+            let h = all_pods(s, &missing.join("wharf.db"), |rows| rows.len());
+            let err = joined(h, || Err(Error::Invalid("the caller's".into()))).unwrap_err();
+            assert!(err.to_string().contains("the caller's"), "{err}");
+        });
+        assert!(
+            !missing.exists(),
+            "the failed connection made the store's directory"
+        );
+    }
 }
