@@ -24,7 +24,7 @@ echo "installed $(/usr/local/bin/wharf --version) to /usr/local/bin/wharf"
 # compose and docker-py; systemd units (socket-activated on /run/wharf/wharf.sock and
 # /run/wharf/docker.sock), enabled and started where systemd runs.
 install -m 0644 contrib/systemd/wharf.service contrib/systemd/wharf.socket \
-  contrib/systemd/wharf-restore.service /etc/systemd/system/
+  contrib/systemd/wharf-restore.service contrib/systemd/wharf.slice /etc/systemd/system/
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl enable --now wharf.socket wharf.service

@@ -386,6 +386,10 @@ if [ "$phase" = 2 ]; then
   echo "reboot to the checks: $(( $(date +%s) - $(cat "$STATE/reboot-at") ))s"
   check reboot-shutdown-stopped-containers sh -c 'journalctl -b -1 --no-pager -o cat -u wharf-restore.service |
     grep -x always && journalctl -b -1 --no-pager -o cat -u wharf-restore.service | grep -q "^Stopped wharf-restore"'
+  # The pods' scopes outlived that stop: wharf.slice (contrib/systemd) leaves the shutdown
+  # for last, so systemd stopped no pod's scope before the restore unit's stop began.
+  check reboot-scopes-after-restore-stop sh -c 'journalctl -b -1 --no-pager -o cat |
+    awk "/^Stopping wharf-restore/ { r = 1 } /^Stopping wharf-pod-/ && !r { bad = 1 } END { exit bad }"'
   check reboot-restore-ran wait_for 300 systemctl is-active --quiet wharf-restore.service
   check reboot-always-back sh -c '[ "$(wharf inspect -f "{{.State.Running}}" always)" = true ] || {
     wharf ps -a; journalctl -b --no-pager -o cat -u wharf-restore.service | tail -n 20; exit 1; }'

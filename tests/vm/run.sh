@@ -84,7 +84,8 @@ trap 'rm -rf "$payload"' EXIT
 mkdir -p "$payload/files/units"
 cp "$WHARF" "$payload/files/wharf"
 [ -x "$WHARF-shim" ] && cp "$WHARF-shim" "$payload/files/wharf-shim"
-cp "$repo"/contrib/systemd/*.service "$repo"/contrib/systemd/*.socket "$payload/files/units/"
+cp "$repo"/contrib/systemd/*.service "$repo"/contrib/systemd/*.socket "$repo"/contrib/systemd/*.slice \
+  "$payload/files/units/"
 cp "$here/guest.sh" "$payload/files/guest.sh"
 # RUNTIME_TOOLS=DIR: the OCI runtime-tools validation binaries you built (*.t, runtimetest,
 # rootfs-amd64.tar.gz; never built by this repository) run in the guest against `wharf
