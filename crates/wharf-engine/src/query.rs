@@ -186,7 +186,7 @@ fn spread_from() -> usize {
 fn all_pods<'scope, T: Send + 'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     db: &std::path::Path,
-    then: impl FnOnce(Vec<PodRow>) -> T + Send + 'scope,
+    then: fn(Vec<PodRow>) -> T,
 ) -> std::thread::ScopedJoinHandle<'scope, Result<T>> {
     let db = db.to_path_buf();
     scope.spawn(move || crate::db::Db::pods_at(&db).map(then))
@@ -238,6 +238,25 @@ impl Engine {
         }
     }
 
+    /// Every pod, made into `T` by `then`, and what `here` reads meanwhile on this
+    /// connection. From [`SPREAD_FROM`] pods on, the pods are read on a second thread (see
+    /// [`all_pods`]); below, first, then `here` runs.
+    fn all_pods_and<T: Send, R>(
+        &self,
+        then: fn(Vec<PodRow>) -> T,
+        here: impl FnOnce() -> Result<R>,
+    ) -> Result<(T, R)> {
+        if self.db.pod_count()? < spread_from() {
+            let pods = then(self.db.pods()?);
+            return Ok((pods, here()?));
+        }
+        std::thread::scope(|s| {
+            let h = all_pods(s, &self.paths.db(), then);
+            let read = here()?;
+            Ok((joined(h, || self.db.pods().map(then))?, read))
+        })
+    }
+
     /// Containers as they are now, oldest first.
     pub fn list_containers(&self, f: &ContainerFilter) -> Result<Vec<ContainerView>> {
         Ok(self.list_containers_and_pods(f)?.0)
@@ -254,33 +273,23 @@ impl Engine {
             None => None,
         };
         let mut out = Vec::new();
-        let (mut pods, containers, live, changes) = std::thread::scope(|s| -> Result<_> {
-            // Each pod read once, not once per container (for the refresh and the view).
-            // Every pod: on a second thread, through a connection of its own, while this
-            // one reads the containers (see `all_pods`).
-            let spread = pod_id.is_none() && self.db.pod_count()? >= spread_from();
-            let all = spread.then(|| all_pods(s, &self.paths.db(), by_id));
-            let here = match &pod_id {
-                Some(id) => by_id(vec![self.db.find_pod(id)?]),
-                None if !spread => by_id(self.db.pods()?),
-                None => HashMap::new(),
-            };
-            // A pod whose shim lives (its lock is held) and marked nothing changed has
-            // nothing new in its records: the store is current for it. Marks are taken
-            // (claimed) before the records are read and dropped once the store has what
-            // they say, and only by a listing that reads every container of the pods it
-            // takes them from. So the marks are looked at before the containers are read.
+        // A pod whose shim lives (its lock is held) and marked nothing changed has nothing
+        // new in its records: the store is current for it. Marks are taken (claimed)
+        // before the records are read and dropped once the store has what they say, and
+        // only by a listing that reads every container of the pods it takes them from. So
+        // the marks are looked at before the containers are read.
+        let marks_then_containers = || -> Result<_> {
             let live = wharf_shim::liveness::live(&self.paths.shims_alive());
             let changes = live
                 .as_ref()
                 .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
-            let containers = self.db.containers(pod_id.as_deref())?;
-            let pods = match all {
-                Some(h) => joined(h, || self.db.pods().map(by_id))?,
-                None => here,
-            };
-            Ok((pods, containers, live, changes))
-        })?;
+            Ok((live, changes, self.db.containers(pod_id.as_deref())?))
+        };
+        // Each pod read once, not once per container (for the refresh and the view).
+        let (mut pods, (live, changes, containers)) = match &pod_id {
+            Some(id) => (by_id(vec![self.db.find_pod(id)?]), marks_then_containers()?),
+            None => self.all_pods_and(by_id, marks_then_containers)?,
+        };
         let whole_pods = f.name.is_none() && f.id_prefix.is_none() && f.labels.is_empty();
         // Per pod: its claimed marks, and whether its containers are all settled (not
         // waiting, not in a back-off: their shim writes again when that ends).
@@ -419,16 +428,7 @@ impl Engine {
         check: Option<&mut crate::reconcile::Report>,
     ) -> Result<Vec<PodView>> {
         // Every pod's containers from one query, not one per pod.
-        let (all, containers) = std::thread::scope(|s| -> Result<_> {
-            let spread = self.db.pod_count()? >= spread_from();
-            let all = spread.then(|| all_pods(s, &self.paths.db(), |rows| rows));
-            let containers = self.db.containers(None)?;
-            let all = match all {
-                Some(h) => joined(h, || self.db.pods())?,
-                None => self.db.pods()?,
-            };
-            Ok((all, containers))
-        })?;
+        let (all, containers) = self.all_pods_and(|rows| rows, || self.db.containers(None))?;
         let mut by_pod: HashMap<String, Vec<ContainerRow>> = HashMap::new();
         for c in containers {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
