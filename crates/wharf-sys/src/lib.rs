@@ -1,5 +1,5 @@
 //! Small system helpers that more than one Wharf crate needs, in one place so that each is
-//! written (and fixed) once: RFC 3339 time ([`time`]), signal names ([`signal`]), atomic
+//! written (and fixed) once: RFC 3339 time ([`time`]), a helper thread's CPU ([`cpu`]), signal names ([`signal`]), atomic
 //! file replacement and namespace-file checks ([`fs`]), lock files ([`lock`]), bounded reads of the files a
 //! container controls ([`contained`]), this process's mappings ([`smaps`]), and the `-1 means errno` convention
 //! of raw system calls ([`cvt`]).
@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod contained;
+pub mod cpu;
 pub mod fs;
 pub mod lock;
 pub mod signal;
