@@ -709,8 +709,9 @@ impl Engine {
             .into_iter()
             .map(|pid| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let after = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
-                let f: Vec<&str> = after.split(' ').collect();
+                let f: Vec<&str> = wharf_sys::procfs::stat_fields(&stat)
+                    .map(Iterator::collect)
+                    .unwrap_or_default();
                 let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
                 let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
                     .unwrap_or_default()

@@ -450,11 +450,9 @@ pub fn process_state(pid: i32) -> Option<char> {
 }
 
 fn parse_stat(stat: &str) -> Option<(char, u64)> {
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
+    let mut fields = wharf_sys::procfs::stat_fields(stat)?;
     let state = fields.next()?.chars().next()?;
-    // rest starts at field 3 (state); the start time is field 22.
+    // The fields start at 3 (the state); the start time is field 22.
     let start = fields.nth(18)?.parse().ok()?;
     Some((state, start))
 }

@@ -20,11 +20,9 @@ pub fn current() -> Option<usize> {
     processor(&stat)
 }
 
-/// Field 39 of a `stat` line, the CPU the task last ran on. The name (field 2) may hold
-/// spaces and parentheses, so the fields are counted after its closing one.
+/// Field 39 of a `stat` line, the CPU the task last ran on.
 fn processor(stat: &str) -> Option<usize> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_ascii_whitespace()
+    crate::procfs::stat_fields(stat)?
         .nth(39 - 3)
         .and_then(|f| f.parse().ok())
 }

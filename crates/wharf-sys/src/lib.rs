@@ -1,5 +1,6 @@
 //! Small system helpers that more than one Wharf crate needs, in one place so that each is
-//! written (and fixed) once: RFC 3339 time ([`time`]), a helper thread's CPU ([`cpu`]), signal names ([`signal`]), atomic
+//! written (and fixed) once: RFC 3339 time ([`time`]), a helper thread's CPU ([`cpu`]),
+//! the fields of a process's stat line ([`procfs`]), signal names ([`signal`]), atomic
 //! file replacement and namespace-file checks ([`fs`]), lock files ([`lock`]), bounded reads of the files a
 //! container controls ([`contained`]), this process's mappings ([`smaps`]), and the `-1 means errno` convention
 //! of raw system calls ([`cvt`]).
@@ -12,6 +13,7 @@ pub mod contained;
 pub mod cpu;
 pub mod fs;
 pub mod lock;
+pub mod procfs;
 pub mod signal;
 pub mod smaps;
 pub mod time;
