@@ -22,6 +22,11 @@ use std::path::Path;
 
 use clap::Parser;
 
+/// The system's allocator, except in the listings that switch to the bump heap (see
+/// [`wharf_heap`]).
+#[global_allocator]
+static HEAP: wharf_heap::BumpHeap = wharf_heap::BumpHeap;
+
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args

@@ -43,6 +43,9 @@ pub fn main(cli: Cli) -> i32 {
         // SAFETY: setting a signal disposition; no handler runs.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    if lists_every_row(&cli.cmd) {
+        wharf_heap::BumpHeap::start();
+    }
     let r = dispatch(&cli);
     step("dispatched");
     match r {
@@ -156,6 +159,19 @@ fn prints_only(cmd: &Cmd) -> bool {
             }
             | Cmd::Network {
                 cmd: args::NetworkCmd::Ls { .. } | args::NetworkCmd::Inspect { .. }
+            }
+    )
+}
+
+/// The listings of every container or pod: they read and parse every row of the store,
+/// print, and exit, so they take their memory from the bump heap (see [`wharf_heap`]),
+/// which never frees. Nothing that may run long is here.
+fn lists_every_row(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Ps { .. }
+            | Cmd::Pod {
+                cmd: PodCmd::Ls { .. }
             }
     )
 }
