@@ -1160,6 +1160,11 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         }
         let calls = rt.block_on(time_listings(e, LIST_ROUNDS, &LISTINGS))?;
         let listed = daemon_usage(e)?;
+        if let (Some(dir), Some(pid)) = (std::env::var_os("CRI_POD_SMAPS"), e.daemon.pid()) {
+            // The daemon's mappings right after the round, to see what its RSS holds.
+            let to = Path::new(&dir).join(format!("{}.smaps", e.name));
+            let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
+        }
         std::thread::sleep(Duration::from_secs(3));
         let listed_quiet = daemon_usage(e)?;
         e.memory = Some(Memory {
