@@ -391,11 +391,7 @@ pub fn own_processes(dir: &Path) -> Vec<(i32, String)> {
         if !cmd.windows(needle.len()).any(|w| w == needle) {
             continue;
         }
-        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = state
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie {
+        if wharf_runtime::sys::process_state(pid) != Some('Z') {
             out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
         }
     }
