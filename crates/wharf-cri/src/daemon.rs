@@ -66,8 +66,8 @@ pub fn run(opts: DaemonOptions) -> i32 {
     let notifier = unsafe { crate::sd_notify::Notifier::from_env() };
     // Before any thread exists.
     crate::idle::tune_malloc();
-    // Few threads, and engine threads that go when idle (each holds an engine: its store
-    // connections and caches), so that an idle daemon holds little memory.
+    // Few threads, and engine threads that go when idle (the engines they ran are closed
+    // by the idle trim, below), so that an idle daemon holds little memory.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(32)
@@ -178,12 +178,17 @@ async fn serve(
         tokio::spawn(crate::metrics::serve(l, engines.clone()));
     }
     // Half a second after a burst (kubelet's calls for one pod come closer together than
-    // that, its relists a second apart), and again after the engine threads' keep-alive
-    // (2 s), so that what they held is given back too.
-    tokio::spawn(crate::idle::trimmer(vec![
-        std::time::Duration::from_millis(500),
-        std::time::Duration::from_millis(2500),
-    ]));
+    // that, its relists a second apart), with the engines the burst ran at once closed but
+    // one, and again after the engine threads' keep-alive (2 s), with that one closed too,
+    // so that what they held is given back.
+    let quiet = engines.clone();
+    tokio::spawn(crate::idle::trimmer(
+        vec![
+            std::time::Duration::from_millis(500),
+            std::time::Duration::from_millis(2500),
+        ],
+        move |stage| quiet.close_idle(usize::from(stage == 0)),
+    ));
     if let Some(reload) = opts.reload.clone() {
         tokio::spawn(reload_on_sighup(reload, engines.clone()));
     }

@@ -22,11 +22,12 @@ pub fn touch() {
 }
 
 /// Trim once each of `stages` (ascending) has passed without requests, once per busy
-/// spell, until the daemon stops. It sleeps until the last request's time plus the next
-/// stage (not in fixed steps, which would trim anywhere between one and two stages after
-/// the last request). The first stage drops the code a burst of calls ran once the burst
-/// is over; a later one gives back what the engine threads held once they have gone.
-pub async fn trimmer(stages: Vec<Duration>) {
+/// spell, until the daemon stops, first running `before_trim` with the stage's index. It
+/// sleeps until the last request's time plus the next stage (not in fixed steps, which
+/// would trim anywhere between one and two stages after the last request). The first stage
+/// drops the code a burst of calls ran once the burst is over; a later one gives back what
+/// the engines held once `before_trim` has closed them and their threads have gone.
+pub async fn trimmer(stages: Vec<Duration>, mut before_trim: impl FnMut(usize) + Send) {
     let (mut seen, mut done) = (LAST.load(Ordering::Relaxed), 0);
     loop {
         let last = LAST.load(Ordering::Relaxed);
@@ -45,6 +46,7 @@ pub async fn trimmer(stages: Vec<Duration>) {
             // later, after the last stage, and fault back in the code its exit runs (1.7 MB
             // of libc's and ours, measured, stayed resident until the next request). It takes
             // a millisecond or two of a worker that has nothing else to do.
+            before_trim(done);
             trim();
             done += 1;
             continue;
