@@ -120,7 +120,10 @@ def crictl(crictl, sock):
     """What crictl asks, each command on a connection of its own (a Go gRPC client: its
     HTTP/2 frames differ from grpcio's)."""
     def run(*args):
-        return subprocess.run([crictl, "-r", f"unix://{sock}", "-i", f"unix://{sock}", *args],
+        # A long deadline: under the probes, the stats of forty pods take longer than
+        # crictl's default two seconds.
+        return subprocess.run([crictl, "-r", f"unix://{sock}", "-i", f"unix://{sock}",
+                               "--timeout", "60s", *args],
                               check=True, capture_output=True, text=True).stdout
 
     run("version")

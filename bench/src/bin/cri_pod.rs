@@ -902,6 +902,47 @@ fn wharf_daemon(b: &Bench, state: &Path, cni: &Path) -> Result<Daemon, String> {
     })
 }
 
+/// The file offsets of the resident pages of process `pid`'s executable file mappings, one
+/// `PATH OFFSET` line each (from /proc/PID/pagemap): which functions a call left mapped,
+/// once matched with the binary's symbols.
+fn resident_code_pages(pid: i32) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let Ok(mut pagemap) = std::fs::File::open(format!("/proc/{pid}/pagemap")) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [range, "r-xp", offset, _, _, path] = f[..] else {
+            continue;
+        };
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi), Ok(offset)) = (
+            u64::from_str_radix(lo, 16),
+            u64::from_str_radix(hi, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        let mut entries = vec![0u8; ((hi - lo) / 4096 * 8) as usize];
+        if pagemap.seek(SeekFrom::Start(lo / 4096 * 8)).is_err()
+            || pagemap.read_exact(&mut entries).is_err()
+        {
+            continue;
+        }
+        for (i, e) in entries.chunks_exact(8).enumerate() {
+            let e = u64::from_le_bytes(e.try_into().unwrap_or_default());
+            if e >> 63 == 1 {
+                out.push_str(&format!("{path} {:#x}\n", offset + i as u64 * 4096));
+            }
+        }
+    }
+    out
+}
+
 /// VmRSS (from status) and Pss (from smaps_rollup) of a process, in kB.
 fn usage(pid: i32) -> Option<Usage> {
     let field = |text: &str, name: &str| {
@@ -985,15 +1026,18 @@ fn main() {
         cni_config(&cni, &b.work.join("cni-ipam"))?;
         pause_image(&b.work.join("pause.tar"))?;
         let registry = b.image.split('/').next().unwrap_or_default().to_string();
-        for (name, short, kind, daemon) in [
-            ("wharf", "w", Kind::Wharf, wharf_daemon(&b, &run_fs, &cni)?),
-            (
-                "containerd",
-                "c",
-                Kind::Containerd,
-                containerd(&b, &run_fs, &cni, &registry)?,
-            ),
-        ] {
+        // `CRI_POD_ONLY=wharf` (or containerd) runs one engine, for a quicker look at it.
+        let only = std::env::var("CRI_POD_ONLY").ok();
+        let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+        let mut daemons = Vec::new();
+        if wanted("wharf") {
+            daemons.push(("wharf", "w", Kind::Wharf, wharf_daemon(&b, &run_fs, &cni)?));
+        }
+        if wanted("containerd") {
+            let daemon = containerd(&b, &run_fs, &cni, &registry)?;
+            daemons.push(("containerd", "c", Kind::Containerd, daemon));
+        }
+        for (name, short, kind, daemon) in daemons {
             engines.push(Engine {
                 name,
                 short,
@@ -1141,6 +1185,11 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         // Let the shims settle (Wharf's trims its memory once it has been quiet for 200 ms).
         std::thread::sleep(Duration::from_secs(2));
         let loaded = daemon_usage(e)?;
+        if let (Some(dir), Some(pid)) = (std::env::var_os("CRI_POD_SMAPS"), e.daemon.pid()) {
+            // The daemon's mappings with the pods running, before the round below.
+            let to = Path::new(&dir).join(format!("{}.loaded.smaps", e.name));
+            let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
+        }
         let (shims, pause) = e.helpers(b, &processes());
         let shims = sum(&shims)?;
         let pause = sum(&pause)?;
@@ -1164,6 +1213,8 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
             // The daemon's mappings right after the round, to see what its RSS holds.
             let to = Path::new(&dir).join(format!("{}.smaps", e.name));
             let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
+            let to = Path::new(&dir).join(format!("{}.code-pages", e.name));
+            let _ = std::fs::write(to, resident_code_pages(pid));
         }
         std::thread::sleep(Duration::from_secs(3));
         let listed_quiet = daemon_usage(e)?;
@@ -1214,10 +1265,9 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
                 .collect();
             println!("    {:<12} {:>11}   ({})", e.name, ms(m), parts.join(", "));
         }
-        println!(
-            "    wharf / containerd = {:.2}",
-            ratio(totals[0], totals[1])
-        );
+        if let [wharf, containerd] = totals[..] {
+            println!("    wharf / containerd = {:.2}", ratio(wharf, containerd));
+        }
     };
     phase(
         "pod ready (RunPodSandbox + CreateContainer + StartContainer, until running)",
@@ -1309,10 +1359,12 @@ fn report(b: &Bench, iterations: usize, pods: usize, engines: &mut [Engine]) {
         };
         println!("  {}:", e.name);
         println!(
-            "    daemon: fresh {}, idle after the timed runs {}, with the pods {} (+{} per pod)",
+            "    daemon: fresh {}, idle after the timed runs {}, with the pods {} (anon {}, file {}; +{} per pod)",
             kb(m.fresh),
             kb(m.idle),
             kb(m.loaded),
+            m.loaded.anon,
+            m.loaded.file,
             per_pod(growth)
         );
         println!(
