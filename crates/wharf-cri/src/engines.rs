@@ -59,7 +59,8 @@ impl Engines {
     }
 
     /// How many engines wait for a call.
-    pub fn idle_count(&self) -> usize {
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
         self.idle_engines().len()
     }
 
