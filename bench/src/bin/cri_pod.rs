@@ -902,6 +902,16 @@ fn wharf_daemon(b: &Bench, state: &Path, cni: &Path) -> Result<Daemon, String> {
     })
 }
 
+/// With `CRI_POD_SMAPS=DIR`, copy the daemon's /proc/PID/smaps to `DIR/<engine>.<suffix>`;
+/// the directory and the daemon's pid, for more of the same.
+fn save_smaps(e: &Engine, suffix: &str) -> Option<(PathBuf, i32)> {
+    let dir = PathBuf::from(std::env::var_os("CRI_POD_SMAPS")?);
+    let pid = e.daemon.pid()?;
+    let to = dir.join(format!("{}.{suffix}", e.name));
+    let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
+    Some((dir, pid))
+}
+
 /// The file offsets of the resident pages of process `pid`'s executable file mappings, one
 /// `PATH OFFSET` line each (from /proc/PID/pagemap): which functions a call left mapped,
 /// once matched with the binary's symbols.
@@ -1185,11 +1195,8 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         // Let the shims settle (Wharf's trims its memory once it has been quiet for 200 ms).
         std::thread::sleep(Duration::from_secs(2));
         let loaded = daemon_usage(e)?;
-        if let (Some(dir), Some(pid)) = (std::env::var_os("CRI_POD_SMAPS"), e.daemon.pid()) {
-            // The daemon's mappings with the pods running, before the round below.
-            let to = Path::new(&dir).join(format!("{}.loaded.smaps", e.name));
-            let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
-        }
+        // The daemon's mappings with the pods running, before the round below.
+        save_smaps(e, "loaded.smaps");
         let (shims, pause) = e.helpers(b, &processes());
         let shims = sum(&shims)?;
         let pause = sum(&pause)?;
@@ -1209,11 +1216,10 @@ fn bench(b: &Bench, engines: &mut [Engine], iterations: usize, pods: usize) -> R
         }
         let calls = rt.block_on(time_listings(e, LIST_ROUNDS, &LISTINGS))?;
         let listed = daemon_usage(e)?;
-        if let (Some(dir), Some(pid)) = (std::env::var_os("CRI_POD_SMAPS"), e.daemon.pid()) {
-            // The daemon's mappings right after the round, to see what its RSS holds.
-            let to = Path::new(&dir).join(format!("{}.smaps", e.name));
-            let _ = std::fs::copy(format!("/proc/{pid}/smaps"), to);
-            let to = Path::new(&dir).join(format!("{}.code-pages", e.name));
+        // The daemon's mappings right after the round, to see what its RSS holds, and
+        // which of its code pages are resident.
+        if let Some((dir, pid)) = save_smaps(e, "smaps") {
+            let to = dir.join(format!("{}.code-pages", e.name));
             let _ = std::fs::write(to, resident_code_pages(pid));
         }
         std::thread::sleep(Duration::from_secs(3));
