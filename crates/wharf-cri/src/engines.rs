@@ -133,6 +133,9 @@ impl Engines {
         let (generation, opts) = self.current();
         let pool = self.clone();
         tokio::task::spawn_blocking(move || {
+            // Busy until the call ends, not from when it came: the idle trim closes the
+            // idle engines a while after the last call, never during one (see daemon.rs).
+            let _running = crate::idle::running();
             let engine = match pool.take(generation) {
                 Some(engine) => engine,
                 None => Engine::open((*opts).clone()).map_err(opened)?,
@@ -144,9 +147,6 @@ impl Engines {
             if pool.current().0 == generation {
                 pool.idle_engines().push((generation, engine));
             }
-            // Busy until the call ends, not from when it came: the idle trim closes the
-            // idle engines a while after the last call (see daemon.rs).
-            crate::idle::touch();
             r
         })
         .await

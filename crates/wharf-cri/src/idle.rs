@@ -16,9 +16,32 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Engine calls running now: no stage trims while one runs, however long it takes (a
+/// call of more than half a second would otherwise see its code and engines dropped under
+/// it, and fault the code straight back in).
+static RUNNING: AtomicU64 = AtomicU64::new(0);
+
 /// A request arrived.
 pub fn touch() {
     LAST.store(now_ms().max(1), Ordering::Relaxed);
+}
+
+/// Held by an engine call while it runs; dropping it marks the call's end as the last
+/// request.
+pub struct Running(());
+
+/// An engine call starts.
+pub fn running() -> Running {
+    RUNNING.fetch_add(1, Ordering::Relaxed);
+    touch();
+    Running(())
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        touch();
+        RUNNING.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Trim once each of `stages` (ascending) has passed without requests, once per busy
@@ -41,6 +64,12 @@ pub async fn trimmer(stages: Vec<Duration>, mut before_trim: impl FnMut(usize) +
         };
         let since = now_ms().saturating_sub(last);
         let stage_ms = stage.as_millis() as u64;
+        if RUNNING.load(Ordering::Relaxed) > 0 {
+            // Not idle, however long ago the last call ended: look again a stage later
+            // (the running call's end counts as a request).
+            tokio::time::sleep(Duration::from_millis(stage_ms)).await;
+            continue;
+        }
         if since >= stage_ms {
             // Here, not on a blocking thread: one started for it would exit a keep-alive
             // later, after the last stage, and fault back in the code its exit runs (1.7 MB
@@ -133,6 +162,38 @@ mod tests {
         assert!(!droppable_ranges().is_empty() && now_ms() > 0);
         touch();
         assert!(LAST.load(Ordering::Relaxed) > 1);
+    }
+
+    /// A call that runs longer than a stage is not trimmed under; once it ends, the stage
+    /// passes and the trim comes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_stage_trims_while_a_call_runs() {
+        let stages = std::sync::Arc::new(AtomicU64::new(0));
+        let seen = stages.clone();
+        let call = running();
+        let trimmer = tokio::spawn(trimmer(vec![Duration::from_millis(50)], move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            stages.load(Ordering::Relaxed),
+            0,
+            "trimmed under a running call"
+        );
+        drop(call);
+        let ended = std::time::Instant::now();
+        while stages.load(Ordering::Relaxed) == 0 {
+            assert!(
+                ended.elapsed() < Duration::from_secs(10),
+                "no trim after the call"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            ended.elapsed() >= Duration::from_millis(40),
+            "trimmed before the stage"
+        );
+        trimmer.abort();
     }
 
     /// A read-only mapping of the binary that holds a private copy of a page (what a
