@@ -13,6 +13,7 @@ mod completion;
 mod engine_cli;
 mod format;
 mod image_cli;
+mod math;
 mod net_cli;
 mod raw_mode;
 mod runtime_cli;

@@ -3,6 +3,8 @@
 //! the shim and the runtime only, so each of the many shims a node runs carries less
 //! private memory (the relocated data of a position-independent binary is per process).
 
+mod math;
+
 fn main() {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // Spelled like the multi-call binary's subcommand too: `wharf-shim shim --pod ...`.
