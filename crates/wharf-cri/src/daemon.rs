@@ -66,6 +66,20 @@ pub fn run(opts: DaemonOptions) -> i32 {
     let notifier = unsafe { crate::sd_notify::Notifier::from_env() };
     // Before any thread exists.
     crate::idle::tune_malloc();
+    // The code, constants and libraries that calls run, faulted in page by page rather than
+    // with their 64 kB neighbourhood (see fault_around.rs).
+    match crate::fault_around::off_for(&crate::idle::droppable_ranges()) {
+        Ok(n) => log(
+            Level::Debug,
+            "code faulted in page by page",
+            &[("mappings", &n.to_string())],
+        ),
+        Err(e) => log(
+            Level::Debug,
+            "code faulted in with its neighbourhood",
+            &[("reason", &e.to_string())],
+        ),
+    }
     // Few threads, and engine threads that go when idle (the engines they ran are closed
     // by the idle trim, below), so that an idle daemon holds little memory.
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -90,7 +90,7 @@ pub async fn trimmer(stages: Vec<Duration>, mut before_trim: impl FnMut(usize) +
 /// loses nothing, they fault back in from the page cache. A mapping with anonymous pages
 /// (a debugger's or an uprobe's breakpoint is a private copy of a code page; relocated
 /// data made read-only) is left alone, since dropping would undo them.
-fn droppable_ranges() -> Vec<(usize, usize)> {
+pub(crate) fn droppable_ranges() -> Vec<(usize, usize)> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
     wharf_sys::smaps::mappings(&smaps)
         .iter()

@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod docker;
 mod engines;
 mod exec_sync;
+mod fault_around;
 mod give_back;
 pub mod grpc_probe;
 mod idle;
