@@ -3,6 +3,7 @@ the project's api.proto at run time by profile.sh) and a Docker API client on a 
 
 import http.client
 import json
+import os
 import socket
 import subprocess
 
@@ -15,6 +16,8 @@ IMAGE = "127.0.0.1:35000/fixtures/busybox:latest"
 
 class Cri:
     def __init__(self, sock):
+        # The pods' log directories, beside the socket (in profile.sh's work directory).
+        self.logs = os.path.join(os.path.dirname(sock), "logs")
         # grpcio names a unix socket's authority after its path, which HTTP/2 servers that
         # check the :authority header refuse; crictl and kubelet send "localhost".
         self.channel = grpc.insecure_channel(
@@ -27,6 +30,11 @@ class Cri:
 
     def heartbeat(self):
         self.rt.ListPodSandbox(api.ListPodSandboxRequest())
+
+    def busy(self):
+        """An engine call that lists nothing: keeps the daemon from its idle trim without
+        opening its listings' watch (what the first relist does)."""
+        self.im.ImageFsInfo(api.ImageFsInfoRequest())
 
     def pull(self):
         self.im.PullImage(api.PullImageRequest(image=api.ImageSpec(image=IMAGE)))
@@ -47,10 +55,18 @@ class Cri:
                 c.close()
 
     def pod(self, i):
+        """A pod as kubelet describes it: a hostname, a log directory (made first, as kubelet
+        makes it) and a log path, whose records the stats calls parse back."""
         rt = self.rt
+        logs = os.path.join(self.logs, f"hot{i}")
+        os.makedirs(logs, exist_ok=True)
+        ns = api.NamespaceOption(network=api.POD, pid=api.CONTAINER, ipc=api.POD)
         cfg = api.PodSandboxConfig(
             metadata=api.PodSandboxMetadata(name=f"hot{i}", uid=f"hot-uid-{i}", namespace="default"),
-            linux=api.LinuxPodSandboxConfig(cgroup_parent=f"/wharf-hot-code/pod{i}"))
+            hostname=f"hot{i}", log_directory=logs,
+            linux=api.LinuxPodSandboxConfig(
+                cgroup_parent=f"/wharf-hot-code/pod{i}",
+                security_context=api.LinuxSandboxSecurityContext(namespace_options=ns)))
         sid = rt.RunPodSandbox(api.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
         rt.PodSandboxStatus(api.PodSandboxStatusRequest(pod_sandbox_id=sid))
         self.im.ImageStatus(api.ImageStatusRequest(image=api.ImageSpec(image=IMAGE)))
@@ -58,7 +74,10 @@ class Cri:
             pod_sandbox_id=sid, sandbox_config=cfg,
             config=api.ContainerConfig(metadata=api.ContainerMetadata(name="c"),
                                        image=api.ImageSpec(image=IMAGE),
-                                       command=["sleep", "3600"]))).container_id
+                                       command=["sleep", "3600"], log_path="c/0.log",
+                                       linux=api.LinuxContainerConfig(
+                                           security_context=api.LinuxContainerSecurityContext(
+                                               namespace_options=ns))))).container_id
         rt.StartContainer(api.StartContainerRequest(container_id=cid))
         rt.ContainerStatus(api.ContainerStatusRequest(container_id=cid))
         return sid, cid
