@@ -178,7 +178,7 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
     let normal = || -> rusqlite::Result<Connection> {
         let conn = Connection::open(path)?;
         conn.busy_handler(Some(retry_while_busy))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        switch_to_wal(&conn)?;
         keep_wal_files(&conn)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -194,6 +194,25 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
         Ok(c) => Ok((c, StoreMode::Normal)),
         Err(e) if out_of_space(&e, path) => Ok((low_space(path)?, StoreMode::LowSpace)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Put the store in WAL mode, waiting out other connections as writes do. On a store that
+/// is still in rollback mode (a new one), the switch reads the file's header, then writes
+/// it: SQLite answers that upgrade with "database is locked" at once, without calling the
+/// busy handler, while another connection holds a lock on the file. Processes that open a
+/// new store together (three pulls into a new root) met that.
+fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut tries = 0;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::DatabaseBusy && retry_while_busy(tries) =>
+            {
+                tries += 1;
+            }
+            done => return done,
+        }
     }
 }
 
@@ -377,6 +396,50 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
         assert_eq!(rows, 2);
+    }
+
+    /// Processes that open a store that does not exist yet, all at once, all get it: the
+    /// switch to WAL reads the new file's header before it writes it, and SQLite answers
+    /// such an upgrade with "database is locked" at once, without the busy handler, while
+    /// another connection holds the file. A pull in CI failed so (three threads pulling
+    /// into a new store).
+    #[test]
+    fn a_new_store_opened_by_many_at_once_opens_for_all() {
+        for round in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("wharf.db");
+            let start = std::sync::Barrier::new(6);
+            std::thread::scope(|s| {
+                let opened: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            let conn = open(&path)?;
+                            conn.execute(
+                                "INSERT INTO lease_leases (id, created_at, expires_at) \
+                                 VALUES (hex(randomblob(8)), 0, 0)",
+                                [],
+                            )?;
+                            Ok::<_, crate::Error>(())
+                        })
+                    })
+                    .collect();
+                for o in opened {
+                    if let Err(e) = o.join().unwrap() {
+                        panic!("round {round}: {e}");
+                    }
+                }
+            });
+            let (conn, _) = connect(&path).unwrap();
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+            let rows: i64 = conn
+                .query_row("SELECT count(*) FROM lease_leases", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(rows, 6, "round {round}");
+        }
     }
 
     /// The last connection's close leaves the WAL and its index in place, the WAL emptied
