@@ -297,15 +297,22 @@ impl Engine {
         // before the records are read and dropped once the store has what they say, and
         // only by a listing that reads every container of the pods it takes them from. So
         // the marks are looked at before the containers are read.
+        //
+        // Whose shims live is asked right after the containers are read, still in this
+        // closure: from SPREAD_FROM pods on it runs while the second thread is still
+        // reading the pods, whose parse is the longer of the two reads, so the thousand
+        // lock tests of a thousand pods cost the listing no time of its own.
         let marks_then_containers = || -> Result<_> {
             let live = wharf_shim::liveness::live(&self.paths.shims_alive());
             let changes = live
                 .as_ref()
                 .and_then(|_| wharf_shim::liveness::changes(&self.paths.shims_alive()));
-            Ok((live, changes, self.db.containers(pod_id.as_deref())?))
+            let containers = self.db.containers(pod_id.as_deref())?;
+            let held = held_pods(live.as_ref(), &containers);
+            Ok((live, changes, containers, held))
         };
         // Each pod read once, not once per container (for the refresh and the view).
-        let (mut pods, (live, changes, containers)) = match &pod_id {
+        let (mut pods, (live, changes, containers, held)) = match &pod_id {
             Some(id) => (by_id(vec![self.db.find_pod(id)?]), marks_then_containers()?),
             None => self.all_pods_and(by_id, marks_then_containers)?,
         };
@@ -326,7 +333,7 @@ impl Engine {
             }
             let refreshed = match pods.get(&c.pod_id) {
                 Some(p)
-                    if live.as_ref().is_some_and(|l| l.holds(&p.id))
+                    if held.contains(p.id.as_str())
                         && changes.as_ref().is_some_and(|ch| !ch.touches(&p.id)) =>
                 {
                     Ok(c)
@@ -446,8 +453,17 @@ impl Engine {
         f: &PodFilter,
         check: Option<&mut crate::reconcile::Report>,
     ) -> Result<Vec<PodView>> {
-        // Every pod's containers from one query, not one per pod.
-        let (all, containers) = self.all_pods_and(|rows| rows, || self.db.containers(None))?;
+        // Every pod's containers from one query, not one per pod; whose shims live is asked
+        // while the second thread still reads the pods (see `list_containers_and_pods`).
+        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
+        let (all, (containers, held)) = self.all_pods_and(
+            |rows| rows,
+            || {
+                let containers = self.db.containers(None)?;
+                let held = held_pods(live.as_ref(), &containers);
+                Ok((containers, held))
+            },
+        )?;
         let mut by_pod: HashMap<String, Vec<ContainerRow>> = HashMap::new();
         for c in containers {
             by_pod.entry(c.pod_id.clone()).or_default().push(c);
@@ -457,7 +473,6 @@ impl Engine {
         // claimed, its containers refreshed from the records into the store, and the marks
         // released when every container is settled, as a container listing does: the
         // store is current for it then too.
-        let live = wharf_shim::liveness::live(&self.paths.shims_alive());
         // Sized once: a pod's row is large, and growing the vector copies every row again.
         let mut pods: Vec<(PodRow, Vec<ContainerRow>, bool)> = Vec::with_capacity(all.len());
         let mut unsure = Vec::new();
@@ -471,7 +486,12 @@ impl Engine {
                 continue;
             }
             let rows = by_pod.remove(&row.id).unwrap_or_default();
-            let lives = live.as_ref().is_some_and(|l| l.holds(&row.id));
+            // A pod without containers was not among those asked.
+            let lives = if rows.is_empty() {
+                live.as_ref().is_some_and(|l| l.holds(&row.id))
+            } else {
+                held.contains(&row.id)
+            };
             if check.is_some()
                 && (!lives
                     || row.spec.share_pid
@@ -761,6 +781,23 @@ fn boot_time() -> u64 {
                 .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The pods of `containers` whose shims hold their locks in `live` (none without it), each
+/// asked once.
+fn held_pods(
+    live: Option<&wharf_shim::liveness::Live>,
+    containers: &[ContainerRow],
+) -> std::collections::HashSet<String> {
+    let mut held = std::collections::HashSet::new();
+    let Some(live) = live else { return held };
+    let mut asked = std::collections::HashSet::new();
+    for c in containers {
+        if asked.insert(c.pod_id.as_str()) && live.holds(&c.pod_id) {
+            held.insert(c.pod_id.clone());
+        }
+    }
+    held
 }
 
 #[cfg(test)]
