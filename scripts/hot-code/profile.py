@@ -20,8 +20,9 @@ The probes are enabled once the daemon has started, so its start-up code stays o
 order. A heartbeat, ListPodSandbox every 100 ms (kubelet's relist, sped up), runs
 throughout; before the probes count it is a call that lists nothing, so that the first
 listing is profiled. The pods are described as kubelet describes them (hostname, log
-directory and path), since the stats calls parse those records back. The idle trim leaves code mappings that hold breakpoints alone
-(crates/wharf-cri/src/idle.rs), so probes are not lost between phases.
+directory and path), since the stats calls parse those records back. The idle trim leaves
+code mappings that hold breakpoints alone (crates/wharf-cri/src/idle.rs), so probes are
+not lost between phases.
 
 Run by scripts/hot-code/profile.sh (as root, fixture registry up), not by CI.
 """
