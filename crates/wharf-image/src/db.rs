@@ -203,9 +203,16 @@ pub fn connect(path: &Path) -> Result<(Connection, StoreMode)> {
 /// busy handler, while another connection holds a lock on the file. Processes that open a
 /// new store together (three pulls into a new root) met that.
 fn switch_to_wal(conn: &Connection) -> rusqlite::Result<()> {
+    again_while_busy(|| conn.pragma_update(None, "journal_mode", "WAL"))
+}
+
+/// Run `step` again while another connection's lock makes it fail ("database is locked"),
+/// on the busy handler's schedule: for the steps SQLite takes a lock in without calling
+/// the handler.
+fn again_while_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
     let mut tries = 0;
     loop {
-        match conn.pragma_update(None, "journal_mode", "WAL") {
+        match step() {
             Err(rusqlite::Error::SqliteFailure(f, _))
                 if f.code == rusqlite::ErrorCode::DatabaseBusy && retry_while_busy(tries) =>
             {
@@ -299,17 +306,31 @@ fn out_of_space(e: &rusqlite::Error, path: &Path) -> bool {
 /// file either. The price: a process killed in the middle of a commit can leave the file
 /// damaged (`wharf system repair` rebuilds it), which only a nearly full disk makes worth it.
 fn low_space(path: &Path) -> rusqlite::Result<Connection> {
-    {
-        let conn = Connection::open(path)?;
-        conn.busy_handler(Some(retry_while_busy))?;
-        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
-        conn.pragma_update(None, "journal_mode", "MEMORY")?;
-    }
+    leave_wal(path)?;
     let conn = Connection::open(path)?;
     conn.busy_handler(Some(retry_while_busy))?;
-    conn.pragma_update(None, "journal_mode", "MEMORY")?;
+    // Out of WAL mode already, unless a command that found space put the store back in it
+    // meanwhile: leaving it again takes the exclusive lock without the busy handler too.
+    again_while_busy(|| conn.pragma_update(None, "journal_mode", "MEMORY"))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(conn)
+}
+
+/// Leave WAL mode on a connection of its own in exclusive locking mode, which keeps the WAL
+/// index in memory. SQLite takes the exclusive lock this needs without the busy handler, so
+/// commands that opened the store together met "database is locked" at once. And a
+/// connection in that mode keeps every lock it takes until it closes: two of them waiting
+/// in SQLite's busy handler each held a shared lock the other waited on, for the whole
+/// 30 s. So a try waits nowhere inside SQLite, and its connection is closed before the
+/// next try.
+fn leave_wal(path: &Path) -> rusqlite::Result<()> {
+    again_while_busy(|| {
+        let conn = Connection::open(path)?;
+        // Not even rusqlite's default wait (5 s).
+        conn.busy_handler(None)?;
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+        conn.pragma_update(None, "journal_mode", "MEMORY")
+    })
 }
 
 /// Bring a table made by an older version up to date with a column it lacks.
@@ -439,6 +460,52 @@ mod tests {
                 .query_row("SELECT count(*) FROM lease_leases", [], |r| r.get(0))
                 .unwrap();
             assert_eq!(rows, 6, "round {round}");
+        }
+    }
+
+    /// Commands that open the store at once on a nearly full disk all get it. Each leaves
+    /// WAL mode (or finds it left) on a connection in exclusive locking mode: they failed
+    /// with "database is locked" at once, or, waiting in the busy handler with their locks
+    /// held, after 30 s.
+    #[test]
+    fn a_store_opened_by_many_at_once_on_a_full_disk_opens_for_all() {
+        for round in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("wharf.db");
+            let (conn, _) = connect(&path).unwrap();
+            conn.execute_batch("CREATE TABLE t (x)").unwrap();
+            drop(conn);
+            let start = std::sync::Barrier::new(6);
+            let began = std::time::Instant::now();
+            std::thread::scope(|s| {
+                let opened: Vec<_> = (0..6)
+                    .map(|i| {
+                        let (start, path) = (&start, &path);
+                        s.spawn(move || {
+                            start.wait();
+                            let conn = low_space(path)?;
+                            conn.execute("INSERT INTO t VALUES (?1)", [i])?;
+                            Ok::<_, rusqlite::Error>(())
+                        })
+                    })
+                    .collect();
+                for o in opened {
+                    if let Err(e) = o.join().unwrap() {
+                        panic!("round {round}: {e}");
+                    }
+                }
+            });
+            let took = began.elapsed();
+            assert!(took < Duration::from_secs(2), "round {round}: {took:?}");
+            let conn = low_space(&path).unwrap();
+            let rows: i64 = conn
+                .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(rows, 6, "round {round}");
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "memory", "round {round}");
         }
     }
 
