@@ -419,6 +419,31 @@ mod tests {
         assert_eq!(rows, 2);
     }
 
+    /// Run `open` on six threads released together (each given its number), and fail
+    /// round `round` with the first error one of them returns.
+    fn six_at_once<E: std::fmt::Display + Send>(
+        round: usize,
+        open: impl Fn(usize) -> std::result::Result<(), E> + Sync,
+    ) {
+        let start = std::sync::Barrier::new(6);
+        std::thread::scope(|s| {
+            let opened: Vec<_> = (0..6)
+                .map(|i| {
+                    let (start, open) = (&start, &open);
+                    s.spawn(move || {
+                        start.wait();
+                        open(i)
+                    })
+                })
+                .collect();
+            for o in opened {
+                if let Err(e) = o.join().unwrap() {
+                    panic!("round {round}: {e}");
+                }
+            }
+        });
+    }
+
     /// Processes that open a store that does not exist yet, all at once, all get it: the
     /// switch to WAL reads the new file's header before it writes it, and SQLite answers
     /// such an upgrade with "database is locked" at once, without the busy handler, while
@@ -429,27 +454,14 @@ mod tests {
         for round in 0..40 {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("wharf.db");
-            let start = std::sync::Barrier::new(6);
-            std::thread::scope(|s| {
-                let opened: Vec<_> = (0..6)
-                    .map(|_| {
-                        s.spawn(|| {
-                            start.wait();
-                            let conn = open(&path)?;
-                            conn.execute(
-                                "INSERT INTO lease_leases (id, created_at, expires_at) \
-                                 VALUES (hex(randomblob(8)), 0, 0)",
-                                [],
-                            )?;
-                            Ok::<_, crate::Error>(())
-                        })
-                    })
-                    .collect();
-                for o in opened {
-                    if let Err(e) = o.join().unwrap() {
-                        panic!("round {round}: {e}");
-                    }
-                }
+            six_at_once(round, |_| {
+                let conn = open(&path)?;
+                conn.execute(
+                    "INSERT INTO lease_leases (id, created_at, expires_at) \
+                     VALUES (hex(randomblob(8)), 0, 0)",
+                    [],
+                )?;
+                Ok::<_, crate::Error>(())
             });
             let (conn, _) = connect(&path).unwrap();
             let mode: String = conn
@@ -475,25 +487,11 @@ mod tests {
             let (conn, _) = connect(&path).unwrap();
             conn.execute_batch("CREATE TABLE t (x)").unwrap();
             drop(conn);
-            let start = std::sync::Barrier::new(6);
             let began = std::time::Instant::now();
-            std::thread::scope(|s| {
-                let opened: Vec<_> = (0..6)
-                    .map(|i| {
-                        let (start, path) = (&start, &path);
-                        s.spawn(move || {
-                            start.wait();
-                            let conn = low_space(path)?;
-                            conn.execute("INSERT INTO t VALUES (?1)", [i])?;
-                            Ok::<_, rusqlite::Error>(())
-                        })
-                    })
-                    .collect();
-                for o in opened {
-                    if let Err(e) = o.join().unwrap() {
-                        panic!("round {round}: {e}");
-                    }
-                }
+            six_at_once(round, |i| {
+                let conn = low_space(&path)?;
+                conn.execute("INSERT INTO t VALUES (?1)", [i])?;
+                Ok::<_, rusqlite::Error>(())
             });
             let took = began.elapsed();
             assert!(took < Duration::from_secs(2), "round {round}: {took:?}");
