@@ -272,9 +272,10 @@ fn setup(args: &Args) -> Result<server::Shim, String> {
     let listener = listen(dir)?;
     let me = std::process::id() as i32;
     let start = wharf_runtime::sys::process_start_time(me).map_err(|e| e.to_string())?;
-    records::write_durable(
+    records::write_record(
         &dir.join(records::PID_FILE),
         format!("{me} {start}\n").as_bytes(),
+        0o600,
     )
     .map_err(|e| e.to_string())?;
     let cfg = server::Config {

@@ -257,7 +257,7 @@ impl Shim {
         self.record_exit(key, record);
     }
 
-    /// Write the exit record (durably), then announce it, then apply the restart policy.
+    /// Write the exit record, then announce it, then apply the restart policy.
     pub(super) fn record_exit(&mut self, key: u64, record: ExitRecord) {
         let Some(c) = self.find_key_mut(key) else {
             return;
