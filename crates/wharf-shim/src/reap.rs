@@ -17,6 +17,11 @@
 //! 4. removes the socket and pid file.
 //!
 //! Containers whose exit the shim had recorded keep that record.
+//!
+//! A record that does not parse counts as absent here. The records are not synced (see
+//! [`records`]): after a crash of the machine, a runtime directory on a disk may hold one
+//! torn, and the shim that wrote it is dead like everything else. A container whose
+//! status record is torn gets an unknown exit, as one that never had a record.
 
 use std::path::Path;
 
@@ -45,13 +50,15 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
         let pid = sd.shim_pid().map(|(p, _)| p).unwrap_or(0);
         return Err(ShimError::StillRunning(state_dir.to_path_buf(), pid));
     }
-    if let Some((pid, start)) = sd.pod()?.and_then(|p| p.pause) {
+    if let Some((pid, start)) = unless_torn(sd.pod())?.and_then(|p| p.pause) {
         kill_if_same(pid, start);
     }
     let rt = Runtime::new(runtime_root);
     let mut out = Vec::new();
     for id in sd.container_ids()? {
-        let record = sd.status(&id)?;
+        let read = sd.status(&id);
+        let torn = matches!(read, Err(ShimError::Corrupt(_)));
+        let record = unless_torn(read)?;
         let mut killed = false;
         match rt.state(&id) {
             Ok((_, status)) => {
@@ -78,7 +85,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                 )));
             }
         }
-        let recorded = match (&record, sd.exit(&id)?) {
+        let recorded = match (&record, unless_torn(sd.exit(&id))?) {
             (Some(r), Some(exit)) if r.status == Status::Exited => Some(exit),
             _ => None,
         };
@@ -95,7 +102,17 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                     finished_at: wharf_sys::time::now_rfc3339_nano(),
                     oom_killed: false,
                     reason: "ShimDied".into(),
-                    message: Some(if never_started {
+                    message: Some(if torn {
+                        format!(
+                            "the pod's shim died and its record of the container was \
+                             unreadable; {}",
+                            if killed {
+                                "the container was killed during cleanup"
+                            } else {
+                                "its exit status is unknown"
+                            }
+                        )
+                    } else if never_started {
                         "the pod's shim died before the container was started".into()
                     } else if killed {
                         "the pod's shim died; the container was killed during cleanup".into()
@@ -124,6 +141,14 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
     let _ = std::fs::remove_file(state_dir.join(records::SOCKET));
     let _ = std::fs::remove_file(state_dir.join(records::PID_FILE));
     Ok(out)
+}
+
+/// A record read, one that does not parse taken as absent (see the module docs).
+fn unless_torn<T>(read: Result<Option<T>>) -> Result<Option<T>> {
+    match read {
+        Err(ShimError::Corrupt(_)) => Ok(None),
+        other => other,
+    }
 }
 
 /// SIGKILL `pid` if it is still the process that started at `start`; true if signalled.

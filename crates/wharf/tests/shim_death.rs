@@ -132,20 +132,8 @@ fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
     // The containers kept running meanwhile.
     assert!(alive(pid));
     let mut reaped = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap();
-    reaped.sort_by(|a, b| a.id.cmp(&b.id));
-    let summary: Vec<(&str, bool, &str, i32)> = reaped
-        .iter()
-        .map(|r| {
-            (
-                r.id.as_str(),
-                r.killed,
-                r.exit.reason.as_str(),
-                r.exit.exit_code,
-            )
-        })
-        .collect();
     assert_eq!(
-        summary,
+        summary(&mut reaped),
         vec![
             ("created", true, "ShimDied", 137),
             ("finished", false, "Error", 3),
@@ -175,6 +163,74 @@ fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
         sd.status("running").unwrap().unwrap().status,
         Status::Exited
     );
+}
+
+/// The records are not synced: after a crash of the machine a runtime directory on a disk
+/// may hold them torn. Torn here by hand, they count as absent, and the reap still cleans
+/// up and records an exit for every container.
+#[test]
+fn a_dead_shim_whose_records_are_torn_is_reaped() {
+    let pod = Pod::new("shim-torn");
+    let running = pod.spec("running", &["sleep", "1000"]);
+    let finished = pod.spec("finished", &["sh", "-c", "exit 3"]);
+    pod.run(&running);
+    pod.run(&finished);
+    assert_eq!(pod.wait("finished").exit_code, 3);
+    let pid = pod.shim.container("running").unwrap().pid.unwrap();
+    let shim_pid = pod.shim_pid();
+    // SAFETY: killing the shim this test started.
+    unsafe { libc::kill(shim_pid, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(shim_pid)));
+    let records = pod.state_dir.join("containers");
+    std::fs::write(pod.state_dir.join("pod.json"), "").unwrap();
+    std::fs::write(records.join("running/status.json"), "").unwrap();
+    std::fs::write(records.join("finished/exit.json"), "{\"exit_code\":").unwrap();
+    let sd = pod.shim.records();
+    assert!(
+        sd.status("running").is_err(),
+        "the status record reads as torn"
+    );
+    let mut reaped = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap();
+    assert_eq!(
+        summary(&mut reaped),
+        vec![
+            ("finished", false, "ShimDied", 255),
+            ("running", true, "ShimDied", 137),
+        ]
+    );
+    let message = |i: usize| reaped[i].exit.message.clone().unwrap();
+    assert!(
+        message(0).contains("exit status is unknown"),
+        "{}",
+        message(0)
+    );
+    assert!(message(1).contains("unreadable"), "{}", message(1));
+    assert!(!alive(pid), "the container was killed");
+    for id in ["running", "finished"] {
+        assert!(!pod.env.root.join(id).exists(), "runtime state of {id}");
+        for d in pod.env.cgroup_dirs() {
+            assert!(!d.join(id).exists(), "cgroup {}", d.join(id).display());
+        }
+        // Written again whole.
+        assert_eq!(sd.exit(id).unwrap().unwrap().reason, "ShimDied");
+        assert_eq!(sd.status(id).unwrap().unwrap().status, Status::Exited);
+    }
+}
+
+/// Each reaped container as (id, killed, reason, exit code), sorted by id.
+fn summary(reaped: &mut [wharf_shim::Reaped]) -> Vec<(&str, bool, &str, i32)> {
+    reaped.sort_by(|a, b| a.id.cmp(&b.id));
+    reaped
+        .iter()
+        .map(|r| {
+            (
+                r.id.as_str(),
+                r.killed,
+                r.exit.reason.as_str(),
+                r.exit.exit_code,
+            )
+        })
+        .collect()
 }
 
 fn children_of(pid: i32) -> Vec<i32> {
