@@ -20,8 +20,8 @@
 //!
 //! A record that does not parse counts as absent here. The records are not synced (see
 //! [`records`]): after a crash of the machine, a runtime directory on a disk may hold one
-//! torn, and the shim that wrote it is dead like everything else. A container whose
-//! status record is torn gets an unknown exit, as one that never had a record.
+//! torn, and the shim that wrote it is dead like everything else. A container with a torn
+//! status or exit record gets an exit written here whose message says so.
 
 use std::path::Path;
 
@@ -85,7 +85,9 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                 )));
             }
         }
-        let recorded = match (&record, unless_torn(sd.exit(&id))?) {
+        let exit_read = sd.exit(&id);
+        let torn = torn || matches!(exit_read, Err(ShimError::Corrupt(_)));
+        let recorded = match (&record, unless_torn(exit_read)?) {
             (Some(r), Some(exit)) if r.status == Status::Exited => Some(exit),
             _ => None,
         };
@@ -104,7 +106,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                     reason: "ShimDied".into(),
                     message: Some(if torn {
                         format!(
-                            "the pod's shim died and its record of the container was \
+                            "the pod's shim died and its records of the container were \
                              unreadable; {}",
                             if killed {
                                 "the container was killed during cleanup"

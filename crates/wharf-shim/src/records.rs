@@ -20,10 +20,11 @@
 //! and an exit record is written before any client hears of the exit. None is synced to
 //! the disk. The records live in the runtime directory, which a reboot empties (a tmpfs
 //! on hosts that boot systemd), and only a crash of the machine would lose what the page
-//! cache holds: a crash that also ends every shim and container, after which reconcile
-//! reads a missing or torn record as absent, as it reads an emptied tmpfs. Where the
-//! runtime directory is a plain directory of a disk, the syncs cost without buying
-//! anything: 18 of them per `run --rm`, 0.2-0.6 ms each on this project's VM.
+//! cache holds: a crash that also ends every shim and container, after which the engine
+//! (reconcile, and the cleanup after a dead shim, [`crate::reap`]) reads a missing or torn
+//! record as absent, as it reads an emptied tmpfs. Where the runtime directory is a plain
+//! directory of a disk, the syncs cost without buying anything: 18 of them per `run --rm`,
+//! 0.2-0.6 ms each on this project's VM.
 
 use std::path::{Path, PathBuf};
 

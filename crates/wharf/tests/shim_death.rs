@@ -200,11 +200,15 @@ fn a_dead_shim_whose_records_are_torn_is_reaped() {
     );
     let message = |i: usize| reaped[i].exit.message.clone().unwrap();
     assert!(
-        message(0).contains("exit status is unknown"),
+        message(0).contains("unreadable; its exit status is unknown"),
         "{}",
         message(0)
     );
-    assert!(message(1).contains("unreadable"), "{}", message(1));
+    assert!(
+        message(1).contains("unreadable; the container was killed"),
+        "{}",
+        message(1)
+    );
     assert!(!alive(pid), "the container was killed");
     for id in ["running", "finished"] {
         assert!(!pod.env.root.join(id).exists(), "runtime state of {id}");
