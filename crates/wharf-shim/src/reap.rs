@@ -50,15 +50,15 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
         let pid = sd.shim_pid().map(|(p, _)| p).unwrap_or(0);
         return Err(ShimError::StillRunning(state_dir.to_path_buf(), pid));
     }
-    if let Some((pid, start)) = unless_torn(sd.pod())?.and_then(|p| p.pause) {
+    // A torn pod record only loses the pause to kill, which died with the machine.
+    if let Some((pid, start)) = unless_torn(sd.pod(), &mut false)?.and_then(|p| p.pause) {
         kill_if_same(pid, start);
     }
     let rt = Runtime::new(runtime_root);
     let mut out = Vec::new();
     for id in sd.container_ids()? {
-        let read = sd.status(&id);
-        let torn = matches!(read, Err(ShimError::Corrupt(_)));
-        let record = unless_torn(read)?;
+        let mut torn = false;
+        let record = unless_torn(sd.status(&id), &mut torn)?;
         let mut killed = false;
         match rt.state(&id) {
             Ok((_, status)) => {
@@ -85,9 +85,7 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                 )));
             }
         }
-        let exit_read = sd.exit(&id);
-        let torn = torn || matches!(exit_read, Err(ShimError::Corrupt(_)));
-        let recorded = match (&record, unless_torn(exit_read)?) {
+        let recorded = match (&record, unless_torn(sd.exit(&id), &mut torn)?) {
             (Some(r), Some(exit)) if r.status == Status::Exited => Some(exit),
             _ => None,
         };
@@ -145,10 +143,14 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
     Ok(out)
 }
 
-/// A record read, one that does not parse taken as absent (see the module docs).
-fn unless_torn<T>(read: Result<Option<T>>) -> Result<Option<T>> {
+/// A record read, one that does not parse taken as absent (see the module docs) and
+/// `torn` set.
+fn unless_torn<T>(read: Result<Option<T>>, torn: &mut bool) -> Result<Option<T>> {
     match read {
-        Err(ShimError::Corrupt(_)) => Ok(None),
+        Err(ShimError::Corrupt(_)) => {
+            *torn = true;
+            Ok(None)
+        }
         other => other,
     }
 }
