@@ -622,6 +622,32 @@ impl Runtime {
         Ok(())
     }
 
+    /// `delete --force` of a container whose state.json does not parse, with what that file
+    /// would have said taken from the config of `bundle`, the one the container was created
+    /// from: every process of the cgroup the config names is killed, the cgroup removed, and
+    /// the state directory.
+    ///
+    /// Why a caller needs it: state.json is replaced by a rename and never synced, so a
+    /// crash of the machine can tear it on a runtime root that is on a disk, and a plain
+    /// `delete` then fails (as runc's does) and leaves the directory forever. After such a
+    /// crash nothing of the container runs; the kill is for a state file damaged otherwise.
+    /// A container whose state reads is deleted as [`Runtime::delete`] with force does it.
+    /// Unlike that, no poststop hook runs: the config could have changed since the create.
+    pub fn delete_unreadable(&self, id: &str, bundle: &Path) -> Result<()> {
+        match self.store.load(id) {
+            Err(Error::CorruptState(_)) => {}
+            Ok(_) => return self.delete(id, true),
+            Err(e) => return Err(e),
+        }
+        let _lock = self.store.lock(id)?;
+        let config = spec::load_bundle(bundle)?.spec;
+        let linux = config.linux().clone().unwrap_or_default();
+        let cg = Cgroup::resolve(&cgroups::detect()?, linux.cgroups_path().as_deref(), id)?;
+        cg.signal_all(libc::SIGKILL)?;
+        cg.destroy()?;
+        self.store.remove(id)
+    }
+
     fn kill_and_wait(&self, st: &ContainerState) -> Result<()> {
         let Ok(pidfd) = rustix::process::pidfd_open(
             rustix::process::Pid::from_raw(st.pid).expect("positive pid"),

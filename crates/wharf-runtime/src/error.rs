@@ -22,6 +22,10 @@ pub enum Error {
     /// config.json is unreadable, malformed or asks for something invalid.
     #[error("invalid config.json: {0}")]
     Config(String),
+    /// state.json does not parse: torn by a crash of the machine on a runtime root that is
+    /// on a disk (the file is replaced by a rename, never synced), or damaged by hand.
+    #[error("corrupt state file {0}")]
+    CorruptState(String),
     /// The operation does not fit the container's status.
     #[error("{0}")]
     State(String),

@@ -161,8 +161,7 @@ impl Store {
             }
             Err(e) => return Err(Error::os(format!("read {}", p(&path)), e)),
         };
-        serde_json::from_slice(&data)
-            .map_err(|e| Error::Other(format!("corrupt state file {}: {e}", p(&path))))
+        serde_json::from_slice(&data).map_err(|e| Error::CorruptState(format!("{}: {e}", p(&path))))
     }
 
     /// Write the state atomically (temp file + rename), so a reader never sees half of it.

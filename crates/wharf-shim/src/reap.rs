@@ -21,7 +21,10 @@
 //! A record that does not parse counts as absent here. The records are not synced (see
 //! [`records`]): after a crash of the machine, a runtime directory on a disk may hold one
 //! torn, and the shim that wrote it is dead like everything else. A container with a torn
-//! status or exit record gets an exit written here whose message says so.
+//! status or exit record gets an exit written here whose message says so. The runtime's
+//! state.json is not synced either: where it is torn, the container's spec record names
+//! the bundle whose config says which cgroup to empty and remove
+//! ([`Runtime::delete_unreadable`]).
 
 use std::path::Path;
 
@@ -59,32 +62,39 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
     for id in sd.container_ids()? {
         let mut torn = false;
         let record = unless_torn(sd.status(&id), &mut torn)?;
-        let mut killed = false;
-        match rt.state(&id) {
+        let killed = match rt.state(&id) {
             Ok((_, status)) => {
-                killed = status != RtStatus::Stopped;
                 rt.delete(&id, true).map_err(|e| {
                     ShimError::Runtime(format!("delete container {id} of a dead shim: {e}"))
                 })?;
+                status != RtStatus::Stopped
             }
-            Err(wharf_runtime::Error::NotFound(_)) => {
-                // Not in the runtime (never created, or deleted): a recorded pid that still
-                // runs would be a leak; kill it.
-                if let Some(ContainerRecord {
-                    pid: Some(pid),
-                    pid_start_time: Some(start),
-                    ..
-                }) = &record
-                {
-                    killed = kill_if_same(*pid, *start);
-                }
+            // Not in the runtime (never created, or deleted): a recorded pid that still runs
+            // would be a leak; kill it.
+            Err(wharf_runtime::Error::NotFound(_)) => kill_recorded(record.as_ref()),
+            Err(wharf_runtime::Error::CorruptState(why)) => {
+                // The runtime's state is torn too: its bundle's config names the cgroup.
+                torn = true;
+                let bundle = unless_torn(sd.spec(&id), &mut torn)?
+                    .ok_or_else(|| {
+                        ShimError::Runtime(format!(
+                            "delete container {id} of a dead shim: corrupt state file {why}, \
+                             and no readable spec record names its bundle"
+                        ))
+                    })?
+                    .bundle;
+                let killed = kill_recorded(record.as_ref());
+                rt.delete_unreadable(&id, &bundle).map_err(|e| {
+                    ShimError::Runtime(format!("delete container {id} of a dead shim: {e}"))
+                })?;
+                killed
             }
             Err(e) => {
                 return Err(ShimError::Runtime(format!(
                     "state of container {id} of a dead shim: {e}"
                 )));
             }
-        }
+        };
         let recorded = match (&record, unless_torn(sd.exit(&id), &mut torn)?) {
             (Some(r), Some(exit)) if r.status == Status::Exited => Some(exit),
             _ => None,
@@ -152,6 +162,19 @@ fn unless_torn<T>(read: Result<Option<T>>, torn: &mut bool) -> Result<Option<T>>
             Ok(None)
         }
         other => other,
+    }
+}
+
+/// SIGKILL the container's process that `record` names, if it still runs; true if
+/// signalled.
+fn kill_recorded(record: Option<&ContainerRecord>) -> bool {
+    match record {
+        Some(ContainerRecord {
+            pid: Some(pid),
+            pid_start_time: Some(start),
+            ..
+        }) => kill_if_same(*pid, *start),
+        _ => false,
     }
 }
 

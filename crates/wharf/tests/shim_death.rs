@@ -111,22 +111,13 @@ fn the_shim_survives_its_spawner_being_killed() {
 
 #[test]
 fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
-    let pod = Pod::new("shim-killed");
-    let running = pod.spec("running", &["sleep", "1000"]);
-    let finished = pod.spec("finished", &["sh", "-c", "exit 3"]);
+    let (pod, pid) = pod_running_and_finished("shim-killed");
     let created = pod.spec("created", &["true"]);
-    pod.run(&running);
-    pod.run(&finished);
-    assert_eq!(pod.wait("finished").exit_code, 3);
     pod.shim.create(&created).unwrap();
-    let pid = pod.shim.container("running").unwrap().pid.unwrap();
-    let shim_pid = pod.shim_pid();
     // Refused while the shim lives.
     let e = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap_err();
     assert!(e.to_string().contains("still running"), "{e}");
-    // SAFETY: killing the shim this test started.
-    unsafe { libc::kill(shim_pid, libc::SIGKILL) };
-    assert!(wait_until(Duration::from_secs(10), || !alive(shim_pid)));
+    kill_the_shim(&pod);
     let e = pod.shim.state().unwrap_err();
     assert!(e.is_not_running(), "{e}");
     // The containers kept running meanwhile.
@@ -150,12 +141,7 @@ fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
     );
     assert!(!alive(pid), "the container was killed");
     // Nothing is left: runtime state, cgroups, socket; the records say what happened.
-    for id in ["running", "finished", "created"] {
-        assert!(!pod.env.root.join(id).exists(), "runtime state of {id}");
-        for d in pod.env.cgroup_dirs() {
-            assert!(!d.join(id).exists(), "cgroup {}", d.join(id).display());
-        }
-    }
+    assert_gone(&pod, &["running", "finished", "created"]);
     assert!(!pod.state_dir.join("shim.sock").exists());
     let sd = pod.shim.records();
     assert_eq!(sd.exit("running").unwrap().unwrap().reason, "ShimDied");
@@ -170,17 +156,8 @@ fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
 /// up and records an exit for every container.
 #[test]
 fn a_dead_shim_whose_records_are_torn_is_reaped() {
-    let pod = Pod::new("shim-torn");
-    let running = pod.spec("running", &["sleep", "1000"]);
-    let finished = pod.spec("finished", &["sh", "-c", "exit 3"]);
-    pod.run(&running);
-    pod.run(&finished);
-    assert_eq!(pod.wait("finished").exit_code, 3);
-    let pid = pod.shim.container("running").unwrap().pid.unwrap();
-    let shim_pid = pod.shim_pid();
-    // SAFETY: killing the shim this test started.
-    unsafe { libc::kill(shim_pid, libc::SIGKILL) };
-    assert!(wait_until(Duration::from_secs(10), || !alive(shim_pid)));
+    let (pod, pid) = pod_running_and_finished("shim-torn");
+    kill_the_shim(&pod);
     let records = pod.state_dir.join("containers");
     std::fs::write(pod.state_dir.join("pod.json"), "").unwrap();
     std::fs::write(records.join("running/status.json"), "").unwrap();
@@ -210,14 +187,81 @@ fn a_dead_shim_whose_records_are_torn_is_reaped() {
         message(1)
     );
     assert!(!alive(pid), "the container was killed");
+    assert_gone(&pod, &["running", "finished"]);
     for id in ["running", "finished"] {
+        // Written again whole.
+        assert_eq!(sd.exit(id).unwrap().unwrap().reason, "ShimDied");
+        assert_eq!(sd.status(id).unwrap().unwrap().status, Status::Exited);
+    }
+}
+
+/// The runtime's state.json is not synced either: torn, the reap finds the container's
+/// cgroup through the bundle its spec record names, empties and removes it, and removes
+/// the runtime's state directory, where `delete --force` alone fails on the file.
+#[test]
+fn a_dead_shim_whose_runtime_state_is_torn_is_reaped() {
+    let (pod, pid) = pod_running_and_finished("shim-torn-rt");
+    kill_the_shim(&pod);
+    for id in ["running", "finished"] {
+        std::fs::write(pod.env.root.join(id).join("state.json"), "{\"id\":").unwrap();
+    }
+    let rt = wharf_runtime::Runtime::new(&pod.env.root);
+    let plain = rt.delete("running", true).unwrap_err().to_string();
+    assert!(
+        plain.starts_with("corrupt state file") && plain.contains("state.json"),
+        "{plain}"
+    );
+    let mut reaped = wharf_shim::reap_dead_shim(&pod.state_dir, &pod.env.root).unwrap();
+    assert_eq!(
+        summary(&mut reaped),
+        // The finished one keeps the exit its shim recorded.
+        vec![
+            ("finished", false, "Error", 3),
+            ("running", true, "ShimDied", 137),
+        ]
+    );
+    assert!(
+        reaped[1]
+            .exit
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("unreadable; the container was killed"),
+        "{:?}",
+        reaped[1].exit.message
+    );
+    assert!(!alive(pid), "the container was killed");
+    assert_gone(&pod, &["running", "finished"]);
+}
+
+/// A pod whose container "running" sleeps and whose container "finished" has exited 3,
+/// and the pid of "running".
+fn pod_running_and_finished(name: &str) -> (Pod, i32) {
+    let pod = Pod::new(name);
+    let running = pod.spec("running", &["sleep", "1000"]);
+    let finished = pod.spec("finished", &["sh", "-c", "exit 3"]);
+    pod.run(&running);
+    pod.run(&finished);
+    assert_eq!(pod.wait("finished").exit_code, 3);
+    let pid = pod.shim.container("running").unwrap().pid.unwrap();
+    (pod, pid)
+}
+
+/// SIGKILL the pod's shim and wait until it is gone.
+fn kill_the_shim(pod: &Pod) {
+    let shim_pid = pod.shim_pid();
+    // SAFETY: killing the shim this test started.
+    unsafe { libc::kill(shim_pid, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || !alive(shim_pid)));
+}
+
+/// Neither runtime state nor a cgroup is left of containers `ids`.
+fn assert_gone(pod: &Pod, ids: &[&str]) {
+    for id in ids {
         assert!(!pod.env.root.join(id).exists(), "runtime state of {id}");
         for d in pod.env.cgroup_dirs() {
             assert!(!d.join(id).exists(), "cgroup {}", d.join(id).display());
         }
-        // Written again whole.
-        assert_eq!(sd.exit(id).unwrap().unwrap().reason, "ShimDied");
-        assert_eq!(sd.status(id).unwrap().unwrap().status, Status::Exited);
     }
 }
 
