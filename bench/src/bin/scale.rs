@@ -10,6 +10,14 @@
 //! (librsvg2-bin) when it is installed, under `WHARF_BENCH_OUT` (default
 //! /var/tmp/wharf-bench-scale).
 //!
+//! Before each round of commands the benchmark times two things of its own: a fixed loop of
+//! integer work in registers (`fixed CPU loop`), and `/bin/true` started and waited for
+//! (`spawn /bin/true`). On a virtual machine a run's commands can slow down by half from
+//! one N to the next; these rows say whether the CPU's speed or a bare process start moved
+//! with them. Where they stay flat, the change is in the heavier kernel paths the commands
+//! take (mounts, cgroups, fresh memory), and the empty world beside (below) shows whether
+//! it is the host's or the engine's.
+//!
 //! Wharf is also measured in a second world of its own (root, runtime directory and cgroup
 //! parent) that holds no pods, on the same host while the first holds N: right after the
 //! first world's last 10 starts, 10 starts there (removed at the end of that N), and a
@@ -40,6 +48,10 @@ const COMMANDS: [&str; 6] = [
     "inspect",
     "run -d (last 10)",
 ];
+
+/// The rows of the machine's own speed, timed before each round of commands: [`cpu_loop`]
+/// and [`spawn_true`].
+const MACHINE: [&str; 2] = ["fixed CPU loop", "spawn /bin/true"];
 
 /// The argv (after the engine's base) of a measured command, given its serial number (for
 /// engines that need a fresh id per run); None where the engine has no such command.
@@ -154,6 +166,8 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut 
         let mut samples: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
         let mut control_rm = Vec::new();
         for _ in 0..reps {
+            samples.entry(MACHINE[0]).or_default().push(cpu_loop());
+            samples.entry(MACHINE[1]).or_default().push(spawn_true());
             for c in &COMMANDS[..5] {
                 serial += 1;
                 if (c == &"exec" || c == &"inspect") && running == 0 {
@@ -189,6 +203,30 @@ fn measure(s: &mut Subject, ns: &[usize], reps: usize, mut control: Option<&mut 
         }
         eprintln!("{}: N = {n} measured", s.name);
     }
+}
+
+/// A fixed amount of integer work in registers: no syscall, no memory, so its time moves
+/// only with the speed the machine gives this CPU (frequency, a hypervisor's steal), and
+/// the host's pods cost it nothing.
+fn cpu_loop() -> Duration {
+    let t = Instant::now();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..2_000_000 {
+        x = std::hint::black_box(x ^ (x << 13));
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    std::hint::black_box(x);
+    t.elapsed()
+}
+
+/// A process started and waited for that does nothing: what every measured command pays
+/// before its own work (fork, exec, the dynamic loader, page faults on fresh memory).
+fn spawn_true() -> Duration {
+    let t = Instant::now();
+    let st = Command::new("/bin/true").status().expect("start /bin/true");
+    assert!(st.success());
+    t.elapsed()
 }
 
 /// One SVG line plot: latency (ms) against N, one line per engine.
@@ -460,7 +498,7 @@ fn main() {
             print!(" {n:>10}");
         }
         println!();
-        for c in COMMANDS {
+        for c in COMMANDS.iter().chain(&MACHINE) {
             let Some(m) = sub.results.get(c) else {
                 continue;
             };
