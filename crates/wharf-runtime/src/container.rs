@@ -625,7 +625,7 @@ impl Runtime {
     /// `delete --force` of a container whose state.json does not parse, with what that file
     /// would have said taken from the config of `bundle`, the one the container was created
     /// from: every process of the cgroup the config names is killed, the cgroup removed, and
-    /// the state directory.
+    /// the state directory. Returns whether a process of the container was still there.
     ///
     /// Why a caller needs it: state.json is replaced by a rename and never synced, so a
     /// crash of the machine can tear it on a runtime root that is on a disk, and a plain
@@ -633,19 +633,24 @@ impl Runtime {
     /// crash nothing of the container runs; the kill is for a state file damaged otherwise.
     /// A container whose state reads is deleted as [`Runtime::delete`] with force does it.
     /// Unlike that, no poststop hook runs: the config could have changed since the create.
-    pub fn delete_unreadable(&self, id: &str, bundle: &Path) -> Result<()> {
-        match self.store.load(id) {
+    pub fn delete_unreadable(&self, id: &str, bundle: &Path) -> Result<bool> {
+        match self.state(id) {
             Err(Error::CorruptState(_)) => {}
-            Ok(_) => return self.delete(id, true),
+            Ok((_, status)) => {
+                self.delete(id, true)?;
+                return Ok(status != Status::Stopped);
+            }
             Err(e) => return Err(e),
         }
         let _lock = self.store.lock(id)?;
-        let config = spec::load_bundle(bundle)?.spec;
+        let (_, config) = spec::read_config(bundle)?;
         let linux = config.linux().clone().unwrap_or_default();
         let cg = Cgroup::resolve(&cgroups::detect()?, linux.cgroups_path().as_deref(), id)?;
+        let running = !cg.pids()?.is_empty();
         cg.signal_all(libc::SIGKILL)?;
         cg.destroy()?;
-        self.store.remove(id)
+        self.store.remove(id)?;
+        Ok(running)
     }
 
     fn kill_and_wait(&self, st: &ContainerState) -> Result<()> {

@@ -23,17 +23,23 @@ pub struct Bundle {
 
 /// Read `<bundle>/config.json` and validate it.
 pub fn load_bundle(dir: &Path) -> Result<Bundle> {
+    let (dir, spec) = read_config(dir)?;
+    let rootfs = validate(&spec, &dir)?;
+    Ok(Bundle { dir, spec, rootfs })
+}
+
+/// Read `<bundle>/config.json` without validating it (what a cleanup needs of a config
+/// whose rootfs may be gone): the bundle's absolute path and the parsed spec.
+pub fn read_config(dir: &Path) -> Result<(PathBuf, Spec)> {
     let dir = std::path::absolute(dir)
         .map_err(|e| Error::os(format!("resolve bundle path {}", p(dir)), e))?;
     let path = dir.join("config.json");
     let data = std::fs::read(&path).map_err(|e| Error::os(format!("read {}", p(&path)), e))?;
     let spec: Spec =
         serde_json::from_slice(&data).map_err(|e| Error::Config(format!("{}: {e}", p(&path))))?;
-    let rootfs = validate(&spec, &dir)?;
-    Ok(Bundle { dir, spec, rootfs })
+    Ok((dir, spec))
 }
 
-/// Check a spec against the rules runc enforces; returns the absolute rootfs path.
 /// The largest uid or gid a process may run as. Ids above it are refused as runc refuses
 /// them: (uid_t)-1 = 4294967295 means "leave unchanged" to setresuid(2), so a container
 /// asking for it would silently stay root.
@@ -56,6 +62,7 @@ pub fn check_user(user: &oci_spec::runtime::User) -> Result<()> {
     Ok(())
 }
 
+/// Check a spec against the rules runc enforces; returns the absolute rootfs path.
 pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     let bad = |msg: String| Err(Error::Config(msg));
     let root = match spec.root() {

@@ -84,10 +84,10 @@ pub fn reap_dead_shim(state_dir: &Path, runtime_root: &Path) -> Result<Vec<Reape
                     })?
                     .bundle;
                 let killed = kill_recorded(record.as_ref());
-                rt.delete_unreadable(&id, &bundle).map_err(|e| {
+                let running = rt.delete_unreadable(&id, &bundle).map_err(|e| {
                     ShimError::Runtime(format!("delete container {id} of a dead shim: {e}"))
                 })?;
-                killed
+                killed || running
             }
             Err(e) => {
                 return Err(ShimError::Runtime(format!(

@@ -197,7 +197,9 @@ fn a_dead_shim_whose_records_are_torn_is_reaped() {
 
 /// The runtime's state.json is not synced either: torn, the reap finds the container's
 /// cgroup through the bundle its spec record names, empties and removes it, and removes
-/// the runtime's state directory, where `delete --force` alone fails on the file.
+/// the runtime's state directory, where `delete --force` alone fails on the file. A
+/// container found running in that cgroup counts as killed, though its status record,
+/// torn too, named no process.
 #[test]
 fn a_dead_shim_whose_runtime_state_is_torn_is_reaped() {
     let (pod, pid) = pod_running_and_finished("shim-torn-rt");
@@ -205,6 +207,9 @@ fn a_dead_shim_whose_runtime_state_is_torn_is_reaped() {
     for id in ["running", "finished"] {
         std::fs::write(pod.env.root.join(id).join("state.json"), "{\"id\":").unwrap();
     }
+    // Its status record torn too, "running" is known to run only through its cgroup.
+    let records = pod.state_dir.join("containers");
+    std::fs::write(records.join("running/status.json"), "").unwrap();
     let rt = wharf_runtime::Runtime::new(&pod.env.root);
     let plain = rt.delete("running", true).unwrap_err().to_string();
     assert!(
