@@ -57,6 +57,28 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// [`run_ok`] of the command `make` gives, made and run a second time if the first failed
+/// only because buildah could not seal the in-memory copy of itself it re-executes
+/// (runc's cloned-binary code, which buildah links): `F_ADD_SEALS` fails with EBUSY while
+/// the kernel still counts a page of the fresh copy as pinned. That is the reference
+/// builder's failure, not the build's; seen once in CI (`Close_Fd sealing memfd copy:
+/// Device or resource busy` at a `RUN` step), and a second run goes through.
+fn run_ok_but_a_peer_flake(make: impl Fn() -> Command, what: &str) -> String {
+    let out = make().output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    if out.status.success() {
+        return String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sealing memfd copy"),
+        "{what} failed ({}): {stderr}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    eprintln!("{what}: buildah could not seal its memfd copy ({stderr}); running it again");
+    run_ok(&mut make(), what)
+}
+
 /// A tree's listing (fixtures/images/list-tree.sh) without the mtime column: the builders
 /// stamp the files their steps make with the time of the build.
 fn tree(dir: &Path) -> Vec<String> {
@@ -241,27 +263,30 @@ fn buildah(w: &Wharf) -> Command {
 /// Build with buildah; returns the image and the tree of its root.
 fn with_buildah(w: &Wharf, case: &str, ctx: &Path, url: &str) -> Result {
     let tag = format!("localhost/corpus/{case}:buildah");
-    let mut cmd = buildah(w);
-    cmd.args([
-        "bud",
-        "-q",
-        "--isolation",
-        "chroot",
-        "--layers",
-        "--format",
-        "docker",
-        "--tls-verify=false",
-        "-t",
-        &tag,
-        "--build-arg",
-        &format!("BASE={}", busybox()),
-        "--build-arg",
-        &format!("URL_BASE={url}"),
-    ])
-    .args(case_args(case))
-    .arg(ctx)
-    .current_dir(ctx);
-    run_ok(&mut cmd, &format!("buildah bud of {case}"));
+    let bud = || {
+        let mut cmd = buildah(w);
+        cmd.args([
+            "bud",
+            "-q",
+            "--isolation",
+            "chroot",
+            "--layers",
+            "--format",
+            "docker",
+            "--tls-verify=false",
+            "-t",
+            &tag,
+            "--build-arg",
+            &format!("BASE={}", busybox()),
+            "--build-arg",
+            &format!("URL_BASE={url}"),
+        ])
+        .args(case_args(case))
+        .arg(ctx)
+        .current_dir(ctx);
+        cmd
+    };
+    run_ok_but_a_peer_flake(bud, &format!("buildah bud of {case}"));
     let ctr = run_ok(
         buildah(w).args(["from", "--pull-never", "-q", &tag]),
         "buildah from",
