@@ -131,14 +131,7 @@ fn a_killed_shim_is_reaped_and_its_containers_cleaned_up() {
             ("running", true, "ShimDied", 137),
         ]
     );
-    assert!(
-        reaped[2]
-            .exit
-            .message
-            .as_ref()
-            .unwrap()
-            .contains("shim died")
-    );
+    assert_message(&reaped[2], "shim died");
     assert!(!alive(pid), "the container was killed");
     // Nothing is left: runtime state, cgroups, socket; the records say what happened.
     assert_gone(&pod, &["running", "finished", "created"]);
@@ -175,17 +168,8 @@ fn a_dead_shim_whose_records_are_torn_is_reaped() {
             ("running", true, "ShimDied", 137),
         ]
     );
-    let message = |i: usize| reaped[i].exit.message.clone().unwrap();
-    assert!(
-        message(0).contains("unreadable; its exit status is unknown"),
-        "{}",
-        message(0)
-    );
-    assert!(
-        message(1).contains("unreadable; the container was killed"),
-        "{}",
-        message(1)
-    );
+    assert_message(&reaped[0], "unreadable; its exit status is unknown");
+    assert_message(&reaped[1], "unreadable; the container was killed");
     assert!(!alive(pid), "the container was killed");
     assert_gone(&pod, &["running", "finished"]);
     for id in ["running", "finished"] {
@@ -225,16 +209,7 @@ fn a_dead_shim_whose_runtime_state_is_torn_is_reaped() {
             ("running", true, "ShimDied", 137),
         ]
     );
-    assert!(
-        reaped[1]
-            .exit
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("unreadable; the container was killed"),
-        "{:?}",
-        reaped[1].exit.message
-    );
+    assert_message(&reaped[1], "unreadable; the container was killed");
     assert!(!alive(pid), "the container was killed");
     assert_gone(&pod, &["running", "finished"]);
 }
@@ -268,6 +243,16 @@ fn assert_gone(pod: &Pod, ids: &[&str]) {
             assert!(!d.join(id).exists(), "cgroup {}", d.join(id).display());
         }
     }
+}
+
+/// The exit written for reaped container `r` has a message, and it says `part`.
+fn assert_message(r: &wharf_shim::Reaped, part: &str) {
+    let message = r.exit.message.as_deref();
+    assert!(
+        message.is_some_and(|m| m.contains(part)),
+        "{}: {message:?} does not say {part:?}",
+        r.id
+    );
 }
 
 /// Each reaped container as (id, killed, reason, exit code), sorted by id.
