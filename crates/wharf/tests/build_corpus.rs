@@ -23,7 +23,7 @@ mod engine_support;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use engine_support::{Wharf, busybox};
 use serde_json::Value;
@@ -46,7 +46,16 @@ fn case_dir(case: &str) -> PathBuf {
 
 /// Run, must succeed, stdout.
 fn run_ok(cmd: &mut Command, what: &str) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    succeeded(output(cmd, what), what)
+}
+
+/// The output of `cmd`, whatever its status.
+fn output(cmd: &mut Command, what: &str) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The stdout of `out`, which must be a success.
+fn succeeded(out: Output, what: &str) -> String {
     assert!(
         out.status.success(),
         "{what} failed ({}): {}{}",
@@ -64,17 +73,11 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
 /// builder's failure, not the build's; seen once in CI (`Close_Fd sealing memfd copy:
 /// Device or resource busy` at a `RUN` step), and a second run goes through.
 fn run_ok_but_a_peer_flake(make: impl Fn() -> Command, what: &str) -> String {
-    let out = make().output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    if out.status.success() {
-        return String::from_utf8_lossy(&out.stdout).into_owned();
-    }
+    let out = output(&mut make(), what);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("sealing memfd copy"),
-        "{what} failed ({}): {stderr}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout)
-    );
+    if out.status.success() || !stderr.contains("sealing memfd copy") {
+        return succeeded(out, what);
+    }
     eprintln!("{what}: buildah could not seal its memfd copy ({stderr}); running it again");
     run_ok(&mut make(), what)
 }
